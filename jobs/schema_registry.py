@@ -1,0 +1,125 @@
+"""Protobuf descriptors from FileDescriptorSet files, local or over HTTP(S), the way stencil serves them."""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.descriptor import Descriptor
+
+
+class SchemaRegistryError(LookupError):
+    """A descriptor set that cannot be loaded, or a message name it does not define."""
+
+
+_fetch_cache: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
+_fetch_lock = threading.Lock()
+
+
+def fetch_descriptor_set(location: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None) -> bytes:
+    """The raw bytes of one descriptor set, cached per process (executors reuse them across batches)."""
+    key = (location, tuple(sorted((headers or {}).items())))
+    with _fetch_lock:
+        if key in _fetch_cache:
+            return _fetch_cache[key]
+    if location.startswith(("http://", "https://")):
+        request = urllib.request.Request(location, headers=dict(headers or {}))
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                payload = response.read()
+        except (urllib.error.URLError, TimeoutError) as error:
+            raise SchemaRegistryError(f"cannot fetch descriptor set {location}: {error}") from None
+    else:
+        path = Path(location.removeprefix("file://"))
+        try:
+            payload = path.read_bytes()
+        except OSError as error:
+            raise SchemaRegistryError(
+                f"cannot read descriptor set {location}: {error.strerror} "
+                "(descriptor sets are compiled from protos/ by `make protos`)"
+            ) from None
+    with _fetch_lock:
+        _fetch_cache[key] = payload
+    return payload
+
+
+class SchemaRegistry:
+    """Messages by full name from one or more descriptor sets.
+
+    Descriptor sets must be self-contained (`protoc --include_imports`); a file defined by several sets
+    is taken from the first.
+    """
+
+    def __init__(self, descriptor_sets: Sequence[bytes], sources: Sequence[str] | None = None) -> None:
+        self._pool = descriptor_pool.DescriptorPool()
+        self._serialized = list(descriptor_sets)
+        self._message_names: list[str] = []
+        added: set[str] = set()
+        for index, payload in enumerate(descriptor_sets):
+            source = sources[index] if sources else f"descriptor set #{index}"
+            try:
+                file_set = descriptor_pb2.FileDescriptorSet.FromString(payload)
+            except Exception as error:
+                raise SchemaRegistryError(f"{source} is not a serialized FileDescriptorSet: {error}") from None
+            for file_proto in file_set.file:
+                if file_proto.name in added:
+                    continue
+                try:
+                    self._pool.Add(file_proto)
+                except Exception as error:
+                    raise SchemaRegistryError(
+                        f"{source}: cannot load {file_proto.name}: {error} "
+                        "(was it compiled with --include_imports?)"
+                    ) from None
+                added.add(file_proto.name)
+                self._message_names.extend(_message_names(file_proto))
+
+    @classmethod
+    def load(
+        cls, locations: Sequence[str], timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+    ) -> SchemaRegistry:
+        return cls([fetch_descriptor_set(location, timeout_s, headers) for location in locations], locations)
+
+    @property
+    def serialized_descriptor_sets(self) -> list[bytes]:
+        """The sets this registry was built from, for shipping to executors."""
+        return list(self._serialized)
+
+    @property
+    def message_names(self) -> list[str]:
+        return sorted(self._message_names)
+
+    def message(self, full_name: str) -> Descriptor:
+        try:
+            return self._pool.FindMessageTypeByName(full_name)
+        except KeyError:
+            raise SchemaRegistryError(self._not_found(full_name)) from None
+
+    def _not_found(self, full_name: str) -> str:
+        package = full_name.rpartition(".")[0]
+        close = difflib.get_close_matches(full_name, self._message_names, n=5, cutoff=0.6)
+        same_package = [name for name in self._message_names if name.rpartition(".")[0] == package]
+        suggestions = list(dict.fromkeys(close + same_package))[:10]
+        if not suggestions:
+            packages = sorted({name.rpartition(".")[0] for name in self._message_names})
+            return f"protobuf message {full_name!r} is not defined; known packages: {', '.join(packages)}"
+        return f"protobuf message {full_name!r} is not defined; did you mean one of: {', '.join(suggestions)}"
+
+
+def _message_names(file_proto: descriptor_pb2.FileDescriptorProto) -> list[str]:
+    names: list[str] = []
+
+    def walk(prefix: str, messages: Sequence[descriptor_pb2.DescriptorProto]) -> None:
+        for message in messages:
+            name = f"{prefix}.{message.name}" if prefix else message.name
+            if not message.options.map_entry:
+                names.append(name)
+            walk(name, message.nested_type)
+
+    walk(file_proto.package, file_proto.message_type)
+    return names

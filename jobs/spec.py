@@ -1,0 +1,323 @@
+"""The dagger file: one YAML document per dagger, validated into typed models.
+
+A dagger reads one or more *streams*, runs one Spark SQL query over them and writes the result to one or
+more *sinks*. Every model forbids unknown keys, so a typo is an error that names the key instead of a
+setting silently ignored. Relative paths are resolved against the folder of the dagger file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class DaggerConfigError(ValueError):
+    """A dagger file that cannot be used; the message names the file and the key at fault."""
+
+
+def _parse_duration(value: Any) -> Any:
+    """Accept `10s`, `500ms`, `2m`, `1h`, `1d` or a number of seconds."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            return timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[match.group(2)])
+    raise ValueError(f"expected a duration such as '10s', '500ms', '2m' or '1h', got {value!r}")
+
+
+Duration = Annotated[timedelta, BeforeValidator(_parse_duration)]
+SqlIdentifier = Annotated[str, Field(pattern=_SQL_IDENTIFIER)]
+ClientConfigValue = str | int | float | bool
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _resolve_path(value: str, info: ValidationInfo) -> str:
+    """Paths and URLs as given; relative local paths against the dagger file's folder."""
+    if "://" in value or os.path.isabs(value):
+        return value
+    base_dir = (info.context or {}).get("base_dir")
+    return str(Path(base_dir, value).resolve()) if base_dir else value
+
+
+class InvalidRecordPolicy(_Model):
+    """What a stream does with a record that does not decode as its protobuf message."""
+
+    action: Literal["fail", "drop", "dead_letter"] = "fail"
+    """`fail` stops the query naming topic, partition and offset; `drop` skips and counts it;
+    `dead_letter` copies the raw record to `dead_letter_topic` (error in a header), then skips it."""
+    dead_letter_topic: str | None = None
+
+    @model_validator(mode="after")
+    def _dead_letter_needs_topic(self) -> InvalidRecordPolicy:
+        if self.action == "dead_letter" and not self.dead_letter_topic:
+            raise ValueError("action 'dead_letter' needs 'dead_letter_topic'")
+        return self
+
+
+class _StreamBase(_Model):
+    table: SqlIdentifier
+    """Name of the SQL view the stream is registered under."""
+    proto_message: str = Field(min_length=1)
+    """Full name of the protobuf message of each record, e.g. `dagger.examples.BookingLogMessage`."""
+    event_time_field: str = Field(min_length=1)
+    """A `google.protobuf.Timestamp` field (dotted path for nested fields) copied into the rowtime column."""
+
+
+class KafkaStream(_StreamBase):
+    """An unbounded stream of protobuf records from one or more Kafka topics."""
+
+    kind: Literal["kafka"]
+    topics: list[Annotated[str, Field(min_length=1)]] | None = None
+    """Topic names; exactly one of `topics` and `topic_pattern` is set."""
+    topic_pattern: str | None = None
+    """A regular expression matched against whole topic names; new matching topics join while running."""
+    bootstrap_servers: str = Field(min_length=1)
+    group_id: str | None = None
+    """Consumer group: its committed offsets are the starting point, and each finished micro-batch's
+    offsets are committed to it so standard lag tools work."""
+    auto_offset_reset: Literal["earliest", "latest"] = "latest"
+    """Where to start in a partition that has no committed offset for the group."""
+    start_timestamp: datetime | None = None
+    """Rewind: start every partition at the first record at or after this instant (overrides offsets)."""
+    max_records_per_batch: PositiveInt | None = None
+    """Upper bound on records per micro-batch, spread over partitions by their backlog."""
+    consumer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
+    """librdkafka consumer settings passed through as they are (SASL, SSL, fetch sizes...)."""
+    invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise ValueError(f"not a valid regular expression: {error}") from None
+        return value
+
+    @field_validator("start_timestamp")
+    @classmethod
+    def _timestamps_are_utc(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value
+
+    @model_validator(mode="after")
+    def _one_topic_selector(self) -> KafkaStream:
+        if (self.topics is None) == (self.topic_pattern is None):
+            raise ValueError("set exactly one of 'topics' (a list) and 'topic_pattern' (a regex)")
+        if self.topics is not None and not self.topics:
+            raise ValueError("'topics' must name at least one topic")
+        return self
+
+
+class DateRange(_Model):
+    """An inclusive range of partition times, read from `dt=YYYY-MM-DD[/hr=HH]` path segments (UTC)."""
+
+    start: datetime
+    end: datetime
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DateRange:
+        if self.start.tzinfo is None:
+            object.__setattr__(self, "start", self.start.replace(tzinfo=timezone.utc))
+        if self.end.tzinfo is None:
+            object.__setattr__(self, "end", self.end.replace(tzinfo=timezone.utc))
+        if self.start > self.end:
+            raise ValueError(f"start {self.start.isoformat()} is after end {self.end.isoformat()}")
+        return self
+
+
+class ParquetStream(_StreamBase):
+    """A bounded stream read from Parquet files whose columns follow the stream's protobuf message."""
+
+    kind: Literal["parquet"]
+    paths: list[str] = Field(min_length=1)
+    """Files or folders (searched recursively for `*.parquet`)."""
+    date_ranges: list[DateRange] = Field(default_factory=list)
+    """Only files whose `dt=`/`hr=` partition time falls in one of these ranges; empty means all."""
+    max_files_per_batch: PositiveInt | None = None
+
+    @field_validator("paths")
+    @classmethod
+    def _resolve(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return [_resolve_path(path, info) for path in value]
+
+
+Stream = Annotated[KafkaStream | ParquetStream, Field(discriminator="kind")]
+
+
+class KafkaSink(_Model):
+    """Writes each result row as a protobuf message to a Kafka topic."""
+
+    kind: Literal["kafka"]
+    bootstrap_servers: str = Field(min_length=1)
+    topic: str = Field(min_length=1)
+    proto_message: str = Field(min_length=1)
+    """Output message; result columns fill its fields by name (`a.b` fills nested field b of a)."""
+    key_proto_message: str | None = None
+    """Optional key message, filled from the same columns; without it records have no key."""
+    producer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
+
+
+class LogSink(_Model):
+    """Prints result rows on the driver's log, a bounded number per micro-batch."""
+
+    kind: Literal["log"]
+    max_rows_per_batch: PositiveInt = 20
+
+
+Sink = Annotated[KafkaSink | LogSink, Field(discriminator="kind")]
+
+
+class SchemaRegistryConfig(_Model):
+    """Where protobuf descriptor sets (`protoc --descriptor_set_out --include_imports`) are loaded from."""
+
+    descriptor_sets: list[str] = Field(min_length=1)
+    """Local paths or HTTP(S) URLs of FileDescriptorSet files."""
+    fetch_timeout: Duration = timedelta(seconds=10)
+    fetch_headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("descriptor_sets")
+    @classmethod
+    def _resolve(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return [_resolve_path(path, info) for path in value]
+
+
+class DaggerSpec(_Model):
+    """One dagger: streams -> SQL -> sinks, run as one Spark structured streaming query."""
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
+    description: str = ""
+    schema_registry: SchemaRegistryConfig
+    streams: list[Stream] = Field(min_length=1)
+    sql: str = Field(min_length=1)
+    rowtime_column: SqlIdentifier = "rowtime"
+    """Event-time column appended to every stream, filled from the stream's `event_time_field`."""
+    watermark_delay: Duration = timedelta(seconds=10)
+    """How late an event may arrive (relative to the latest event time seen) and still count."""
+    trigger_interval: Duration = timedelta(seconds=0)
+    """Time between micro-batch starts; 0 starts the next one as soon as the last one ends."""
+    checkpoint_location: str | None = None
+    """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working folder."""
+    sinks: list[Sink] = Field(min_length=1)
+
+    @field_validator("checkpoint_location")
+    @classmethod
+    def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else _resolve_path(value, info)
+
+    @model_validator(mode="after")
+    def _unique_tables(self) -> DaggerSpec:
+        seen: set[str] = set()
+        for stream in self.streams:
+            if stream.table.lower() in seen:
+                raise ValueError(f"two streams use table name {stream.table!r}; table names must be unique")
+            seen.add(stream.table.lower())
+        return self
+
+    @property
+    def resolved_checkpoint_location(self) -> str:
+        return self.checkpoint_location or str(Path(".dagger", "checkpoints", self.name).resolve())
+
+
+def _substitute_environment(node: Any, path: str) -> Any:
+    """Replace `${VAR}` in string values with the environment variable (for secrets kept out of files)."""
+    if isinstance(node, dict):
+        return {key: _substitute_environment(value, f"{path}.{key}" if path else str(key)) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_substitute_environment(value, f"{path}[{index}]") for index, value in enumerate(node)]
+    if isinstance(node, str):
+
+        def lookup(match: re.Match[str]) -> str:
+            variable = match.group(1)
+            if variable not in os.environ:
+                raise DaggerConfigError(f"{path}: environment variable {variable} is not set")
+            return os.environ[variable]
+
+        return _ENV_REFERENCE.sub(lookup, node)
+    return node
+
+
+def _key_path(location: tuple[int | str, ...], tags: set[str]) -> str:
+    parts: list[str] = []
+    for index, part in enumerate(location):
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif index > 0 and isinstance(location[index - 1], int) and part in tags:
+            continue  # the discriminated-union branch ("kafka", "log"...), not a key the user wrote
+        else:
+            parts.append(f".{part}" if parts else part)
+    return "".join(parts) or "(top level)"
+
+
+def format_validation_error(source: str, error: ValidationError) -> str:
+    tags = {"kafka", "parquet", "log"}
+    lines = [f"{source}: invalid dagger ({error.error_count()} problem(s))"]
+    for item in error.errors():
+        where = _key_path(item["loc"], tags)
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif item["type"] == "missing":
+            message = "required key is missing"
+        got = "" if item["type"] in ("missing",) else f" (got {item['input']!r})"
+        if item["type"] == "extra_forbidden" or isinstance(item["input"], dict):
+            got = ""
+        lines.append(f"  {where}: {message}{got}")
+    return "\n".join(lines)
+
+
+def parse_dagger(data: Any, source: str = "<dagger>", base_dir: str | Path | None = None) -> DaggerSpec:
+    """Validate an already-parsed YAML/JSON document into a `DaggerSpec`."""
+    if not isinstance(data, dict):
+        raise DaggerConfigError(f"{source}: a dagger file must be a mapping of keys, got {type(data).__name__}")
+    try:
+        data = _substitute_environment(data, "")
+    except DaggerConfigError as error:
+        raise DaggerConfigError(f"{source}: {error}") from None
+    try:
+        return DaggerSpec.model_validate(data, context={"base_dir": str(base_dir) if base_dir else None})
+    except ValidationError as error:
+        raise DaggerConfigError(format_validation_error(source, error)) from None
+
+
+def load_dagger(path: str | Path) -> DaggerSpec:
+    """Read and validate one dagger file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise DaggerConfigError(f"{path}: cannot read dagger file: {error.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise DaggerConfigError(f"{path}: not valid YAML: {error}") from None
+    return parse_dagger(data, str(path), path.parent.resolve())
