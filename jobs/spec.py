@@ -28,7 +28,7 @@ from pydantic import (
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
@@ -227,6 +227,9 @@ class DaggerSpec(_Model):
     """Time between micro-batch starts; 0 starts the next one as soon as the last one ends."""
     checkpoint_location: str | None = None
     """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working folder."""
+    output_mode: Literal["append", "update"] = "append"
+    """`append` emits each result row once (windowed aggregations emit when the watermark closes the
+    window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
     sinks: list[Sink] = Field(min_length=1)
 
     @field_validator("checkpoint_location")
@@ -249,7 +252,7 @@ class DaggerSpec(_Model):
 
 
 def _substitute_environment(node: Any, path: str) -> Any:
-    """Replace `${VAR}` in string values with the environment variable (for secrets kept out of files)."""
+    """Replace `${VAR}` / `${VAR:-default}` in string values (secrets and endpoints stay out of files)."""
     if isinstance(node, dict):
         return {key: _substitute_environment(value, f"{path}.{key}" if path else str(key)) for key, value in node.items()}
     if isinstance(node, list):
@@ -257,10 +260,12 @@ def _substitute_environment(node: Any, path: str) -> Any:
     if isinstance(node, str):
 
         def lookup(match: re.Match[str]) -> str:
-            variable = match.group(1)
-            if variable not in os.environ:
-                raise DaggerConfigError(f"{path}: environment variable {variable} is not set")
-            return os.environ[variable]
+            variable, default = match.group(1), match.group(2)
+            if variable in os.environ:
+                return os.environ[variable]
+            if default is not None:
+                return default
+            raise DaggerConfigError(f"{path}: environment variable {variable} is not set")
 
         return _ENV_REFERENCE.sub(lookup, node)
     return node

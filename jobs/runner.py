@@ -1,0 +1,384 @@
+"""Builds, runs, watches and stops the Spark streaming query of one dagger.
+
+Stages, in the order data flows:
+  streams (Kafka / Parquet data sources) -> invalid-record accounting -> event-time watermark
+  -> temp views named after each stream's table -> the dagger's SQL -> sinks (fan-out per micro-batch)
+
+Everything that can be checked before the query starts is checked in `build_dagger` (descriptor sets,
+message names, event-time fields, SQL analysis), so a bad dagger fails with a message naming the cause
+instead of a failed query minutes later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol
+
+from pyspark.errors import AnalysisException, ParseException, PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from jobs.schema_registry import SchemaRegistry
+from jobs.sinks.kafka import KafkaSinkWriter
+from jobs.sinks.log import LogSinkWriter
+from jobs.sources import kafka as kafka_source
+from jobs.sources import parquet as parquet_source
+from jobs.sources.stream_batches import VALID_RECORD_COLUMN, StreamLayout, decoder_for, encode_descriptor_sets
+from jobs.spec import DaggerSpec, KafkaSink, KafkaStream, LogSink, ParquetStream
+
+log = logging.getLogger(__name__)
+
+INVALID_RECORDS_METRIC = "invalid_records"
+
+
+class DaggerBuildError(ValueError):
+    """A dagger that cannot start: the message names the stream, sink or SQL position at fault."""
+
+
+class DaggerQueryError(RuntimeError):
+    """The streaming query stopped with an error."""
+
+
+class SinkWriter(Protocol):
+    """Writes one micro-batch; raising fails the batch, which the checkpoint then replays."""
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def reads_whole_batch(self) -> bool:
+        """False for sinks that look at part of a batch (the log sink takes a few rows)."""
+        ...
+
+    def write(self, batch: DataFrame, batch_id: int) -> None: ...
+
+
+@dataclass
+class BuiltDagger:
+    spec: DaggerSpec
+    registry: SchemaRegistry
+    streams: dict[str, DataFrame]
+    result: DataFrame
+    sinks: list[SinkWriter]
+
+    @property
+    def bounded(self) -> bool:
+        """A dagger over Parquet streams only has an end: it runs until its files are read."""
+        return all(isinstance(stream, ParquetStream) for stream in self.spec.streams)
+
+
+def build_dagger(
+    spark: SparkSession,
+    spec: DaggerSpec,
+    registry: SchemaRegistry | None = None,
+    log_emit: Callable[[str], None] | None = None,
+) -> BuiltDagger:
+    registry = registry or SchemaRegistry.load(
+        spec.schema_registry.descriptor_sets,
+        spec.schema_registry.fetch_timeout.total_seconds(),
+        spec.schema_registry.fetch_headers,
+    )
+    descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+    streams = {stream.table: _stream_frame(spark, spec, stream, descriptor_sets) for stream in spec.streams}
+    for table, frame in streams.items():
+        frame.createOrReplaceTempView(table)
+    result = _analyse_sql(spark, spec)
+    sinks = [_sink_writer(sink, registry, spec, log_emit) for sink in spec.sinks]
+    return BuiltDagger(spec, registry, streams, result, sinks)
+
+
+def _stream_frame(
+    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream | ParquetStream, descriptor_sets: str
+) -> DataFrame:
+    where = f"stream {stream.table!r}"
+    try:
+        decoder = decoder_for(descriptor_sets, stream.proto_message)
+        metadata = kafka_source.METADATA_SCHEMA if isinstance(stream, KafkaStream) else parquet_source.METADATA_SCHEMA
+        StreamLayout(decoder, metadata, stream.event_time_field, spec.rowtime_column)
+    except (LookupError, ValueError) as error:
+        raise DaggerBuildError(f"dagger {spec.name}: {where}: {error}") from None
+    source = kafka_source.SOURCE_NAME if isinstance(stream, KafkaStream) else parquet_source.SOURCE_NAME
+    frame = (
+        spark.readStream.format(source)
+        .option("stream", stream.model_dump_json())
+        .option("descriptor_sets", descriptor_sets)
+        .option("rowtime_column", spec.rowtime_column)
+        .load()
+    )
+    # Counted here (visible in every progress report), then removed with the flag before SQL sees them.
+    invalid = F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count")
+    frame = frame.observe(f"{INVALID_RECORDS_METRIC}.{stream.table}", invalid)
+    frame = frame.where(F.col(VALID_RECORD_COLUMN)).drop(VALID_RECORD_COLUMN)
+    return frame.withWatermark(spec.rowtime_column, _interval(spec.watermark_delay))
+
+
+def _interval(delay: timedelta) -> str:
+    return f"{int(delay.total_seconds() * 1000)} milliseconds"
+
+
+def _analyse_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
+    try:
+        return spark.sql(spec.sql)
+    except (AnalysisException, ParseException) as error:
+        raise DaggerBuildError(f"dagger {spec.name}: SQL error{_sql_position(spec.sql, error)}: {error}") from None
+
+
+def _sql_position(sql: str, error: PySparkException) -> str:
+    """' at line L, column C' of the first position Spark reports, if any."""
+    for context in error.getQueryContext() or []:
+        start = context.startIndex()
+        if start is not None and start >= 0:
+            line = sql.count("\n", 0, start) + 1
+            column = start - (sql.rfind("\n", 0, start) + 1) + 1
+            return f" at line {line}, column {column} ({context.fragment()!r})"
+    return ""
+
+
+def _sink_writer(
+    sink: KafkaSink | LogSink, registry: SchemaRegistry, spec: DaggerSpec, log_emit: Callable[[str], None] | None
+) -> SinkWriter:
+    if isinstance(sink, KafkaSink):
+        try:
+            return KafkaSinkWriter(sink, registry)
+        except LookupError as error:
+            raise DaggerBuildError(f"dagger {spec.name}: kafka sink {sink.topic!r}: {error}") from None
+    return LogSinkWriter(sink, log_emit)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Progress
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    """One micro-batch, as a user watching the dagger wants to see it."""
+
+    batch_id: int
+    input_rows: int
+    input_rows_per_second: float
+    processed_rows_per_second: float
+    duration_ms: int
+    watermark: str | None
+    lag_by_partition: dict[str, int] = field(default_factory=dict)
+    invalid_records: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag_by_partition.values())
+
+    @classmethod
+    def from_progress(cls, progress: dict) -> ProgressReport:
+        lag: dict[str, int] = {}
+        for source in progress.get("sources", []):
+            end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+            if not isinstance(end, dict) or not isinstance(latest, dict):
+                continue
+            for topic, partitions in latest.items():
+                if not isinstance(partitions, dict):
+                    continue
+                for partition, latest_offset in partitions.items():
+                    consumed = end.get(topic, {}).get(partition, 0)
+                    lag[f"{topic}[{partition}]"] = max(0, int(latest_offset) - int(consumed))
+        invalid = {
+            name.removeprefix(f"{INVALID_RECORDS_METRIC}."): int(row.get("count", 0))
+            for name, row in (progress.get("observedMetrics") or {}).items()
+            if name.startswith(INVALID_RECORDS_METRIC)
+        }
+        return cls(
+            batch_id=int(progress.get("batchId", -1)),
+            input_rows=int(progress.get("numInputRows", 0)),
+            input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
+            processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
+            duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+            watermark=(progress.get("eventTime") or {}).get("watermark"),
+            lag_by_partition=lag,
+            invalid_records=invalid,
+        )
+
+    def summary(self) -> str:
+        invalid = sum(self.invalid_records.values())
+        return (
+            f"batch {self.batch_id}: {self.input_rows} rows in {self.duration_ms} ms, "
+            f"{self.processed_rows_per_second:,.0f} rows/s processed, lag {self.total_lag}"
+            + (f", invalid {invalid}" if invalid else "")
+            + (f", watermark {self.watermark}" if self.watermark else "")
+        )
+
+
+def _offsets(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value
+
+
+class _QueryEvents(StreamingQueryListener):
+    """Forwards one query's progress to a queue; the runner drains it on its own thread.
+
+    Listener callbacks run on PySpark's callback thread: doing the work there would block Spark.
+    """
+
+    def __init__(self) -> None:
+        self.query_id: str | None = None
+        self.progress: queue.Queue[dict] = queue.Queue()
+        self.terminated = threading.Event()
+
+    def onQueryStarted(self, event: object) -> None:
+        pass
+
+    def onQueryProgress(self, event: StreamingQueryListener.QueryProgressEvent) -> None:
+        if str(event.progress.id) == self.query_id:
+            self.progress.put(json.loads(event.progress.json))
+
+    def onQueryIdle(self, event: object) -> None:
+        pass
+
+    def onQueryTerminated(self, event: StreamingQueryListener.QueryTerminatedEvent) -> None:
+        if str(event.id) == self.query_id:
+            self.terminated.set()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------------------
+
+
+class DaggerRun:
+    """One running dagger: start(), then wait() until it ends or stop() is called from any thread.
+
+    `wait()` sleeps in Python rather than in `awaitTermination()`: an interrupt arriving inside a py4j call
+    leaves the connection out of step and `stop()` then hangs.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        built: BuiltDagger,
+        on_progress: Callable[[ProgressReport], None] | None = None,
+        bounded: bool | None = None,
+        checkpoint_location: str | None = None,
+    ) -> None:
+        self.spark = spark
+        self.built = built
+        self.on_progress = on_progress
+        self.bounded = built.bounded if bounded is None else bounded
+        self.checkpoint_location = checkpoint_location or built.spec.resolved_checkpoint_location
+        self.query: StreamingQuery | None = None
+        self.reports: list[ProgressReport] = []
+        self._events = _QueryEvents()
+
+    def start(self) -> StreamingQuery:
+        spec = self.built.spec
+        sinks = self.built.sinks
+        self.spark.streams.addListener(self._events)
+        writer = (
+            self.built.result.writeStream.queryName(spec.name)
+            .outputMode(spec.output_mode)
+            .option("checkpointLocation", self.checkpoint_location)
+            .foreachBatch(_fan_out(sinks))
+        )
+        if self.bounded:
+            writer = writer.trigger(availableNow=True)
+        elif spec.trigger_interval.total_seconds() > 0:
+            writer = writer.trigger(processingTime=_interval(spec.trigger_interval))
+        try:
+            self.query = writer.start()
+        except (AnalysisException, PySparkException) as error:
+            self.spark.streams.removeListener(self._events)
+            raise DaggerBuildError(f"dagger {spec.name}: the query cannot run as a stream: {error}") from None
+        self._events.query_id = str(self.query.id)
+        log.info("dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location)
+        return self.query
+
+    def wait(self, timeout_s: float | None = None, poll_s: float = 0.5) -> bool:
+        """Block until the query ends (True) or `timeout_s` passes (False), reporting progress."""
+        if self.query is None:
+            raise RuntimeError("start() the dagger first")
+        remaining = timeout_s
+        while not self._events.terminated.wait(poll_s if remaining is None else min(poll_s, remaining)):
+            self._drain_progress()
+            if remaining is not None:
+                remaining -= poll_s
+                if remaining <= 0:
+                    return False
+        self._drain_progress()
+        self._raise_if_failed()
+        return True
+
+    def process_available(self) -> None:
+        """Block until every record available now is processed (for tests and bounded checks)."""
+        if self.query is None:
+            raise RuntimeError("start() the dagger first")
+        try:
+            self.query.processAllAvailable()
+        except PySparkException:
+            pass  # the query failed: _raise_if_failed says why
+        self._drain_progress()
+        self._raise_if_failed()
+
+    def stop(self) -> None:
+        """Stop gracefully: the running micro-batch finishes, the checkpoint stays consistent."""
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        self._drain_progress()
+        try:
+            self.spark.streams.removeListener(self._events)
+        except Exception:  # the session may already be gone at interpreter exit
+            log.debug("listener already removed", exc_info=True)
+
+    def _drain_progress(self) -> None:
+        while True:
+            try:
+                progress = self._events.progress.get_nowait()
+            except queue.Empty:
+                return
+            report = ProgressReport.from_progress(progress)
+            self.reports.append(report)
+            if self.on_progress:
+                self.on_progress(report)
+
+    def _raise_if_failed(self) -> None:
+        error = self.query.exception() if self.query is not None else None
+        if error is not None:
+            raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {_root_cause(str(error))}")
+
+
+def _root_cause(message: str) -> str:
+    """Spark wraps a Python worker's error in JVM stack traces; keep the Python exception line(s)."""
+    lines = message.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index].startswith(("jobs.", "pyspark.", "confluent_kafka.")) or "Error: " in lines[index]:
+            return lines[index].strip()
+    return lines[0] if lines else message
+
+
+def _fan_out(sinks: Sequence[SinkWriter]) -> Callable[[DataFrame, int], None]:
+    """One micro-batch to every sink.
+
+    The batch must be computed in full exactly once: that is when the source is read to its planned end,
+    invalid records are counted and the watermark advances. A lone sink that reads the whole batch does
+    that itself; otherwise the batch is cached, materialised, and every sink reads the cache.
+    """
+    if len(sinks) == 1 and sinks[0].reads_whole_batch:
+        return sinks[0].write
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            batch.count()
+            for sink in sinks:
+                sink.write(batch, batch_id)
+        finally:
+            batch.unpersist()
+
+    return write_batch

@@ -1,0 +1,470 @@
+"""Kafka stream source: a PySpark Python streaming data source yielding Arrow batches.
+
+Offsets are `{topic: {partition: next_offset}}` and live in the Spark checkpoint, so a restarted query
+resumes exactly after the last committed micro-batch. Topics are matched at every micro-batch, so a new
+topic matching `topic_pattern` (or a new partition) joins without a restart, read from its beginning.
+
+Two facts shape the offset handling, and both approaches stay correct on any Kafka:
+- The end of a partition is read from the fetch path (the `_PARTITION_EOF` event of a consumer placed just
+  before the end the broker reports), not from ListOffsets alone: some Kafka-protocol brokers report the
+  start of the last record batch there.
+- A rewind by timestamp starts from `offsets_for_times` and then steps forward to the first record whose
+  timestamp is at or after the instant, so a broker answering that lookup coarsely costs time, not rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from jobs.sources.stream_batches import StreamLayout, decoder_for
+from jobs.spec import KafkaStream
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAME = "dagger_kafka"
+METADATA_SCHEMA = pa.schema(
+    [
+        pa.field("kafka_topic", pa.string()),
+        pa.field("kafka_partition", pa.int32()),
+        pa.field("kafka_offset", pa.int64()),
+        pa.field("kafka_timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("kafka_key", pa.binary()),
+    ]
+)
+Offsets = dict[str, dict[str, int]]
+
+_METADATA_TIMEOUT_S = 15.0
+_READ_CHUNK = 50_000
+_STALL_TIMEOUT_S = 120.0
+
+
+class InvalidRecordError(RuntimeError):
+    """A record that does not decode, on a stream whose policy is `fail`."""
+
+
+class KafkaSourceError(RuntimeError):
+    """Kafka could not be read (unreachable, missing topic, stalled partition)."""
+
+
+def consumer_settings(stream: KafkaStream, **overrides: Any) -> dict[str, Any]:
+    """Client settings: defaults tuned for catching up fast, then the user's passthrough, then ours."""
+    settings: dict[str, Any] = {
+        "fetch.wait.max.ms": 10,
+        "queued.min.messages": 200_000,
+        "fetch.max.bytes": 64 * 1024 * 1024,
+        "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        "socket.keepalive.enable": True,
+        "log_level": 3,
+    }
+    settings.update(stream.consumer_config)
+    settings.update(
+        {
+            "bootstrap.servers": stream.bootstrap_servers,
+            # Readers only assign(); the group is used for committing finished batches.
+            "group.id": stream.group_id or f"dagger-{stream.table}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+    )
+    settings.update(overrides)
+    return settings
+
+
+@dataclass(frozen=True)
+class KafkaPartitionRange(InputPartition):
+    """Records [from_offset, until_offset) of one topic partition: one Spark task."""
+
+    topic: str
+    partition: int
+    from_offset: int
+    until_offset: int
+
+
+class KafkaStreamDataSource(DataSource):
+    """Options: `stream` (the KafkaStream model as JSON), `descriptor_sets`, `rowtime_column`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def _layout(self) -> tuple[KafkaStream, StreamLayout]:
+        stream = KafkaStream.model_validate_json(self.options["stream"])
+        decoder = decoder_for(self.options["descriptor_sets"], stream.proto_message)
+        return stream, StreamLayout(decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"])
+
+    def schema(self) -> StructType:
+        return self._layout()[1].spark_schema
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        stream, _ = self._layout()
+        return KafkaStreamReader(stream, self.options["descriptor_sets"], self.options["rowtime_column"])
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, stream: KafkaStream, descriptor_sets: str, rowtime_column: str) -> None:
+        self.stream = stream
+        self.descriptor_sets = descriptor_sets
+        self.rowtime_column = rowtime_column
+        self._consumer: Consumer | None = None  # driver side only, created on first use
+        self._latest: Offsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_consumer"] = None  # a client never travels with the pickled reader
+        return state
+
+    # ---- driver side -----------------------------------------------------------------------------
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(consumer_settings(self.stream, **{"enable.partition.eof": True}))
+        return self._consumer
+
+    def _where(self) -> str:
+        return f"stream {self.stream.table!r} ({self.stream.bootstrap_servers})"
+
+    def _discover(self) -> dict[str, list[int]]:
+        try:
+            metadata = self.consumer.list_topics(timeout=_METADATA_TIMEOUT_S)
+        except KafkaException as error:
+            raise KafkaSourceError(f"{self._where()}: cannot list topics: {error}") from None
+        if self.stream.topic_pattern is not None:
+
+            pattern = re.compile(self.stream.topic_pattern)
+            names = sorted(name for name in metadata.topics if pattern.fullmatch(name))
+        else:
+            names = list(self.stream.topics or [])
+            missing = [name for name in names if name not in metadata.topics]
+            if missing:
+                raise KafkaSourceError(f"{self._where()}: topic(s) {', '.join(missing)} do not exist")
+        found: dict[str, list[int]] = {}
+        for name in names:
+            topic = metadata.topics[name]
+            if topic.error is not None and topic.error.code() != KafkaError.NO_ERROR:
+                raise KafkaSourceError(f"{self._where()}: topic {name}: {topic.error.str()}")
+            found[name] = sorted(topic.partitions)
+        return found
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        try:
+            return self.consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False
+            )
+        except KafkaException as error:
+            raise KafkaSourceError(f"{self._where()}: offsets of {topic}[{partition}]: {error}") from None
+
+    def _end_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
+        """True end offsets: ListOffsets, then read to the partition-EOF event from just before it."""
+        reported = {(t, p): self._watermarks(t, p) for t, ps in partitions.items() for p in ps}
+        ends = {key: high for key, (low, high) in reported.items()}
+        probes = [TopicPartition(t, p, max(low, high - 1)) for (t, p), (low, high) in reported.items() if high > low]
+        if probes:
+            pending = {(tp.topic, tp.partition) for tp in probes}
+            self.consumer.assign(probes)
+            deadline = time.monotonic() + _METADATA_TIMEOUT_S
+            try:
+                while pending and time.monotonic() < deadline:
+                    for message in self.consumer.consume(num_messages=10_000, timeout=0.5):
+                        key = (message.topic(), message.partition())
+                        error = message.error()
+                        if error is None:
+                            ends[key] = max(ends[key], message.offset() + 1)
+                        elif error.code() == KafkaError._PARTITION_EOF:
+                            ends[key] = max(ends[key], message.offset())
+                            pending.discard(key)
+                        elif not error.retriable():
+                            raise KafkaSourceError(f"{self._where()}: {key[0]}[{key[1]}]: {error.str()}")
+            finally:
+                self.consumer.unassign()
+            if pending:
+                log.warning("%s: end of %s not confirmed in time; using the reported end", self._where(), pending)
+        offsets: Offsets = {}
+        for (topic, partition), end in ends.items():
+            offsets.setdefault(topic, {})[str(partition)] = end
+        return offsets
+
+    def _first_offset_at(self, topic: str, partition: int, timestamp_ms: int, end: int) -> int:
+        """Offset of the first record with timestamp >= timestamp_ms (or `end` if none)."""
+        [looked_up] = self.consumer.offsets_for_times(
+            [TopicPartition(topic, partition, timestamp_ms)], timeout=_METADATA_TIMEOUT_S
+        )
+        low, _ = self._watermarks(topic, partition)
+        position = looked_up.offset if looked_up.offset >= 0 else end
+        position = max(position, low)
+        if position >= end:
+            return end
+        self.consumer.assign([TopicPartition(topic, partition, position)])
+        deadline = time.monotonic() + _STALL_TIMEOUT_S
+        try:
+            while time.monotonic() < deadline:
+                for message in self.consumer.consume(num_messages=10_000, timeout=0.5):
+                    error = message.error()
+                    if error is None:
+                        if message.timestamp()[1] >= timestamp_ms:
+                            return message.offset()
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        return end
+        finally:
+            self.consumer.unassign()
+        raise KafkaSourceError(f"{self._where()}: rewind of {topic}[{partition}] did not finish in time")
+
+    def initialOffset(self) -> Offsets:
+        partitions = self._discover()
+        ends = self._end_offsets(partitions)
+        start: Offsets = {}
+        committed: dict[tuple[str, int], int] = {}
+        if self.stream.group_id and self.stream.start_timestamp is None:
+            tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+            if tps:
+                for tp in self.consumer.committed(tps, timeout=_METADATA_TIMEOUT_S):
+                    if tp.offset >= 0:
+                        committed[(tp.topic, tp.partition)] = tp.offset
+        for topic, partition_list in partitions.items():
+            for partition in partition_list:
+                end = ends[topic][str(partition)]
+                if self.stream.start_timestamp is not None:
+                    timestamp_ms = int(self.stream.start_timestamp.timestamp() * 1000)
+                    offset = self._first_offset_at(topic, partition, timestamp_ms, end)
+                elif (topic, partition) in committed:
+                    offset = committed[(topic, partition)]
+                elif self.stream.auto_offset_reset == "earliest":
+                    offset = self._watermarks(topic, partition)[0]
+                else:
+                    offset = end
+                start.setdefault(topic, {})[str(partition)] = offset
+        log.info("%s: starting offsets %s", self._where(), start)
+        return start
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.stream.max_records_per_batch:
+            return ReadMaxRows(self.stream.max_records_per_batch)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        ends = self._end_offsets(self._discover())
+        self._latest = ends
+        if not isinstance(limit, ReadMaxRows):
+            return _merge_offsets(start, ends)
+        return _merge_offsets(start, _limit_offsets(start, ends, limit.max_rows))
+
+    def reportLatestOffset(self) -> Offsets | None:
+        return self._latest
+
+    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaPartitionRange]:
+        ranges = []
+        for topic, partition_ends in sorted(end.items()):
+            for partition, until in sorted(partition_ends.items(), key=lambda item: int(item[0])):
+                # A partition unknown at `start` was discovered during this batch: read it from the start.
+                begin = start.get(topic, {}).get(partition, 0)
+                if until > begin:
+                    ranges.append(KafkaPartitionRange(topic, int(partition), begin, until))
+        return ranges
+
+    def commit(self, end: Offsets) -> None:
+        """Record finished batches in the consumer group so lag tools see progress (best effort)."""
+        if not self.stream.group_id:
+            return
+        offsets = [TopicPartition(t, int(p), o) for t, ps in end.items() for p, o in ps.items()]
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            # The checkpoint, not the group, is the source of truth for where the query resumes.
+            log.warning("%s: could not commit offsets to group %s: %s", self._where(), self.stream.group_id, error)
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # ---- executor side ---------------------------------------------------------------------------
+
+    def read(self, partition: KafkaPartitionRange) -> Iterator[pa.RecordBatch]:
+        reader = _PartitionReader(self.stream, self.descriptor_sets, self.rowtime_column, partition)
+        try:
+            yield from reader.batches()
+        finally:
+            reader.close()
+
+
+def _merge_offsets(start: Offsets, ends: Offsets) -> Offsets:
+    """End offsets, keeping partitions that disappeared from metadata at their start offset."""
+    merged = {topic: dict(partitions) for topic, partitions in start.items()}
+    for topic, partitions in ends.items():
+        merged.setdefault(topic, {}).update(partitions)
+    return merged
+
+
+def _limit_offsets(start: Offsets, ends: Offsets, max_rows: int) -> Offsets:
+    """Share `max_rows` over partitions in proportion to their backlog."""
+    backlog = {
+        (topic, partition): max(0, end - start.get(topic, {}).get(partition, 0))
+        for topic, partitions in ends.items()
+        for partition, end in partitions.items()
+    }
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return ends
+    limited: Offsets = {}
+    granted = 0
+    keys = sorted(backlog, key=lambda key: -backlog[key])
+    for topic, partition in keys:
+        share = backlog[(topic, partition)] * max_rows // total
+        limited.setdefault(topic, {})[partition] = start.get(topic, {}).get(partition, 0) + share
+        granted += share
+    for topic, partition in keys:  # hand out the rounding remainder, largest backlog first
+        if granted >= max_rows:
+            break
+        if limited[topic][partition] < ends[topic][partition]:
+            limited[topic][partition] += 1
+            granted += 1
+    return limited
+
+
+class _PartitionReader:
+    """Reads one offset range into Arrow batches, applying the stream's invalid-record policy."""
+
+    def __init__(
+        self, stream: KafkaStream, descriptor_sets: str, rowtime_column: str, partition: KafkaPartitionRange
+    ) -> None:
+        self.stream = stream
+        self.range = partition
+        decoder = decoder_for(descriptor_sets, stream.proto_message)
+        self.layout = StreamLayout(decoder, METADATA_SCHEMA, stream.event_time_field, rowtime_column)
+        self.consumer = Consumer(consumer_settings(stream, **{"enable.partition.eof": True, "fetch.wait.max.ms": 1}))
+        self.consumer.assign([TopicPartition(partition.topic, partition.partition, partition.from_offset)])
+        self._dead_letters: Producer | None = None
+        self._dead_letter_error: KafkaError | None = None
+
+    def _where(self, offset: int | None = None) -> str:
+        at = f"@{offset}" if offset is not None else ""
+        return f"stream {self.stream.table!r}: {self.range.topic}[{self.range.partition}]{at}"
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        pending: list[Message] = []
+        next_offset = self.range.from_offset
+        last_progress = time.monotonic()
+        while next_offset < self.range.until_offset:
+            wanted = min(_READ_CHUNK, self.range.until_offset - next_offset)
+            messages = self.consumer.consume(num_messages=wanted, timeout=1.0)
+            if not messages:
+                if time.monotonic() - last_progress > _STALL_TIMEOUT_S:
+                    raise KafkaSourceError(
+                        f"{self._where(next_offset)}: no records for {_STALL_TIMEOUT_S:.0f}s while "
+                        f"reading up to offset {self.range.until_offset}"
+                    )
+                continue
+            last_progress = time.monotonic()
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    if message.offset() < self.range.until_offset:
+                        pending.append(message)
+                    next_offset = message.offset() + 1
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    # The range may end in offsets that hold no record (transaction markers); an EOF
+                    # before the range's end means the records are not visible yet: keep waiting.
+                    if message.offset() >= self.range.until_offset:
+                        next_offset = self.range.until_offset
+                elif not error.retriable():
+                    raise KafkaSourceError(f"{self._where()}: {error.str()}")
+            if len(pending) >= _READ_CHUNK:
+                yield self._to_batch(pending)
+                pending = []
+        if pending:
+            yield self._to_batch(pending)
+        if self._dead_letters is not None:
+            self._flush_dead_letters()
+
+    def _to_batch(self, messages: list[Message]) -> pa.RecordBatch:
+        values = [message.value() for message in messages]
+        offsets = [message.offset() for message in messages]
+        tombstones = {index: "record has no value (tombstone)" for index, value in enumerate(values) if value is None}
+        if tombstones:
+            values = [b"" if value is None else value for value in values]
+        decoded, invalid = self.layout.decoder.decode(values)
+        invalid.update(tombstones)
+        valid = None
+        if invalid:
+            valid = self._apply_invalid_record_policy(messages, invalid)
+        metadata = [
+            pa.repeat(self.range.topic, len(messages)),
+            pa.repeat(pa.scalar(self.range.partition, pa.int32()), len(messages)),
+            pa.array(offsets, pa.int64()),
+            pa.array([message.timestamp()[1] * 1000 for message in messages], pa.int64()).cast(
+                METADATA_SCHEMA.field("kafka_timestamp").type
+            ),
+            pa.array([message.key() for message in messages], pa.binary()),
+        ]
+        return self.layout.assemble(decoded, metadata, valid)
+
+    def _apply_invalid_record_policy(self, messages: list[Message], invalid: dict[int, str]) -> pa.Array:
+        policy = self.stream.invalid_records
+        if policy.action == "fail":
+            index = min(invalid)
+            raise InvalidRecordError(
+                f"{self._where(messages[index].offset())}: record is not a valid {self.stream.proto_message}: "
+                f"{invalid[index]} ({len(invalid)} invalid record(s) in this read; set "
+                "invalid_records.action to 'drop' or 'dead_letter' to skip them)"
+            )
+        if policy.action == "dead_letter":
+            self._send_to_dead_letter_topic([(messages[index], error) for index, error in sorted(invalid.items())])
+        flags = [True] * len(messages)
+        for index in invalid:
+            flags[index] = False
+        return pa.array(flags, pa.bool_())
+
+    def _send_to_dead_letter_topic(self, records: list[tuple[Message, str]]) -> None:
+        if self._dead_letters is None:
+            settings = {
+                key: value
+                for key, value in consumer_settings(self.stream).items()
+                if key.startswith(("security.", "sasl.", "ssl.", "bootstrap."))
+            }
+            self._dead_letters = Producer({**settings, "enable.idempotence": True, "linger.ms": 5})
+        topic = self.stream.invalid_records.dead_letter_topic
+        for message, error in records:
+            self._dead_letters.produce(
+                topic,
+                value=message.value(),
+                key=message.key(),
+                headers=[
+                    ("dagger.error", error.encode()),
+                    ("dagger.source.topic", message.topic().encode()),
+                    ("dagger.source.partition", str(message.partition()).encode()),
+                    ("dagger.source.offset", str(message.offset()).encode()),
+                    ("dagger.stream", self.stream.table.encode()),
+                ],
+                on_delivery=self._on_dead_letter_delivery,
+            )
+            self._dead_letters.poll(0)
+
+    def _on_dead_letter_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._dead_letter_error = error
+
+    def _flush_dead_letters(self) -> None:
+        """Dead letters are durable before the batch counts as read: a failure fails the task."""
+        remaining = self._dead_letters.flush(60)
+        if remaining or self._dead_letter_error is not None:
+            raise KafkaSourceError(
+                f"{self._where()}: could not write dead letters to "
+                f"{self.stream.invalid_records.dead_letter_topic}: "
+                f"{self._dead_letter_error.str() if self._dead_letter_error else f'{remaining} unsent'}"
+            )
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -1,0 +1,175 @@
+"""Parquet stream source: bounded files whose columns follow the stream's protobuf message.
+
+Files are read in order of their `dt=YYYY-MM-DD[/hr=HH]` partition time (then path), one Spark task per
+file, and the offset is the last file read, so a restarted query continues with the next file. Columns are
+matched to the message's fields by name: extra columns are ignored, missing ones are null, and a column
+whose type cannot be cast to the field's is an error naming file and column. A Timestamp field may be
+stored as a timestamp, as epoch milliseconds (int64, as Dagger reads it) or as a {seconds, nanos} struct.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
+from pyspark.sql.types import StructType
+
+from jobs.sources.stream_batches import ROWTIME_TYPE, StreamLayout, decoder_for
+from jobs.spec import ParquetStream
+
+SOURCE_NAME = "dagger_parquet"
+METADATA_SCHEMA = pa.schema([pa.field("source_file", pa.string())])
+_PARTITION_TIME = re.compile(r"(?:^|/)dt=(\d{4}-\d{2}-\d{2})(?:/hr=(\d{2}))?(?:/|$)")
+_READ_BATCH_ROWS = 65_536
+
+
+class ParquetSourceError(RuntimeError):
+    """A Parquet file that cannot be listed, read or matched to the stream's message."""
+
+
+@dataclass(frozen=True, order=True)
+class ParquetFileEntry:
+    """A file and where it sorts: by partition time, then path."""
+
+    sort_key: str
+    path: str
+
+
+def partition_time(path: str) -> datetime | None:
+    match = _PARTITION_TIME.search(Path(path).as_posix())
+    if match is None:
+        return None
+    day, hour = match.group(1), match.group(2) or "00"
+    return datetime.fromisoformat(f"{day}T{hour}:00:00").replace(tzinfo=timezone.utc)
+
+
+def list_stream_files(stream: ParquetStream) -> list[ParquetFileEntry]:
+    files: list[str] = []
+    for location in stream.paths:
+        path = Path(location)
+        if path.is_file():
+            files.append(str(path))
+        elif path.is_dir():
+            files.extend(
+                str(candidate)
+                for candidate in path.rglob("*.parquet")
+                if not any(part.startswith(("_", ".")) for part in candidate.relative_to(path).parts)
+            )
+        else:
+            raise ParquetSourceError(f"stream {stream.table!r}: path {location} does not exist")
+    entries = []
+    for file in sorted(set(files)):
+        when = partition_time(file)
+        if stream.date_ranges:
+            if when is None:
+                raise ParquetSourceError(
+                    f"stream {stream.table!r}: {file} has no dt=YYYY-MM-DD[/hr=HH] folder, so it cannot be "
+                    "matched to date_ranges"
+                )
+            if not any(window.start <= when <= window.end for window in stream.date_ranges):
+                continue
+        entries.append(ParquetFileEntry(f"{when.isoformat() if when else ''}|{file}", file))
+    return sorted(entries)
+
+
+@dataclass(frozen=True)
+class ParquetFilePartition(InputPartition):
+    path: str
+
+
+class ParquetStreamDataSource(DataSource):
+    """Options: `stream` (the ParquetStream model as JSON), `descriptor_sets`, `rowtime_column`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def _layout(self) -> tuple[ParquetStream, StreamLayout]:
+        stream = ParquetStream.model_validate_json(self.options["stream"])
+        decoder = decoder_for(self.options["descriptor_sets"], stream.proto_message)
+        return stream, StreamLayout(decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"])
+
+    def schema(self) -> StructType:
+        return self._layout()[1].spark_schema
+
+    def streamReader(self, schema: StructType) -> ParquetStreamReader:
+        stream, layout = self._layout()
+        return ParquetStreamReader(stream, layout)
+
+
+class ParquetStreamReader(DataSourceStreamReader):
+    """Offsets are `{"after": sort key of the last file read}`."""
+
+    def __init__(self, stream: ParquetStream, layout: StreamLayout) -> None:
+        self.stream = stream
+        self.layout = layout
+
+    def initialOffset(self) -> dict:
+        return {"after": ""}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.stream.max_files_per_batch:
+            return ReadMaxFiles(self.stream.max_files_per_batch)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        unread = [entry for entry in list_stream_files(self.stream) if entry.sort_key > start["after"]]
+        if isinstance(limit, ReadMaxFiles):
+            unread = unread[: limit.max_files]
+        return {"after": unread[-1].sort_key} if unread else start
+
+    def partitions(self, start: dict, end: dict) -> list[ParquetFilePartition]:
+        return [
+            ParquetFilePartition(entry.path)
+            for entry in list_stream_files(self.stream)
+            if start["after"] < entry.sort_key <= end["after"]
+        ]
+
+    def read(self, partition: ParquetFilePartition) -> Iterator[pa.RecordBatch]:
+        try:
+            parquet_file = pq.ParquetFile(partition.path)
+        except (OSError, pa.ArrowInvalid) as error:
+            raise ParquetSourceError(f"stream {self.stream.table!r}: cannot read {partition.path}: {error}") from None
+        for batch in parquet_file.iter_batches(batch_size=_READ_BATCH_ROWS):
+            decoded = self._conform(batch, partition.path)
+            source_file = pa.repeat(partition.path, batch.num_rows)
+            yield self.layout.assemble(decoded, [source_file])
+
+    def _conform(self, batch: pa.RecordBatch, path: str) -> pa.RecordBatch:
+        target = self.layout.decoder.schema
+        columns = []
+        for field in target:
+            if field.name not in batch.schema.names:
+                columns.append(pa.nulls(batch.num_rows, field.type))
+                continue
+            column = batch.column(field.name)
+            try:
+                columns.append(_cast_column(column, field.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+                raise ParquetSourceError(
+                    f"stream {self.stream.table!r}: {path}: column {field.name!r} of type {column.type} "
+                    f"does not fit field type {field.type}: {error}"
+                ) from None
+        return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _cast_column(column: pa.Array, target: pa.DataType) -> pa.Array:
+    if column.type == target:
+        return column
+    if target == ROWTIME_TYPE:
+        if pa.types.is_integer(column.type):  # epoch milliseconds
+            return pc.cast(pc.multiply(pc.cast(column, pa.int64()), 1000), pa.int64()).cast(ROWTIME_TYPE)
+        if pa.types.is_struct(column.type) and {"seconds", "nanos"} <= {f.name for f in column.type}:
+            seconds = pc.cast(pc.struct_field(column, "seconds"), pa.int64())
+            nanos = pc.cast(pc.struct_field(column, "nanos"), pa.int64())
+            micros = pc.add(pc.multiply(seconds, 1_000_000), pc.divide(nanos, 1000))
+            return pc.if_else(column.is_null(), pa.nulls(len(column), ROWTIME_TYPE), micros.cast(ROWTIME_TYPE))
+    return pc.cast(column, target)

@@ -1,0 +1,102 @@
+"""What every stream source emits: the message's columns, source metadata, a validity flag and the rowtime.
+
+Sources build their Spark schema and their Arrow batches here, so every stream looks the same to the SQL
+stage: proto fields in declaration order, then the source's metadata columns, then `rowtime` last (as in
+Dagger). The validity flag never reaches SQL: the runner counts invalid rows and removes them together with
+the flag (see `jobs.runner`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from jobs.codec.protobuf import ProtoDecoder, column_at_path, timestamp_field_at_path
+from jobs.schema_registry import SchemaRegistry
+
+VALID_RECORD_COLUMN = "__dagger_valid_record"
+ROWTIME_TYPE = pa.timestamp("us", tz="UTC")
+_EPOCH = pa.scalar(0, ROWTIME_TYPE)
+
+
+def encode_descriptor_sets(payloads: Sequence[bytes]) -> str:
+    """Descriptor sets as a data-source option (options are strings; executors rebuild the registry)."""
+    return json.dumps([base64.b64encode(payload).decode("ascii") for payload in payloads])
+
+
+_registries: dict[str, SchemaRegistry] = {}
+_decoders: dict[tuple[str, str], ProtoDecoder] = {}
+_cache_lock = threading.Lock()
+
+
+def registry_from_option(descriptor_sets_option: str) -> SchemaRegistry:
+    """The registry behind an `encode_descriptor_sets` option, built once per process."""
+    key = hashlib.sha256(descriptor_sets_option.encode()).hexdigest()
+    with _cache_lock:
+        registry = _registries.get(key)
+        if registry is None:
+            payloads = [base64.b64decode(item) for item in json.loads(descriptor_sets_option)]
+            registry = _registries[key] = SchemaRegistry(payloads)
+        return registry
+
+
+def decoder_for(descriptor_sets_option: str, message_name: str) -> ProtoDecoder:
+    """A decoder per process and message: building one compiles the codec, so workers reuse it."""
+    registry = registry_from_option(descriptor_sets_option)
+    key = (hashlib.sha256(descriptor_sets_option.encode()).hexdigest(), message_name)
+    with _cache_lock:
+        decoder = _decoders.get(key)
+        if decoder is None:
+            decoder = _decoders[key] = ProtoDecoder(registry.message(message_name))
+        return decoder
+
+
+class StreamLayout:
+    """The column layout of one stream: message fields + metadata + validity flag + rowtime."""
+
+    def __init__(
+        self, decoder: ProtoDecoder, metadata: pa.Schema, event_time_field: str, rowtime_column: str
+    ) -> None:
+        timestamp_field_at_path(decoder.descriptor, event_time_field)  # raises naming the field if unusable
+        reserved = [*metadata.names, VALID_RECORD_COLUMN, rowtime_column]
+        clashes = sorted(set(decoder.schema.names) & set(reserved))
+        if clashes:
+            raise ValueError(
+                f"{decoder.descriptor.full_name} has field(s) {', '.join(clashes)}, which the stream reserves "
+                "for its own columns; choose another rowtime_column or rename the field"
+            )
+        self.decoder = decoder
+        self.event_time_field = event_time_field
+        self.schema = pa.schema(
+            [
+                *decoder.schema,
+                *metadata,
+                pa.field(VALID_RECORD_COLUMN, pa.bool_(), nullable=False),
+                pa.field(rowtime_column, ROWTIME_TYPE),
+            ]
+        )
+
+    @property
+    def spark_schema(self) -> StructType:
+        return from_arrow_schema(self.schema)
+
+    def assemble(
+        self, decoded: pa.RecordBatch, metadata: Sequence[pa.Array], valid: pa.Array | None = None
+    ) -> pa.RecordBatch:
+        """Decoded message columns + metadata -> a batch of `self.schema`.
+
+        The rowtime is the event-time field; a record without one gets the epoch, as Dagger does, so the
+        watermark treats it as late rather than the query failing.
+        """
+        rowtime = pc.fill_null(column_at_path(decoded, self.event_time_field), _EPOCH)
+        if valid is None:
+            valid = pa.repeat(True, decoded.num_rows)
+        return pa.RecordBatch.from_arrays([*decoded.columns, *metadata, valid, rowtime], schema=self.schema)

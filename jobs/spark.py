@@ -1,0 +1,58 @@
+"""The Spark session a dagger runs on: local by default, any master URL or Spark Connect by setting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from jobs.sources.kafka import KafkaStreamDataSource
+from jobs.sources.parquet import ParquetStreamDataSource
+from jobs.sinks.kafka import KafkaBatchSink
+
+DEFAULT_MASTER = "local[*]"
+
+# Defaults for one machine; every key can be overridden through `extra_conf`.
+_DEFAULT_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    "spark.python.worker.reuse": "true",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.ui.enabled": "false",
+    # The JVM writes /tmp/hsperfdata_<user> otherwise, whatever java.io.tmpdir says.
+    "spark.driver.extraJavaOptions": "-XX:-UsePerfData -Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-XX:-UsePerfData -Duser.timezone=UTC",
+}
+
+
+def spark_session(
+    master: str | None = None, app_name: str = "dagger", extra_conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """Get or create the session and register the dagger data sources on it.
+
+    `master` falls back to $DAGGER_SPARK_MASTER, then `local[*]`; an `sc://` URL connects to Spark Connect.
+    PySpark installs its own SIGINT handler while the JVM starts; the caller's handler (Dagster's, or the
+    terminal's Ctrl-C) is put back so interrupts keep meaning what the caller expects.
+    """
+    master = master or os.environ.get("DAGGER_SPARK_MASTER", DEFAULT_MASTER)
+    # Python workers must run the interpreter that has this project installed (not the first `python3`).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    previous_handler = signal.getsignal(signal.SIGINT)
+    builder = SparkSession.builder.appName(app_name)
+    builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
+    for key, value in {**_DEFAULT_CONF, **(extra_conf or {})}.items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGINT, previous_handler)
+    session.sparkContext.setLogLevel(os.environ.get("DAGGER_SPARK_LOG_LEVEL", "WARN"))
+    for data_source in (KafkaStreamDataSource, ParquetStreamDataSource, KafkaBatchSink):
+        session.dataSource.register(data_source)
+    return session
