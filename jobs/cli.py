@@ -1,0 +1,129 @@
+"""`dagger`: run, check and demo daggers from the command line.
+
+    dagger run daggers/booking_filter.yaml      run until Ctrl-C (or until a bounded dagger's files are read)
+    dagger validate daggers/*.yaml              check files, descriptor sets, messages and SQL; run nothing
+    dagger demo                                 embedded broker + booking generator + the example dagger
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from jobs.protoc import PROJECT_ROOT, compile_descriptor_set
+from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, ProgressReport, build_dagger
+from jobs.schema_registry import SchemaRegistryError
+from jobs.spec import DaggerConfigError, load_dagger
+
+log = logging.getLogger("dagger")
+EXAMPLE_DAGGER = PROJECT_ROOT / "daggers" / "booking_filter.yaml"
+
+
+def _print_progress(report: ProgressReport) -> None:
+    log.info("progress | %s", report.summary())
+
+
+def run_dagger(path: Path, master: str | None, bounded: bool | None, checkpoint: str | None = None) -> int:
+    from jobs.spark import spark_session
+
+    spec = load_dagger(path)
+    spark = spark_session(master, app_name=f"dagger-{spec.name}")
+    built = build_dagger(spark, spec)
+    run = DaggerRun(spark, built, on_progress=_print_progress, bounded=bounded, checkpoint_location=checkpoint)
+    run.start()
+    log.info("dagger %s running; Ctrl-C stops it cleanly", spec.name)
+    try:
+        run.wait()
+    except KeyboardInterrupt:
+        log.info("stopping %s: finishing the current micro-batch...", spec.name)
+    finally:
+        run.stop()
+    log.info("dagger %s stopped; checkpoint %s", spec.name, run.checkpoint_location)
+    return 0
+
+
+def validate(paths: list[Path], master: str | None) -> int:
+    from jobs.spark import spark_session
+
+    spark = None
+    failures = 0
+    for path in paths:
+        try:
+            spec = load_dagger(path)
+            spark = spark or spark_session(master, app_name="dagger-validate")
+            build_dagger(spark, spec)
+            print(f"{path}: ok ({len(spec.streams)} stream(s), {len(spec.sinks)} sink(s))")
+        except (DaggerConfigError, DaggerBuildError, SchemaRegistryError) as error:
+            failures += 1
+            print(error, file=sys.stderr)
+    return 1 if failures else 0
+
+
+def demo(rate: int, master: str | None) -> int:
+    """The example dagger on an embedded broker fed by the booking generator."""
+    from jobs.broker import EmbeddedBroker
+    from jobs.generator import BookingProducer
+    from jobs.schema_registry import SchemaRegistry
+
+    descriptor_set = compile_descriptor_set()
+    checkpoint = tempfile.mkdtemp(prefix="dagger-demo-")  # the embedded broker forgets everything on exit
+    stop_generator = threading.Event()
+    with EmbeddedBroker() as broker:
+        os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
+        log.info("embedded broker on %s", broker.bootstrap_servers)
+        producer = BookingProducer(broker.bootstrap_servers, "bookings", SchemaRegistry.load([str(descriptor_set)]))
+
+        def stopped() -> Iterator[bool]:
+            while True:
+                yield stop_generator.is_set()
+
+        generator = threading.Thread(target=producer.run, args=(rate, stopped()), name="booking-generator", daemon=True)
+        generator.start()
+        log.info("generating %d bookings/s to topic 'bookings'", rate)
+        try:
+            return run_dagger(EXAMPLE_DAGGER, master, bounded=False, checkpoint=checkpoint)
+        finally:
+            stop_generator.set()
+            generator.join(timeout=10)
+            shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dagger", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--master", help="Spark master URL or sc:// (default $DAGGER_SPARK_MASTER or local[*])")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="run one dagger")
+    run_parser.add_argument("dagger", type=Path)
+    mode = run_parser.add_mutually_exclusive_group()
+    mode.add_argument("--bounded", dest="bounded", action="store_true", default=None, help="process what is there, then stop")
+    mode.add_argument("--unbounded", dest="bounded", action="store_false", help="keep running (default for Kafka)")
+    validate_parser = commands.add_parser("validate", help="check dagger files without running them")
+    validate_parser.add_argument("daggers", type=Path, nargs="+")
+    demo_parser = commands.add_parser("demo", help="the example dagger on an embedded broker")
+    demo_parser.add_argument("--rate", type=int, default=2000, help="generated bookings per second")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s | %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        if args.command == "run":
+            compile_descriptor_set()
+            return run_dagger(args.dagger, args.master, args.bounded)
+        if args.command == "validate":
+            compile_descriptor_set()
+            return validate(args.daggers, args.master)
+        return demo(args.rate, args.master)
+    except (DaggerConfigError, DaggerBuildError, SchemaRegistryError, DaggerQueryError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
