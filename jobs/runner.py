@@ -169,6 +169,8 @@ class ProgressReport:
     watermark: str | None
     lag_by_partition: dict[str, int] = field(default_factory=dict)
     invalid_records: dict[str, int] = field(default_factory=dict)
+    end_offsets: list[dict] = field(default_factory=list)
+    """Each source's offsets at the end of the batch, as recorded in the checkpoint."""
 
     @property
     def total_lag(self) -> int:
@@ -177,8 +179,11 @@ class ProgressReport:
     @classmethod
     def from_progress(cls, progress: dict) -> ProgressReport:
         lag: dict[str, int] = {}
+        end_offsets = []
         for source in progress.get("sources", []):
             end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+            if isinstance(end, dict):
+                end_offsets.append(end)
             if not isinstance(end, dict) or not isinstance(latest, dict):
                 continue
             for topic, partitions in latest.items():
@@ -201,6 +206,7 @@ class ProgressReport:
             watermark=(progress.get("eventTime") or {}).get("watermark"),
             lag_by_partition=lag,
             invalid_records=invalid,
+            end_offsets=end_offsets,
         )
 
     def summary(self) -> str:
@@ -276,6 +282,8 @@ class DaggerRun:
         self.query: StreamingQuery | None = None
         self.reports: list[ProgressReport] = []
         self._events = _QueryEvents()
+        kafka_streams = [stream for stream in built.spec.streams if isinstance(stream, KafkaStream)]
+        self._group_offsets = kafka_source.GroupOffsetCommitter(kafka_streams)
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
@@ -331,6 +339,7 @@ class DaggerRun:
         if self.query is not None and self.query.isActive:
             self.query.stop()
         self._drain_progress()
+        self._group_offsets.close()
         try:
             self.spark.streams.removeListener(self._events)
         except Exception:  # the session may already be gone at interpreter exit
@@ -344,6 +353,9 @@ class DaggerRun:
                 return
             report = ProgressReport.from_progress(progress)
             self.reports.append(report)
+            if report.input_rows:
+                for end_offsets in report.end_offsets:
+                    self._group_offsets.commit(end_offsets)
             if self.on_progress:
                 self.on_progress(report)
 

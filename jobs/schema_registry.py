@@ -66,6 +66,8 @@ class SchemaRegistry:
                 file_set = descriptor_pb2.FileDescriptorSet.FromString(payload)
             except Exception as error:
                 raise SchemaRegistryError(f"{source} is not a serialized FileDescriptorSet: {error}") from None
+            if not file_set.file:
+                raise SchemaRegistryError(f"{source} is not a FileDescriptorSet: it describes no .proto file")
             for file_proto in file_set.file:
                 if file_proto.name in added:
                     continue

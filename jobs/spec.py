@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     PositiveInt,
     ValidationError,
     ValidationInfo,
@@ -30,6 +31,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_MAX_DURATION_S = 365 * 86400
 
 
 class DaggerConfigError(ValueError):
@@ -39,19 +41,29 @@ class DaggerConfigError(ValueError):
 def _parse_duration(value: Any) -> Any:
     """Accept `10s`, `500ms`, `2m`, `1h`, `1d` or a number of seconds."""
     if isinstance(value, timedelta):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return timedelta(seconds=value)
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match:
-            return timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[match.group(2)])
-    raise ValueError(f"expected a duration such as '10s', '500ms', '2m' or '1h', got {value!r}")
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value)):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise ValueError("expected a duration such as '10s', '500ms', '2m' or '1h'")
+    if not 0 <= seconds <= _MAX_DURATION_S:
+        raise ValueError(f"duration must be between 0 and {_MAX_DURATION_S // 86400} days")
+    return timedelta(seconds=seconds)
 
 
 Duration = Annotated[timedelta, BeforeValidator(_parse_duration)]
 SqlIdentifier = Annotated[str, Field(pattern=_SQL_IDENTIFIER)]
-ClientConfigValue = str | int | float | bool
+
+
+def _client_config_value(value: Any) -> str | int | float | bool:
+    if isinstance(value, str | int | float | bool):
+        return value
+    raise ValueError("expected a string, number or boolean")
+
+
+ClientConfigValue = Annotated[str | int | float | bool, PlainValidator(_client_config_value)]
 
 
 class _Model(BaseModel):
@@ -318,9 +330,11 @@ def load_dagger(path: str | Path) -> DaggerSpec:
     """Read and validate one dagger file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise DaggerConfigError(f"{path}: cannot read dagger file: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise DaggerConfigError(f"{path}: not UTF-8 text: {error}") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:

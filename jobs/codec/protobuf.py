@@ -75,7 +75,7 @@ def proto_type_name(field: FieldDescriptor) -> str:
 
 
 def _is_repeated(field: FieldDescriptor) -> bool:
-    return field.label == FieldDescriptor.LABEL_REPEATED
+    return field.is_repeated
 
 
 def _is_map(field: FieldDescriptor) -> bool:
@@ -201,7 +201,7 @@ class _ElementView:
         self.message_type = field.message_type
         self.enum_type = field.enum_type
         self.type = field.type
-        self.label = FieldDescriptor.LABEL_OPTIONAL
+        self.is_repeated = False
         self.name = field.name
         self.number = field.number
         self.containing_type = field.containing_type
@@ -348,6 +348,8 @@ class ProtoEncoder:
         """Struct-typed fields, appended as length-delimited fields: concatenated protobuf is a merge."""
         rows = encoded.to_pylist()
         for field, array in json_fields:
+            if pa.types.is_null(array.type):
+                continue
             if not pa.types.is_string(array.type):
                 raise self._mismatch(field.name, array, field, " (expects a JSON string)")
             codec = self._json_codecs.setdefault(field.message_type.full_name, _JsonColumns(field.message_type))
@@ -366,6 +368,8 @@ class ProtoEncoder:
     def _conform(self, array: pa.Array, target: pa.DataType, field: FieldDescriptor, column: str) -> pa.Array:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
+        if pa.types.is_null(array.type):  # `SELECT NULL AS x`: leave the field unset
+            return pa.nulls(len(array), target)
         message = field.message_type
         if _is_map(field):
             if not pa.types.is_map(array.type):
@@ -401,7 +405,7 @@ class ProtoEncoder:
             for name in present:
                 if name not in message.fields_by_name:
                     raise EncodeError(
-                        f"column {column!r}: {message.full_name} has no field {name!r} "
+                        f"column {f'{column}.{name}'!r}: {message.full_name} has no field {name!r} "
                         f"(fields: {', '.join(message.fields_by_name)})"
                     )
             children, child_fields = [], []

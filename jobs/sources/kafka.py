@@ -272,19 +272,6 @@ class KafkaStreamReader(DataSourceStreamReader):
                     ranges.append(KafkaPartitionRange(topic, int(partition), begin, until))
         return ranges
 
-    def commit(self, end: Offsets) -> None:
-        """Record finished batches in the consumer group so lag tools see progress (best effort)."""
-        if not self.stream.group_id:
-            return
-        offsets = [TopicPartition(t, int(p), o) for t, ps in end.items() for p, o in ps.items()]
-        if not offsets:
-            return
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as error:
-            # The checkpoint, not the group, is the source of truth for where the query resumes.
-            log.warning("%s: could not commit offsets to group %s: %s", self._where(), self.stream.group_id, error)
-
     def stop(self) -> None:
         if self._consumer is not None:
             self._consumer.close()
@@ -298,6 +285,46 @@ class KafkaStreamReader(DataSourceStreamReader):
             yield from reader.batches()
         finally:
             reader.close()
+
+
+class GroupOffsetCommitter:
+    """Commits each finished micro-batch's end offsets to the stream's consumer group.
+
+    Driven by the query's progress events (one per finished batch), so the group trails the checkpoint by
+    at most the batch in flight and standard lag tools show the dagger's real position. The checkpoint,
+    not the group, decides where a restarted query resumes.
+    """
+
+    def __init__(self, streams: list[KafkaStream]) -> None:
+        self._streams = [stream for stream in streams if stream.group_id]
+        self._consumers: dict[str, Consumer] = {}
+
+    def _owner(self, topics: set[str]) -> KafkaStream | None:
+        for stream in self._streams:
+            if stream.topic_pattern is not None:
+                if all(re.fullmatch(stream.topic_pattern, topic) for topic in topics):
+                    return stream
+            elif topics <= set(stream.topics or []):
+                return stream
+        return None
+
+    def commit(self, end_offsets: Offsets) -> None:
+        stream = self._owner(set(end_offsets)) if end_offsets else None
+        if stream is None:
+            return
+        consumer = self._consumers.get(stream.table)
+        if consumer is None:
+            consumer = self._consumers[stream.table] = Consumer(consumer_settings(stream))
+        offsets = [TopicPartition(t, int(p), o) for t, ps in end_offsets.items() for p, o in ps.items()]
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            log.warning("stream %r: could not commit offsets to group %s: %s", stream.table, stream.group_id, error)
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
 
 
 def _merge_offsets(start: Offsets, ends: Offsets) -> Offsets:

@@ -1,0 +1,183 @@
+"""Shared test infrastructure: one embedded broker, one Spark session and one schema registry per run.
+
+Tests talk to the real broker and real Spark; the helpers here only produce, consume and build daggers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from google.protobuf import message_factory
+from google.protobuf.message import Message as ProtoMessage
+from pyspark.sql import SparkSession
+
+from jobs.broker import EmbeddedBroker
+from jobs.protoc import compile_descriptor_set
+from jobs.runner import DaggerRun, build_dagger
+from jobs.schema_registry import SchemaRegistry
+from jobs.spec import DaggerSpec, parse_dagger
+
+
+@pytest.fixture(scope="session")
+def descriptor_set() -> Path:
+    return compile_descriptor_set()
+
+
+@pytest.fixture(scope="session")
+def registry(descriptor_set: Path) -> SchemaRegistry:
+    return SchemaRegistry.load([str(descriptor_set)])
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    from jobs.spark import spark_session
+
+    session = spark_session("local[2]", app_name="dagger-tests", extra_conf={"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+def message_class(registry: SchemaRegistry, name: str) -> type[ProtoMessage]:
+    return message_factory.GetMessageClass(registry.message(name))
+
+
+_topic_counter = itertools.count()
+
+
+@dataclass
+class KafkaHelper:
+    bootstrap_servers: str
+
+    def new_topic(self, prefix: str = "t", partitions: int = 1, name: str | None = None) -> str:
+        topic = name or f"{prefix}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 3})
+        for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+            future.result(timeout=10)
+        return topic
+
+    def produce(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        partition: int | Callable[[int], int] | None = None,
+        timestamps_ms: Sequence[int] | None = None,
+        keys: Sequence[bytes | None] | None = None,
+    ) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5, "log_level": 3})
+        for index, value in enumerate(values):
+            arguments: dict[str, Any] = {"value": value}
+            if partition is not None:
+                arguments["partition"] = partition(index) if callable(partition) else partition
+            if timestamps_ms is not None:
+                arguments["timestamp"] = timestamps_ms[index]
+            if keys is not None:
+                arguments["key"] = keys[index]
+            producer.produce(topic, **arguments)
+        assert producer.flush(30) == 0
+
+    def read_all(self, topic: str, timeout_s: float = 30.0) -> list[Message]:
+        """Every record of every partition, read to the end (in partition, offset order)."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "group.id": f"reader-{uuid.uuid4().hex}",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
+            pending, records = set(partitions), []
+            deadline = time.monotonic() + timeout_s
+            while pending and time.monotonic() < deadline:
+                for message in consumer.consume(1000, timeout=0.5):
+                    if message.error() is None:
+                        records.append(message)
+                    elif message.error().code() == KafkaError._PARTITION_EOF:
+                        pending.discard(message.partition())
+            assert not pending, f"partitions {pending} of {topic} not read to the end"
+            return sorted(records, key=lambda record: (record.partition(), record.offset()))
+        finally:
+            consumer.close()
+
+
+@pytest.fixture(scope="session")
+def kafka(broker: EmbeddedBroker) -> KafkaHelper:
+    return KafkaHelper(broker.bootstrap_servers)
+
+
+@pytest.fixture
+def make_dagger(descriptor_set: Path, tmp_path: Path) -> Callable[..., DaggerSpec]:
+    """A DaggerSpec from keyword overrides, with the test descriptor set and a fresh checkpoint."""
+
+    def make(**fields: Any) -> DaggerSpec:
+        document = {
+            "name": "test-dagger",
+            "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
+            "checkpoint_location": str(tmp_path / "checkpoint"),
+            "watermark_delay": "1s",
+            **fields,
+        }
+        return parse_dagger(document, "test dagger")
+
+    return make
+
+
+def kafka_stream(bootstrap_servers: str, table: str, message: str, event_time_field: str, **fields: Any) -> dict:
+    return {
+        "kind": "kafka",
+        "table": table,
+        "proto_message": message,
+        "event_time_field": event_time_field,
+        "bootstrap_servers": bootstrap_servers,
+        "auto_offset_reset": "earliest",
+        **fields,
+    }
+
+
+def kafka_sink(bootstrap_servers: str, topic: str, message: str, **fields: Any) -> dict:
+    return {"kind": "kafka", "bootstrap_servers": bootstrap_servers, "topic": topic, "proto_message": message, **fields}
+
+
+@dataclass
+class RunningDagger:
+    run: DaggerRun
+    logged: list[str]
+
+    def process_available(self) -> None:
+        self.run.process_available()
+
+
+@pytest.fixture
+def start_dagger(spark: SparkSession, registry: SchemaRegistry) -> Iterator[Callable[[DaggerSpec], RunningDagger]]:
+    """Starts daggers on the shared session and stops them after the test, whatever happens."""
+    runs: list[DaggerRun] = []
+
+    def start(spec: DaggerSpec, bounded: bool | None = None) -> RunningDagger:
+        logged: list[str] = []
+        built = build_dagger(spark, spec, registry, log_emit=logged.append)
+        run = DaggerRun(spark, built, bounded=bounded)
+        runs.append(run)
+        run.start()
+        return RunningDagger(run, logged)
+
+    yield start
+    for run in runs:
+        run.stop()
