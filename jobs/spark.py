@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -52,7 +53,10 @@ def spark_session(
     finally:
         if previous_handler is not None:
             signal.signal(signal.SIGINT, previous_handler)
-    session.sparkContext.setLogLevel(os.environ.get("DAGGER_SPARK_LOG_LEVEL", "WARN"))
+    if not master.startswith("sc://"):
+        session.sparkContext.setLogLevel(os.environ.get("DAGGER_SPARK_LOG_LEVEL", "WARN"))
+    # PySpark logs every SQL analysis error with a JVM stack trace; daggers report them with the position.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     for data_source in (KafkaStreamDataSource, ParquetStreamDataSource, KafkaBatchSink):
         session.dataSource.register(data_source)
     return session
