@@ -76,14 +76,18 @@ class EmbeddedBroker:
         deadline = time.monotonic() + self._startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise EmbeddedBrokerError(f"tansu exited with code {self._process.returncode}: {self._log_tail()}")
+                raise EmbeddedBrokerError(
+                    f"tansu exited with code {self._process.returncode}: {self._log_tail()}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return self
             except OSError:
                 time.sleep(0.02)
         self.stop()
-        raise EmbeddedBrokerError(f"tansu did not listen on port {self.port} within {self._startup_timeout_s}s")
+        raise EmbeddedBrokerError(
+            f"tansu did not listen on port {self.port} within {self._startup_timeout_s}s"
+        )
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:

@@ -1,8 +1,8 @@
 """`dagger`: run, check and demo daggers from the command line.
 
-    dagger run daggers/booking_filter.yaml      run until Ctrl-C (or until a bounded dagger's files are read)
-    dagger validate daggers/*.yaml              check files, descriptor sets, messages and SQL; run nothing
-    dagger demo                                 embedded broker + booking generator + the example dagger
+dagger run daggers/booking_filter.yaml      run until Ctrl-C (or until a bounded dagger's files are read)
+dagger validate daggers/*.yaml              check files, descriptor sets, messages and SQL; run nothing
+dagger demo                                 embedded broker + booking generator + the example dagger
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def run_dagger(path: Path, master: str | None, bounded: bool | None, checkpoint:
     spec = load_dagger(path)
     spark = spark_session(master, app_name=f"dagger-{spec.name}")
     built = build_dagger(spark, spec)
-    run = DaggerRun(spark, built, on_progress=_print_progress, bounded=bounded, checkpoint_location=checkpoint)
+    run = DaggerRun(
+        spark, built, on_progress=_print_progress, bounded=bounded, checkpoint_location=checkpoint
+    )
     run.start()
     log.info("dagger %s running; Ctrl-C stops it cleanly", spec.name)
     try:
@@ -78,13 +80,17 @@ def demo(rate: int, master: str | None) -> int:
     with EmbeddedBroker() as broker:
         os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
         log.info("embedded broker on %s", broker.bootstrap_servers)
-        producer = BookingProducer(broker.bootstrap_servers, "bookings", SchemaRegistry.load([str(descriptor_set)]))
+        producer = BookingProducer(
+            broker.bootstrap_servers, "bookings", SchemaRegistry.load([str(descriptor_set)])
+        )
 
         def stopped() -> Iterator[bool]:
             while True:
                 yield stop_generator.is_set()
 
-        generator = threading.Thread(target=producer.run, args=(rate, stopped()), name="booking-generator", daemon=True)
+        generator = threading.Thread(
+            target=producer.run, args=(rate, stopped()), name="booking-generator", daemon=True
+        )
         generator.start()
         log.info("generating %d bookings/s to topic 'bookings'", rate)
         try:
@@ -96,21 +102,35 @@ def demo(rate: int, master: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dagger", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--master", help="Spark master URL or sc:// (default $DAGGER_SPARK_MASTER or local[*])")
+    parser = argparse.ArgumentParser(
+        prog="dagger", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument(
+        "--master", help="Spark master URL or sc:// (default $DAGGER_SPARK_MASTER or local[*])"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="run one dagger")
     run_parser.add_argument("dagger", type=Path)
     mode = run_parser.add_mutually_exclusive_group()
-    mode.add_argument("--bounded", dest="bounded", action="store_true", default=None, help="process what is there, then stop")
-    mode.add_argument("--unbounded", dest="bounded", action="store_false", help="keep running (default for Kafka)")
+    mode.add_argument(
+        "--bounded",
+        dest="bounded",
+        action="store_true",
+        default=None,
+        help="process what is there, then stop",
+    )
+    mode.add_argument(
+        "--unbounded", dest="bounded", action="store_false", help="keep running (default for Kafka)"
+    )
     validate_parser = commands.add_parser("validate", help="check dagger files without running them")
     validate_parser.add_argument("daggers", type=Path, nargs="+")
     demo_parser = commands.add_parser("demo", help="the example dagger on an embedded broker")
     demo_parser.add_argument("--rate", type=int, default=2000, help="generated bookings per second")
     args = parser.parse_args(argv)
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s | %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s | %(message)s", datefmt="%H:%M:%S"
+    )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         if args.command == "run":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
@@ -23,11 +23,13 @@ _STATUSES = np.array(["CREATED", "DRIVER_FOUND", "PICKED_UP", "COMPLETED", "CANC
 _AREAS = np.array(["jakarta-south", "jakarta-west", "bandung", "surabaya", "bali"])
 
 
-def booking_batch(start_index: int, count: int, event_time: datetime | None = None, seed: int = 7) -> pa.RecordBatch:
+def booking_batch(
+    start_index: int, count: int, event_time: datetime | None = None, seed: int = 7
+) -> pa.RecordBatch:
     """`count` bookings numbered from `start_index`, deterministic for a given seed and index range."""
     rng = np.random.default_rng(seed + start_index)
     index = np.arange(start_index, start_index + count)
-    base = int((event_time or datetime.now(timezone.utc)).timestamp() * 1_000_000)
+    base = int((event_time or datetime.now(UTC)).timestamp() * 1_000_000)
     event_micros = base + rng.integers(-5_000_000, 1, count)  # up to 5 s out of order
     return pa.record_batch(
         {
@@ -49,7 +51,9 @@ def booking_batch(start_index: int, count: int, event_time: datetime | None = No
 class BookingProducer:
     """Produces encoded booking batches to a topic, creating it if needed."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, registry: SchemaRegistry, partitions: int = 2) -> None:
+    def __init__(
+        self, bootstrap_servers: str, topic: str, registry: SchemaRegistry, partitions: int = 2
+    ) -> None:
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers
         self._encoder = ProtoEncoder(registry.message(BOOKING_MESSAGE))

@@ -11,10 +11,12 @@ instead of a failed query minutes later.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -100,7 +102,11 @@ def _stream_frame(
     where = f"stream {stream.table!r}"
     try:
         decoder = decoder_for(descriptor_sets, stream.proto_message)
-        metadata = kafka_source.METADATA_SCHEMA if isinstance(stream, KafkaStream) else parquet_source.METADATA_SCHEMA
+        metadata = (
+            kafka_source.METADATA_SCHEMA
+            if isinstance(stream, KafkaStream)
+            else parquet_source.METADATA_SCHEMA
+        )
         StreamLayout(decoder, metadata, stream.event_time_field, spec.rowtime_column)
     except (LookupError, ValueError) as error:
         raise DaggerBuildError(f"dagger {spec.name}: {where}: {error}") from None
@@ -127,7 +133,9 @@ def _analyse_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
     try:
         return spark.sql(spec.sql)
     except (AnalysisException, ParseException) as error:
-        raise DaggerBuildError(f"dagger {spec.name}: SQL error{_sql_position(spec.sql, error)}: {error}") from None
+        raise DaggerBuildError(
+            f"dagger {spec.name}: SQL error{_sql_position(spec.sql, error)}: {error}"
+        ) from None
 
 
 def _sql_position(sql: str, error: PySparkException) -> str:
@@ -142,7 +150,10 @@ def _sql_position(sql: str, error: PySparkException) -> str:
 
 
 def _sink_writer(
-    sink: KafkaSink | LogSink, registry: SchemaRegistry, spec: DaggerSpec, log_emit: Callable[[str], None] | None
+    sink: KafkaSink | LogSink,
+    registry: SchemaRegistry,
+    spec: DaggerSpec,
+    log_emit: Callable[[str], None] | None,
 ) -> SinkWriter:
     if isinstance(sink, KafkaSink):
         try:
@@ -305,7 +316,9 @@ class DaggerRun:
             self.spark.streams.removeListener(self._events)
             raise DaggerBuildError(f"dagger {spec.name}: the query cannot run as a stream: {error}") from None
         self._events.query_id = str(self.query.id)
-        log.info("dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location)
+        log.info(
+            "dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location
+        )
         return self.query
 
     def wait(self, timeout_s: float | None = None, poll_s: float = 0.5) -> bool:
@@ -327,12 +340,23 @@ class DaggerRun:
         """Block until every record available now is processed (for tests and bounded checks)."""
         if self.query is None:
             raise RuntimeError("start() the dagger first")
-        try:
+        with contextlib.suppress(PySparkException):  # a failed query: _raise_if_failed says why
             self.query.processAllAvailable()
-        except PySparkException:
-            pass  # the query failed: _raise_if_failed says why
-        self._drain_progress()
+        self._await_progress_of_last_batch()
         self._raise_if_failed()
+
+    def _await_progress_of_last_batch(self, timeout_s: float = 10.0) -> None:
+        """Progress events arrive asynchronously; wait until the last finished batch has reported."""
+        last = self.query.lastProgress if self.query is not None else None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._drain_progress()
+            if last is None or (self.reports and self.reports[-1].batch_id >= last["batchId"]):
+                return
+            if time.monotonic() > deadline:
+                log.warning("progress of batch %s not received within %ss", last["batchId"], timeout_s)
+                return
+            time.sleep(0.05)
 
     def stop(self) -> None:
         """Stop gracefully: the running micro-batch finishes, the checkpoint stays consistent."""

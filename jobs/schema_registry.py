@@ -21,7 +21,9 @@ _fetch_cache: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
 _fetch_lock = threading.Lock()
 
 
-def fetch_descriptor_set(location: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None) -> bytes:
+def fetch_descriptor_set(
+    location: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+) -> bytes:
     """The raw bytes of one descriptor set, cached per process (executors reuse them across batches)."""
     key = (location, tuple(sorted((headers or {}).items())))
     with _fetch_lock:
@@ -65,7 +67,9 @@ class SchemaRegistry:
             try:
                 file_set = descriptor_pb2.FileDescriptorSet.FromString(payload)
             except Exception as error:
-                raise SchemaRegistryError(f"{source} is not a serialized FileDescriptorSet: {error}") from None
+                raise SchemaRegistryError(
+                    f"{source} is not a serialized FileDescriptorSet: {error}"
+                ) from None
             if not file_set.file:
                 raise SchemaRegistryError(f"{source} is not a FileDescriptorSet: it describes no .proto file")
             for file_proto in file_set.file:

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from jobs.sinks.kafka import KafkaBatchSink
 from jobs.sources.kafka import KafkaStreamDataSource
 from jobs.sources.parquet import ParquetStreamDataSource
-from jobs.sinks.kafka import KafkaBatchSink
 
 DEFAULT_MASTER = "local[*]"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -138,7 +138,7 @@ class KafkaStream(_StreamBase):
     @classmethod
     def _timestamps_are_utc(cls, value: datetime | None) -> datetime | None:
         if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
+            return value.replace(tzinfo=UTC)
         return value
 
     @model_validator(mode="after")
@@ -159,9 +159,9 @@ class DateRange(_Model):
     @model_validator(mode="after")
     def _ordered(self) -> DateRange:
         if self.start.tzinfo is None:
-            object.__setattr__(self, "start", self.start.replace(tzinfo=timezone.utc))
+            object.__setattr__(self, "start", self.start.replace(tzinfo=UTC))
         if self.end.tzinfo is None:
-            object.__setattr__(self, "end", self.end.replace(tzinfo=timezone.utc))
+            object.__setattr__(self, "end", self.end.replace(tzinfo=UTC))
         if self.start > self.end:
             raise ValueError(f"start {self.start.isoformat()} is after end {self.end.isoformat()}")
         return self
@@ -238,7 +238,8 @@ class DaggerSpec(_Model):
     trigger_interval: Duration = timedelta(seconds=0)
     """Time between micro-batch starts; 0 starts the next one as soon as the last one ends."""
     checkpoint_location: str | None = None
-    """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working folder."""
+    """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working
+    folder."""
     output_mode: Literal["append", "update"] = "append"
     """`append` emits each result row once (windowed aggregations emit when the watermark closes the
     window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
@@ -266,7 +267,10 @@ class DaggerSpec(_Model):
 def _substitute_environment(node: Any, path: str) -> Any:
     """Replace `${VAR}` / `${VAR:-default}` in string values (secrets and endpoints stay out of files)."""
     if isinstance(node, dict):
-        return {key: _substitute_environment(value, f"{path}.{key}" if path else str(key)) for key, value in node.items()}
+        return {
+            key: _substitute_environment(value, f"{path}.{key}" if path else str(key))
+            for key, value in node.items()
+        }
     if isinstance(node, list):
         return [_substitute_environment(value, f"{path}[{index}]") for index, value in enumerate(node)]
     if isinstance(node, str):
@@ -315,7 +319,9 @@ def format_validation_error(source: str, error: ValidationError) -> str:
 def parse_dagger(data: Any, source: str = "<dagger>", base_dir: str | Path | None = None) -> DaggerSpec:
     """Validate an already-parsed YAML/JSON document into a `DaggerSpec`."""
     if not isinstance(data, dict):
-        raise DaggerConfigError(f"{source}: a dagger file must be a mapping of keys, got {type(data).__name__}")
+        raise DaggerConfigError(
+            f"{source}: a dagger file must be a mapping of keys, got {type(data).__name__}"
+        )
     try:
         data = _substitute_environment(data, "")
     except DaggerConfigError as error:

@@ -47,7 +47,9 @@ def broker() -> Iterator[EmbeddedBroker]:
 def spark() -> Iterator[SparkSession]:
     from jobs.spark import spark_session
 
-    session = spark_session("local[2]", app_name="dagger-tests", extra_conf={"spark.sql.shuffle.partitions": "2"})
+    session = spark_session(
+        "local[2]", app_name="dagger-tests", extra_conf={"spark.sql.shuffle.partitions": "2"}
+    )
     yield session
     session.stop()
 
@@ -140,7 +142,9 @@ def make_dagger(descriptor_set: Path, tmp_path: Path) -> Callable[..., DaggerSpe
     return make
 
 
-def kafka_stream(bootstrap_servers: str, table: str, message: str, event_time_field: str, **fields: Any) -> dict:
+def kafka_stream(
+    bootstrap_servers: str, table: str, message: str, event_time_field: str, **fields: Any
+) -> dict:
     return {
         "kind": "kafka",
         "table": table,
@@ -153,7 +157,13 @@ def kafka_stream(bootstrap_servers: str, table: str, message: str, event_time_fi
 
 
 def kafka_sink(bootstrap_servers: str, topic: str, message: str, **fields: Any) -> dict:
-    return {"kind": "kafka", "bootstrap_servers": bootstrap_servers, "topic": topic, "proto_message": message, **fields}
+    return {
+        "kind": "kafka",
+        "bootstrap_servers": bootstrap_servers,
+        "topic": topic,
+        "proto_message": message,
+        **fields,
+    }
 
 
 @dataclass
@@ -166,7 +176,9 @@ class RunningDagger:
 
 
 @pytest.fixture
-def start_dagger(spark: SparkSession, registry: SchemaRegistry) -> Iterator[Callable[[DaggerSpec], RunningDagger]]:
+def start_dagger(
+    spark: SparkSession, registry: SchemaRegistry
+) -> Iterator[Callable[[DaggerSpec], RunningDagger]]:
     """Starts daggers on the shared session and stops them after the test, whatever happens."""
     runs: list[DaggerRun] = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -42,7 +42,7 @@ def all_types_message(registry, index: int):
         words=[f"w{index}", ""],
         colours=[2, 1],
     )
-    message.event_time.FromDatetime(datetime(2024, 5, 1, 12, 0, index % 60, 123456, tzinfo=timezone.utc))
+    message.event_time.FromDatetime(datetime(2024, 5, 1, 12, 0, index % 60, 123456, tzinfo=UTC))
     message.point.x, message.point.y, message.point.label = index * 1.5, -2.25, f"p{index}"
     segment = message.segments.add()
     segment.start.x, segment.end.y = 1.0, float(index)
@@ -59,7 +59,9 @@ def all_types_message(registry, index: int):
 def test_every_protobuf_type_comes_out_as_it_went_in(kafka, registry, make_dagger, start_dagger):
     source, sink = kafka.new_topic("all-types", partitions=2), kafka.new_topic("all-types-out")
     sent = [all_types_message(registry, index) for index in range(40)]
-    kafka.produce(source, [message.SerializeToString() for message in sent], partition=lambda index: index % 2)
+    kafka.produce(
+        source, [message.SerializeToString() for message in sent], partition=lambda index: index % 2
+    )
 
     spec = make_dagger(
         streams=[kafka_stream(kafka.bootstrap_servers, "things", ALL_TYPES, "event_time", topics=[source])],
@@ -69,7 +71,9 @@ def test_every_protobuf_type_comes_out_as_it_went_in(kafka, registry, make_dagge
     start_dagger(spec).process_available()
 
     decode = message_class(registry, ALL_TYPES).FromString
-    received = sorted((decode(record.value()) for record in kafka.read_all(sink)), key=lambda m: int(m.id[3:]))
+    received = sorted(
+        (decode(record.value()) for record in kafka.read_all(sink)), key=lambda m: int(m.id[3:])
+    )
     assert len(received) == len(sent)
     for expected, actual in zip(sent, received, strict=True):
         for field in expected.DESCRIPTOR.fields:
@@ -77,7 +81,9 @@ def test_every_protobuf_type_comes_out_as_it_went_in(kafka, registry, make_dagge
         assert actual == expected
 
 
-def test_filter_projects_nested_fields_by_dotted_columns_and_writes_keys(kafka, registry, make_dagger, start_dagger):
+def test_filter_projects_nested_fields_by_dotted_columns_and_writes_keys(
+    kafka, registry, make_dagger, start_dagger
+):
     source, sink = kafka.new_topic("bookings"), kafka.new_topic("summaries")
     booking = message_class(registry, "dagger.examples.BookingLogMessage")
     sent = []
@@ -91,7 +97,11 @@ def test_filter_projects_nested_fields_by_dotted_columns_and_writes_keys(kafka, 
     spec = make_dagger(
         streams=[
             kafka_stream(
-                kafka.bootstrap_servers, "bookings", "dagger.examples.BookingLogMessage", "event_timestamp", topics=[source]
+                kafka.bootstrap_servers,
+                "bookings",
+                "dagger.examples.BookingLogMessage",
+                "event_timestamp",
+                topics=[source],
             )
         ],
         sql="""
@@ -100,7 +110,10 @@ def test_filter_projects_nested_fields_by_dotted_columns_and_writes_keys(kafka, 
         """,
         sinks=[
             kafka_sink(
-                kafka.bootstrap_servers, sink, "dagger.examples.BookingSummary", key_proto_message="dagger.examples.BookingKey"
+                kafka.bootstrap_servers,
+                sink,
+                "dagger.examples.BookingSummary",
+                key_proto_message="dagger.examples.BookingKey",
             )
         ],
     )
@@ -120,7 +133,9 @@ def test_filter_projects_nested_fields_by_dotted_columns_and_writes_keys(kafka, 
         )
         for message in expected
     ]
-    assert [key.FromString(record.key()).order_number for record in records] == [m.order_number for m in expected]
+    assert [key.FromString(record.key()).order_number for record in records] == [
+        m.order_number for m in expected
+    ]
 
 
 def test_dotted_columns_fill_nested_output_fields(kafka, registry, make_dagger, start_dagger):
@@ -150,8 +165,15 @@ def test_dotted_columns_fill_nested_output_fields(kafka, registry, make_dagger, 
 
 
 def test_two_streams_joined_in_one_query(kafka, registry, make_dagger, start_dagger):
-    orders_topic, customers_topic, sink = kafka.new_topic("orders"), kafka.new_topic("customers"), kafka.new_topic("enriched")
-    order, customer = message_class(registry, "dagger.testing.Order"), message_class(registry, "dagger.testing.Customer")
+    orders_topic, customers_topic, sink = (
+        kafka.new_topic("orders"),
+        kafka.new_topic("customers"),
+        kafka.new_topic("enriched"),
+    )
+    order, customer = (
+        message_class(registry, "dagger.testing.Order"),
+        message_class(registry, "dagger.testing.Customer"),
+    )
     orders = []
     for index in range(12):
         message = order(order_id=f"o{index}", customer_id=f"c{index % 4}", amount=10.0 * index)
@@ -167,9 +189,15 @@ def test_two_streams_joined_in_one_query(kafka, registry, make_dagger, start_dag
 
     spec = make_dagger(
         streams=[
-            kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[orders_topic]),
             kafka_stream(
-                kafka.bootstrap_servers, "customers", "dagger.testing.Customer", "updated_at", topics=[customers_topic]
+                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[orders_topic]
+            ),
+            kafka_stream(
+                kafka.bootstrap_servers,
+                "customers",
+                "dagger.testing.Customer",
+                "updated_at",
+                topics=[customers_topic],
             ),
         ],
         sql="""
@@ -181,10 +209,14 @@ def test_two_streams_joined_in_one_query(kafka, registry, make_dagger, start_dag
     start_dagger(spec).process_available()
 
     enriched = message_class(registry, "dagger.testing.EnrichedOrder")
-    received = sorted((enriched.FromString(r.value()) for r in kafka.read_all(sink)), key=lambda m: int(m.order_id[1:]))
+    received = sorted(
+        (enriched.FromString(r.value()) for r in kafka.read_all(sink)), key=lambda m: int(m.order_id[1:])
+    )
     names = {message.customer_id: message.name for message in customers}
     assert received == [
-        enriched(order_id=o.order_id, customer_name=names[o.customer_id], amount=o.amount, created_at=o.created_at)
+        enriched(
+            order_id=o.order_id, customer_name=names[o.customer_id], amount=o.amount, created_at=o.created_at
+        )
         for o in orders
         if o.customer_id in names
     ]
@@ -210,7 +242,11 @@ def test_new_topic_matching_the_pattern_joins_while_running(kafka, registry, mak
     spec = make_dagger(
         streams=[
             kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topic_pattern=f"{prefix}(-.*)?"
+                kafka.bootstrap_servers,
+                "orders",
+                "dagger.testing.Order",
+                "created_at",
+                topic_pattern=f"{prefix}(-.*)?",
             )
         ],
         sql="SELECT order_id FROM orders",
@@ -226,11 +262,15 @@ def test_new_topic_matching_the_pattern_joins_while_running(kafka, registry, mak
     assert sorted(_logged_order_ids(running.logged)) == [f"o{index}" for index in range(7)]
 
 
-def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(kafka, registry, make_dagger, start_dagger):
+def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(
+    kafka, registry, make_dagger, start_dagger
+):
     topic = kafka.new_topic("rewind")
     base_ms = 1_750_000_000_000
-    kafka.produce(topic, _orders(registry, 0, 20), timestamps_ms=[base_ms + index * 1000 for index in range(20)])
-    start = datetime.fromtimestamp((base_ms + 12_000) / 1000, tz=timezone.utc)
+    kafka.produce(
+        topic, _orders(registry, 0, 20), timestamps_ms=[base_ms + index * 1000 for index in range(20)]
+    )
+    start = datetime.fromtimestamp((base_ms + 12_000) / 1000, tz=UTC)
     spec = make_dagger(
         streams=[
             kafka_stream(
@@ -253,7 +293,9 @@ def test_restart_from_checkpoint_continues_without_gap_or_repeat(
     kafka.produce(topic, _orders(registry, 0, 30), partition=lambda index: index % 2)
     spec = make_dagger(
         streams=[
-            kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic])
+            kafka_stream(
+                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+            )
         ],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
@@ -298,7 +340,9 @@ def test_max_records_per_batch_is_honoured_and_offsets_are_committed_to_the_grou
     deadline, committed = time.monotonic() + 20, []
     try:
         while time.monotonic() < deadline:
-            committed = [tp.offset for tp in consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)])]
+            committed = [
+                tp.offset for tp in consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            ]
             if committed == [50, 50]:
                 break
             time.sleep(0.5)
@@ -316,17 +360,25 @@ def _mixed_payloads(registry) -> tuple[list[bytes], list[int]]:
     return payloads, bad_positions
 
 
-def test_invalid_records_fail_the_query_naming_topic_partition_and_offset(kafka, registry, make_dagger, start_dagger):
+def test_invalid_records_fail_the_query_naming_topic_partition_and_offset(
+    kafka, registry, make_dagger, start_dagger
+):
     topic = kafka.new_topic("poison")
     payloads, bad = _mixed_payloads(registry)
     kafka.produce(topic, payloads)
     spec = make_dagger(
-        streams=[kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic])],
+        streams=[
+            kafka_stream(
+                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+            )
+        ],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log"}],
     )
     running = start_dagger(spec)
-    with pytest.raises(DaggerQueryError, match=rf"{topic}\[0\]@{bad[0]}: record is not a valid dagger.testing.Order"):
+    with pytest.raises(
+        DaggerQueryError, match=rf"{topic}\[0\]@{bad[0]}: record is not a valid dagger.testing.Order"
+    ):
         running.process_available()
     assert running.logged == []
 
@@ -372,7 +424,9 @@ def test_invalid_records_dead_lettered_with_the_error(kafka, registry, make_dagg
     records = kafka.read_all(dead_letters)
     assert [record.value() for record in records] == [payloads[position] for position in bad]
     headers = [dict(record.headers()) for record in records]
-    assert [header["dagger.source.offset"] for header in headers] == [str(position).encode() for position in bad]
+    assert [header["dagger.source.offset"] for header in headers] == [
+        str(position).encode() for position in bad
+    ]
     assert all(header["dagger.source.topic"] == topic.encode() for header in headers)
     assert all(b"failed to decode" in header["dagger.error"] for header in headers)
 
@@ -381,9 +435,15 @@ def test_sql_errors_are_reported_before_start_with_their_position(kafka, make_da
     from jobs.runner import build_dagger
 
     topic = kafka.new_topic("sql-errors")
-    stream = kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic])
-    unknown_column = make_dagger(streams=[stream], sql="SELECT order_id,\n       nope FROM orders", sinks=[{"kind": "log"}])
-    with pytest.raises(DaggerBuildError, match=r"SQL error at line 2, column 8 \('nope'\).*UNRESOLVED_COLUMN"):
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+    )
+    unknown_column = make_dagger(
+        streams=[stream], sql="SELECT order_id,\n       nope FROM orders", sinks=[{"kind": "log"}]
+    )
+    with pytest.raises(
+        DaggerBuildError, match=r"SQL error at line 2, column 8 \('nope'\).*UNRESOLVED_COLUMN"
+    ):
         build_dagger(spark, unknown_column, registry)
     unknown_table = make_dagger(streams=[stream], sql="SELECT * FROM orderz", sinks=[{"kind": "log"}])
     with pytest.raises(DaggerBuildError, match=r"line 1, column 15 \('orderz'\).*TABLE_OR_VIEW_NOT_FOUND"):
@@ -398,32 +458,50 @@ def test_unknown_messages_and_event_time_fields_fail_before_start(kafka, make_da
 
     topic = kafka.new_topic("bad-schema")
     wrong_message = make_dagger(
-        streams=[kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Ordr", "created_at", topics=[topic])],
+        streams=[
+            kafka_stream(
+                kafka.bootstrap_servers, "orders", "dagger.testing.Ordr", "created_at", topics=[topic]
+            )
+        ],
         sql="SELECT * FROM orders",
         sinks=[{"kind": "log"}],
     )
-    with pytest.raises(DaggerBuildError, match=r"stream 'orders'.*'dagger.testing.Ordr' is not defined.*dagger.testing.Order"):
+    with pytest.raises(
+        DaggerBuildError, match=r"stream 'orders'.*'dagger.testing.Ordr' is not defined.*dagger.testing.Order"
+    ):
         build_dagger(spark, wrong_message, registry)
     not_a_timestamp = make_dagger(
-        streams=[kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "amount", topics=[topic])],
+        streams=[
+            kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "amount", topics=[topic])
+        ],
         sql="SELECT * FROM orders",
         sinks=[{"kind": "log"}],
     )
-    with pytest.raises(DaggerBuildError, match=r"event-time field 'amount' is double, not google.protobuf.Timestamp"):
+    with pytest.raises(
+        DaggerBuildError, match=r"event-time field 'amount' is double, not google.protobuf.Timestamp"
+    ):
         build_dagger(spark, not_a_timestamp, registry)
 
 
-def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(kafka, registry, make_dagger, start_dagger):
+def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(
+    kafka, registry, make_dagger, start_dagger
+):
     topic, sink = kafka.new_topic("mismatch"), kafka.new_topic("mismatch-out")
     kafka.produce(topic, _orders(registry, 0, 3))
     spec = make_dagger(
-        streams=[kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic])],
+        streams=[
+            kafka_stream(
+                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+            )
+        ],
         sql="SELECT amount AS order_id FROM orders",
         sinks=[kafka_sink(kafka.bootstrap_servers, sink, "dagger.testing.Order")],
     )
     running = start_dagger(spec)
     with pytest.raises(
-        DaggerQueryError, match=r"column 'order_id': type mismatch, double cannot fill field dagger.testing.Order.order_id of type string"
+        DaggerQueryError,
+        match=r"column 'order_id': type mismatch, double cannot fill field "
+        r"dagger.testing.Order.order_id of type string",
     ):
         running.process_available()
     assert kafka.read_all(sink) == []

@@ -30,13 +30,15 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import ptars
 import pyarrow as pa
 import pyarrow.compute as pc
-import ptars
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-JSON_WELL_KNOWN_TYPES = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"})
+JSON_WELL_KNOWN_TYPES = frozenset(
+    {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
+)
 TIMESTAMP = "google.protobuf.Timestamp"
 _CODEC_CONFIG = ptars.PtarsConfig(
     timestamp_unit="us", timestamp_tz="UTC", duration_unit="us", enum_repr="string", time_unit="us"
@@ -179,13 +181,18 @@ def _plan_decode(arrow_type: pa.DataType, field: FieldDescriptor | None, json_co
         children = [
             _plan_decode(child.type, message.fields_by_name[child.name], json_codecs) for child in arrow_type
         ]
-        target = pa.struct([pa.field(child.name, plan.target) for child, plan in zip(arrow_type, children, strict=True)])
+        target = pa.struct(
+            [pa.field(child.name, plan.target) for child, plan in zip(arrow_type, children, strict=True)]
+        )
         if all(plan.convert is None for plan in children):
             return _TypePlan(target, None if target == arrow_type else _cast_to(target))
 
         def convert_struct(array: pa.Array) -> pa.Array:
             fields = [array.field(index) for index in range(array.type.num_fields)]
-            converted = [plan.convert(f) if plan.convert else f.cast(plan.target) for f, plan in zip(fields, children, strict=True)]
+            converted = [
+                plan.convert(f) if plan.convert else f.cast(plan.target)
+                for f, plan in zip(fields, children, strict=True)
+            ]
             return pa.StructArray.from_arrays(converted, fields=list(target), mask=array.is_null())
 
         return _TypePlan(target, convert_struct)
@@ -224,7 +231,9 @@ def _rebuild_list(array: pa.ListArray, values: pa.Array, target: pa.DataType) ->
 def _rebuild_map(array: pa.MapArray, convert_items: Callable, target: pa.MapType) -> pa.Array:
     offsets = pc.subtract(array.offsets, array.offsets[0])
     keys = pc.cast(array.keys, target.key_type, safe=False)
-    return pa.MapArray.from_arrays(offsets, keys, convert_items(array.items), type=target, mask=array.is_null())
+    return pa.MapArray.from_arrays(
+        offsets, keys, convert_items(array.items), type=target, mask=array.is_null()
+    )
 
 
 class ProtoDecoder:
@@ -236,7 +245,8 @@ class ProtoDecoder:
         codec_schema: pa.Schema = self._handler.schema()
         json_codecs: dict[str, _JsonColumns] = {}
         self._plans = [
-            _plan_decode(field.type, descriptor.fields_by_name[field.name], json_codecs) for field in codec_schema
+            _plan_decode(field.type, descriptor.fields_by_name[field.name], json_codecs)
+            for field in codec_schema
         ]
         self.schema = pa.schema(
             [pa.field(field.name, plan.target) for field, plan in zip(codec_schema, self._plans, strict=True)]
@@ -303,7 +313,16 @@ def timestamp_field_at_path(descriptor: Descriptor, dotted_path: str) -> FieldDe
 # Encoding
 # --------------------------------------------------------------------------------------------------------
 
-_INTEGER_TYPES = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()}
+_INTEGER_TYPES = {
+    pa.int8(),
+    pa.int16(),
+    pa.int32(),
+    pa.int64(),
+    pa.uint8(),
+    pa.uint16(),
+    pa.uint32(),
+    pa.uint64(),
+}
 _FLOAT_TYPES = {pa.float16(), pa.float32(), pa.float64()}
 
 
@@ -339,7 +358,9 @@ class ProtoEncoder:
             arrays.append(self._conform(columns[codec_field.name], codec_field.type, field, codec_field.name))
             fields.append(codec_field)
         if arrays:
-            encoded = self._handler.record_batch_to_array(pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)))
+            encoded = self._handler.record_batch_to_array(
+                pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+            )
         else:
             encoded = pa.array([b""] * batch.num_rows, pa.binary())
         return self._append_json_fields(encoded, json_fields) if json_fields else encoded
@@ -352,14 +373,18 @@ class ProtoEncoder:
                 continue
             if not pa.types.is_string(array.type):
                 raise self._mismatch(field.name, array, field, " (expects a JSON string)")
-            codec = self._json_codecs.setdefault(field.message_type.full_name, _JsonColumns(field.message_type))
+            codec = self._json_codecs.setdefault(
+                field.message_type.full_name, _JsonColumns(field.message_type)
+            )
             tag = _varint(field.number << 3 | 2)
             for index, payload in enumerate(codec.serialized(array, field.name)):
                 if payload is not None:
                     rows[index] += tag + _varint(len(payload)) + payload
         return pa.array(rows, pa.binary())
 
-    def _mismatch(self, column: str, array: pa.Array, field: FieldDescriptor, detail: str = "") -> EncodeError:
+    def _mismatch(
+        self, column: str, array: pa.Array, field: FieldDescriptor, detail: str = ""
+    ) -> EncodeError:
         return EncodeError(
             f"column {column!r}: type mismatch, {_spark_type_name(array.type)} cannot fill field "
             f"{field.containing_type.full_name}.{field.name} of type {proto_type_name(field)}{detail}"
@@ -382,12 +407,16 @@ class ProtoEncoder:
         if _is_repeated(field):
             if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
                 raise self._mismatch(column, array, field)
-            values = self._conform_value(array.flatten(), target.value_type, _element_view(field), f"{column}[]")
+            values = self._conform_value(
+                array.flatten(), target.value_type, _element_view(field), f"{column}[]"
+            )
             offsets = pc.subtract(array.offsets, array.offsets[0])
             return pa.ListArray.from_arrays(offsets, values, type=target, mask=array.is_null())
         return self._conform_value(array, target, field, column)
 
-    def _conform_value(self, array: pa.Array, target: pa.DataType, field: FieldDescriptor, column: str) -> pa.Array:
+    def _conform_value(
+        self, array: pa.Array, target: pa.DataType, field: FieldDescriptor, column: str
+    ) -> pa.Array:
         message = field.message_type
         if message is not None and message.full_name in JSON_WELL_KNOWN_TYPES:
             raise EncodeError(
@@ -401,7 +430,9 @@ class ProtoEncoder:
         if message is not None and pa.types.is_struct(target):
             if not pa.types.is_struct(array.type):
                 raise self._mismatch(column, array, field)
-            present = {array.type.field(index).name: array.field(index) for index in range(array.type.num_fields)}
+            present = {
+                array.type.field(index).name: array.field(index) for index in range(array.type.num_fields)
+            }
             for name in present:
                 if name not in message.fields_by_name:
                     raise EncodeError(
@@ -421,7 +452,9 @@ class ProtoEncoder:
             return pa.StructArray.from_arrays(children, fields=child_fields, mask=array.is_null())
         return self._conform_scalar(array, target, field, column)
 
-    def _conform_scalar(self, array: pa.Array, target: pa.DataType, field: FieldDescriptor, column: str) -> pa.Array:
+    def _conform_scalar(
+        self, array: pa.Array, target: pa.DataType, field: FieldDescriptor, column: str
+    ) -> pa.Array:
         if field.enum_type is not None:
             return self._conform_enum(array, field, column)
         source = array.type
@@ -430,7 +463,9 @@ class ProtoEncoder:
         numeric_ok = (source in _INTEGER_TYPES and (target in _INTEGER_TYPES or target in _FLOAT_TYPES)) or (
             source in _FLOAT_TYPES and target in _FLOAT_TYPES
         )
-        if numeric_ok or (pa.types.is_decimal(source) and (target in _FLOAT_TYPES or target in _INTEGER_TYPES)):
+        if numeric_ok or (
+            pa.types.is_decimal(source) and (target in _FLOAT_TYPES or target in _INTEGER_TYPES)
+        ):
             # int64 -> uint64 wraps back what decoding wrapped; floats narrow as Java would
             wraps = source == pa.int64() and target == pa.uint64()
             try:
@@ -518,5 +553,7 @@ def _nest_dotted_columns(batch: pa.RecordBatch, descriptor: Descriptor) -> dict[
 
 def _struct_from_tree(tree: dict, length: int) -> pa.StructArray:
     names = list(tree)
-    arrays = [_struct_from_tree(value, length) if isinstance(value, dict) else value for value in tree.values()]
+    arrays = [
+        _struct_from_tree(value, length) if isinstance(value, dict) else value for value in tree.values()
+    ]
     return pa.StructArray.from_arrays(arrays, names=names)

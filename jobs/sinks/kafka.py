@@ -106,7 +106,11 @@ class _KafkaArrowWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaWriteResult:
         registry = registry_from_option(self.descriptor_sets)
         value_encoder = ProtoEncoder(registry.message(self.sink.proto_message))
-        key_encoder = ProtoEncoder(registry.message(self.sink.key_proto_message)) if self.sink.key_proto_message else None
+        key_encoder = (
+            ProtoEncoder(registry.message(self.sink.key_proto_message))
+            if self.sink.key_proto_message
+            else None
+        )
         failures: list[KafkaError] = []
 
         def on_failed_delivery(error: KafkaError | None, message: Message) -> None:
@@ -134,6 +138,7 @@ class _KafkaArrowWriter(DataSourceArrowWriter):
         remaining = producer.flush(_FLUSH_TIMEOUT_S)
         if failures or remaining:
             reason = failures[0].str() if failures else f"{remaining} record(s) unacknowledged after flush"
-            raise KafkaSinkError(f"kafka sink topic {topic!r}: delivery failed in batch {self.batch_id}: {reason}")
+            raise KafkaSinkError(
+                f"kafka sink topic {topic!r}: delivery failed in batch {self.batch_id}: {reason}"
+            )
         return KafkaWriteResult(records=records)
-

@@ -101,7 +101,9 @@ class KafkaStreamDataSource(DataSource):
     def _layout(self) -> tuple[KafkaStream, StreamLayout]:
         stream = KafkaStream.model_validate_json(self.options["stream"])
         decoder = decoder_for(self.options["descriptor_sets"], stream.proto_message)
-        return stream, StreamLayout(decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"])
+        return stream, StreamLayout(
+            decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"]
+        )
 
     def schema(self) -> StructType:
         return self._layout()[1].spark_schema
@@ -141,7 +143,6 @@ class KafkaStreamReader(DataSourceStreamReader):
         except KafkaException as error:
             raise KafkaSourceError(f"{self._where()}: cannot list topics: {error}") from None
         if self.stream.topic_pattern is not None:
-
             pattern = re.compile(self.stream.topic_pattern)
             names = sorted(name for name in metadata.topics if pattern.fullmatch(name))
         else:
@@ -169,7 +170,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         """True end offsets: ListOffsets, then read to the partition-EOF event from just before it."""
         reported = {(t, p): self._watermarks(t, p) for t, ps in partitions.items() for p in ps}
         ends = {key: high for key, (low, high) in reported.items()}
-        probes = [TopicPartition(t, p, max(low, high - 1)) for (t, p), (low, high) in reported.items() if high > low]
+        probes = [
+            TopicPartition(t, p, max(low, high - 1)) for (t, p), (low, high) in reported.items() if high > low
+        ]
         if probes:
             pending = {(tp.topic, tp.partition) for tp in probes}
             self.consumer.assign(probes)
@@ -189,7 +192,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             finally:
                 self.consumer.unassign()
             if pending:
-                log.warning("%s: end of %s not confirmed in time; using the reported end", self._where(), pending)
+                log.warning(
+                    "%s: end of %s not confirmed in time; using the reported end", self._where(), pending
+                )
         offsets: Offsets = {}
         for (topic, partition), end in ends.items():
             offsets.setdefault(topic, {})[str(partition)] = end
@@ -319,7 +324,9 @@ class GroupOffsetCommitter:
         try:
             consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as error:
-            log.warning("stream %r: could not commit offsets to group %s: %s", stream.table, stream.group_id, error)
+            log.warning(
+                "stream %r: could not commit offsets to group %s: %s", stream.table, stream.group_id, error
+            )
 
     def close(self) -> None:
         for consumer in self._consumers.values():
@@ -371,7 +378,9 @@ class _PartitionReader:
         self.range = partition
         decoder = decoder_for(descriptor_sets, stream.proto_message)
         self.layout = StreamLayout(decoder, METADATA_SCHEMA, stream.event_time_field, rowtime_column)
-        self.consumer = Consumer(consumer_settings(stream, **{"enable.partition.eof": True, "fetch.wait.max.ms": 1}))
+        self.consumer = Consumer(
+            consumer_settings(stream, **{"enable.partition.eof": True, "fetch.wait.max.ms": 1})
+        )
         self.consumer.assign([TopicPartition(partition.topic, partition.partition, partition.from_offset)])
         self._dead_letters: Producer | None = None
         self._dead_letter_error: KafkaError | None = None
@@ -419,7 +428,9 @@ class _PartitionReader:
     def _to_batch(self, messages: list[Message]) -> pa.RecordBatch:
         values = [message.value() for message in messages]
         offsets = [message.offset() for message in messages]
-        tombstones = {index: "record has no value (tombstone)" for index, value in enumerate(values) if value is None}
+        tombstones = {
+            index: "record has no value (tombstone)" for index, value in enumerate(values) if value is None
+        }
         if tombstones:
             values = [b"" if value is None else value for value in values]
         decoded, invalid = self.layout.decoder.decode(values)
@@ -443,12 +454,15 @@ class _PartitionReader:
         if policy.action == "fail":
             index = min(invalid)
             raise InvalidRecordError(
-                f"{self._where(messages[index].offset())}: record is not a valid {self.stream.proto_message}: "
+                f"{self._where(messages[index].offset())}: "
+                f"record is not a valid {self.stream.proto_message}: "
                 f"{invalid[index]} ({len(invalid)} invalid record(s) in this read; set "
                 "invalid_records.action to 'drop' or 'dead_letter' to skip them)"
             )
         if policy.action == "dead_letter":
-            self._send_to_dead_letter_topic([(messages[index], error) for index, error in sorted(invalid.items())])
+            self._send_to_dead_letter_topic(
+                [(messages[index], error) for index, error in sorted(invalid.items())]
+            )
         flags = [True] * len(messages)
         for index in invalid:
             flags[index] = False

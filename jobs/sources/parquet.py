@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -48,7 +48,7 @@ def partition_time(path: str) -> datetime | None:
     if match is None:
         return None
     day, hour = match.group(1), match.group(2) or "00"
-    return datetime.fromisoformat(f"{day}T{hour}:00:00").replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(f"{day}T{hour}:00:00").replace(tzinfo=UTC)
 
 
 def list_stream_files(stream: ParquetStream) -> list[ParquetFileEntry]:
@@ -95,22 +95,31 @@ class ParquetStreamDataSource(DataSource):
     def _layout(self) -> tuple[ParquetStream, StreamLayout]:
         stream = ParquetStream.model_validate_json(self.options["stream"])
         decoder = decoder_for(self.options["descriptor_sets"], stream.proto_message)
-        return stream, StreamLayout(decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"])
+        return stream, StreamLayout(
+            decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"]
+        )
 
     def schema(self) -> StructType:
         return self._layout()[1].spark_schema
 
     def streamReader(self, schema: StructType) -> ParquetStreamReader:
-        stream, layout = self._layout()
-        return ParquetStreamReader(stream, layout)
+        stream, _ = self._layout()
+        return ParquetStreamReader(stream, self.options["descriptor_sets"], self.options["rowtime_column"])
 
 
 class ParquetStreamReader(DataSourceStreamReader):
     """Offsets are `{"after": sort key of the last file read}`."""
 
-    def __init__(self, stream: ParquetStream, layout: StreamLayout) -> None:
+    def __init__(self, stream: ParquetStream, descriptor_sets: str, rowtime_column: str) -> None:
+        # Only plain values: the reader is pickled to the workers, which rebuild (and cache) the decoder.
         self.stream = stream
-        self.layout = layout
+        self.descriptor_sets = descriptor_sets
+        self.rowtime_column = rowtime_column
+
+    @property
+    def layout(self) -> StreamLayout:
+        decoder = decoder_for(self.descriptor_sets, self.stream.proto_message)
+        return StreamLayout(decoder, METADATA_SCHEMA, self.stream.event_time_field, self.rowtime_column)
 
     def initialOffset(self) -> dict:
         return {"after": ""}
@@ -137,14 +146,16 @@ class ParquetStreamReader(DataSourceStreamReader):
         try:
             parquet_file = pq.ParquetFile(partition.path)
         except (OSError, pa.ArrowInvalid) as error:
-            raise ParquetSourceError(f"stream {self.stream.table!r}: cannot read {partition.path}: {error}") from None
+            raise ParquetSourceError(
+                f"stream {self.stream.table!r}: cannot read {partition.path}: {error}"
+            ) from None
+        layout = self.layout
         for batch in parquet_file.iter_batches(batch_size=_READ_BATCH_ROWS):
-            decoded = self._conform(batch, partition.path)
+            decoded = self._conform(batch, layout.decoder.schema, partition.path)
             source_file = pa.repeat(partition.path, batch.num_rows)
-            yield self.layout.assemble(decoded, [source_file])
+            yield layout.assemble(decoded, [source_file])
 
-    def _conform(self, batch: pa.RecordBatch, path: str) -> pa.RecordBatch:
-        target = self.layout.decoder.schema
+    def _conform(self, batch: pa.RecordBatch, target: pa.Schema, path: str) -> pa.RecordBatch:
         columns = []
         for field in target:
             if field.name not in batch.schema.names:
@@ -171,5 +182,27 @@ def _cast_column(column: pa.Array, target: pa.DataType) -> pa.Array:
             seconds = pc.cast(pc.struct_field(column, "seconds"), pa.int64())
             nanos = pc.cast(pc.struct_field(column, "nanos"), pa.int64())
             micros = pc.add(pc.multiply(seconds, 1_000_000), pc.divide(nanos, 1000))
-            return pc.if_else(column.is_null(), pa.nulls(len(column), ROWTIME_TYPE), micros.cast(ROWTIME_TYPE))
+            return pc.if_else(
+                column.is_null(), pa.nulls(len(column), ROWTIME_TYPE), micros.cast(ROWTIME_TYPE)
+            )
+    if _kind(column.type) != _kind(target):
+        raise pa.ArrowTypeError(f"a {_kind(column.type)} column cannot hold a {_kind(target)} field")
     return pc.cast(column, target)
+
+
+def _kind(arrow_type: pa.DataType) -> str:
+    """Families within which a cast keeps meaning (a number never silently becomes text)."""
+    for kind, test in (
+        ("numeric", lambda t: pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)),
+        ("text", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)),
+        ("binary", lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t)),
+        ("boolean", pa.types.is_boolean),
+        ("timestamp", pa.types.is_timestamp),
+        ("duration", pa.types.is_duration),
+        ("struct", pa.types.is_struct),
+        ("list", lambda t: pa.types.is_list(t) or pa.types.is_large_list(t)),
+        ("map", pa.types.is_map),
+    ):
+        if test(arrow_type):
+            return kind
+    return str(arrow_type)

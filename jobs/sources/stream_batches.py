@@ -70,7 +70,8 @@ class StreamLayout:
         clashes = sorted(set(decoder.schema.names) & set(reserved))
         if clashes:
             raise ValueError(
-                f"{decoder.descriptor.full_name} has field(s) {', '.join(clashes)}, which the stream reserves "
+                f"{decoder.descriptor.full_name} has field(s) {', '.join(clashes)}, "
+                "which the stream reserves "
                 "for its own columns; choose another rowtime_column or rename the field"
             )
         self.decoder = decoder
