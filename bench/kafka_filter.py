@@ -23,7 +23,7 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +76,30 @@ class BaselineResult:
 
 @dataclass
 class PipelineResult:
-    events: int
     wall_seconds: float
-    reports: list[ProgressReport]
-    breakdown: list[dict[str, Any]] = field(default_factory=list)
+    progress: list[dict[str, Any]]
+    """The query's progress events (StreamingQueryProgress JSON) of the micro-batches that read rows."""
 
     @property
     def batches(self) -> list[ProgressReport]:
-        return [report for report in self.reports if report.input_rows > 0]
+        return [ProgressReport.from_progress(progress) for progress in self.progress]
+
+    @property
+    def events(self) -> int:
+        return sum(report.input_rows for report in self.batches)
+
+    @property
+    def breakdown(self) -> list[dict[str, Any]]:
+        """Where each micro-batch's time went (Spark's durationMs), with its start time."""
+        return [
+            {
+                "batch_id": p["batchId"],
+                "started": p["timestamp"],
+                "input_rows": p["numInputRows"],
+                **p["durationMs"],
+            }
+            for p in self.progress
+        ]
 
     @property
     def overall_events_per_s(self) -> float:
@@ -97,9 +113,8 @@ class PipelineResult:
             raise RuntimeError(
                 "only one micro-batch ran: lower --max-records-per-batch to measure steady state"
             )
-        return sum(report.input_rows for report in steady) / (
-            sum(report.duration_ms for report in steady) / 1000
-        )
+        rows = sum(report.input_rows for report in steady)
+        return rows / (sum(report.duration_ms for report in steady) / 1000)
 
 
 def produce_input(bootstrap_servers: str, registry: SchemaRegistry, records: int, chunk: int) -> float:
@@ -258,19 +273,13 @@ def run_pipeline(
         try:
             run.process_available()
             wall_seconds = time.perf_counter() - started
-            breakdown = [
-                {"batch_id": progress.batchId, "input_rows": progress.numInputRows, **progress.durationMs}
-                for progress in query.recentProgress
-                if progress.numInputRows > 0
-            ]
+            # Read from the query itself: listener events (DaggerRun.reports) may still be in flight.
+            progress = [json.loads(item.json) for item in query.recentProgress if item.numInputRows > 0]
         finally:
             run.stop()
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    result = PipelineResult(
-        events=sum(r.input_rows for r in run.reports), wall_seconds=wall_seconds, reports=run.reports
-    )
-    result.breakdown = breakdown
+    result = PipelineResult(wall_seconds, progress)
     if result.events != records:
         raise RuntimeError(f"the dagger read {result.events} records, expected {records}")
     return result

@@ -358,9 +358,20 @@ class DaggerRun:
                 return
             time.sleep(0.05)
 
-    def stop(self) -> None:
-        """Stop gracefully: the running micro-batch finishes, the checkpoint stays consistent."""
+    def stop(self, drain_timeout_s: float = 60.0) -> None:
+        """Stop gracefully: let the running micro-batch finish, then stop between batches.
+
+        `StreamingQuery.stop()` alone cancels a running batch; that is safe (the checkpoint replays it)
+        but wastes its work and logs cancelled tasks, so the in-flight batch gets `drain_timeout_s`.
+        """
         if self.query is not None and self.query.isActive:
+            deadline = time.monotonic() + drain_timeout_s
+            while (
+                self.query.isActive
+                and self.query.status.get("isTriggerActive")
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.05)
             self.query.stop()
         self._drain_progress()
         self._group_offsets.close()

@@ -47,6 +47,8 @@ Offsets = dict[str, dict[str, int]]
 _METADATA_TIMEOUT_S = 15.0
 _READ_CHUNK = 50_000
 _STALL_TIMEOUT_S = 120.0
+# consume() returns when it has num_messages or when this passes: short polls keep probes quick.
+_PROBE_POLL_S = 0.02
 
 
 class InvalidRecordError(RuntimeError):
@@ -179,7 +181,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             deadline = time.monotonic() + _METADATA_TIMEOUT_S
             try:
                 while pending and time.monotonic() < deadline:
-                    for message in self.consumer.consume(num_messages=10_000, timeout=0.5):
+                    for message in self.consumer.consume(num_messages=10_000, timeout=_PROBE_POLL_S):
                         key = (message.topic(), message.partition())
                         error = message.error()
                         if error is None:
@@ -214,7 +216,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         deadline = time.monotonic() + _STALL_TIMEOUT_S
         try:
             while time.monotonic() < deadline:
-                for message in self.consumer.consume(num_messages=10_000, timeout=0.5):
+                for message in self.consumer.consume(num_messages=10_000, timeout=_PROBE_POLL_S):
                     error = message.error()
                     if error is None:
                         if message.timestamp()[1] >= timestamp_ms:
