@@ -32,7 +32,7 @@ from jobs.sinks.kafka import KafkaSinkWriter
 from jobs.sinks.log import LogSinkWriter
 from jobs.sources import kafka as kafka_source
 from jobs.sources import parquet as parquet_source
-from jobs.sources.stream_batches import VALID_RECORD_COLUMN, StreamLayout, decoder_for, encode_descriptor_sets
+from jobs.sources.stream_batches import VALID_RECORD_COLUMN, ProtoStreamDataSource, encode_descriptor_sets
 from jobs.spec import DaggerSpec, KafkaSink, KafkaStream, LogSink, ParquetStream
 
 log = logging.getLogger(__name__)
@@ -96,23 +96,23 @@ def build_dagger(
     return BuiltDagger(spec, registry, streams, result, sinks)
 
 
+_DATA_SOURCES: dict[str, type[ProtoStreamDataSource]] = {
+    "kafka": kafka_source.KafkaStreamDataSource,
+    "parquet": parquet_source.ParquetStreamDataSource,
+}
+
+
 def _stream_frame(
     spark: SparkSession, spec: DaggerSpec, stream: KafkaStream | ParquetStream, descriptor_sets: str
 ) -> DataFrame:
-    where = f"stream {stream.table!r}"
-    try:
-        decoder = decoder_for(descriptor_sets, stream.proto_message)
-        metadata = (
-            kafka_source.METADATA_SCHEMA
-            if isinstance(stream, KafkaStream)
-            else parquet_source.METADATA_SCHEMA
-        )
-        StreamLayout(decoder, metadata, stream.event_time_field, spec.rowtime_column)
+    data_source = _DATA_SOURCES[stream.kind]
+    try:  # message, event-time field and column names are checked here, not in a failing task
+        layout = data_source.reader_class(stream, descriptor_sets, spec.rowtime_column).layout
     except (LookupError, ValueError) as error:
-        raise DaggerBuildError(f"dagger {spec.name}: {where}: {error}") from None
-    source = kafka_source.SOURCE_NAME if isinstance(stream, KafkaStream) else parquet_source.SOURCE_NAME
+        raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
+    log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
     frame = (
-        spark.readStream.format(source)
+        spark.readStream.format(data_source.name())
         .option("stream", stream.model_dump_json())
         .option("descriptor_sets", descriptor_sets)
         .option("rowtime_column", spec.rowtime_column)

@@ -23,11 +23,10 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import StructType
 
-from jobs.sources.stream_batches import StreamLayout, decoder_for
+from jobs.sources.stream_batches import ProtoStreamDataSource, ProtoStreamReader, StreamLayout
 from jobs.spec import KafkaStream
 
 log = logging.getLogger(__name__)
@@ -93,33 +92,12 @@ class KafkaPartitionRange(InputPartition):
     until_offset: int
 
 
-class KafkaStreamDataSource(DataSource):
-    """Options: `stream` (the KafkaStream model as JSON), `descriptor_sets`, `rowtime_column`."""
+class KafkaStreamReader(ProtoStreamReader):
+    metadata_schema = METADATA_SCHEMA
+    stream: KafkaStream
 
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
-
-    def _layout(self) -> tuple[KafkaStream, StreamLayout]:
-        stream = KafkaStream.model_validate_json(self.options["stream"])
-        decoder = decoder_for(self.options["descriptor_sets"], stream.proto_message)
-        return stream, StreamLayout(
-            decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"]
-        )
-
-    def schema(self) -> StructType:
-        return self._layout()[1].spark_schema
-
-    def streamReader(self, schema: StructType) -> KafkaStreamReader:
-        stream, _ = self._layout()
-        return KafkaStreamReader(stream, self.options["descriptor_sets"], self.options["rowtime_column"])
-
-
-class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, stream: KafkaStream, descriptor_sets: str, rowtime_column: str) -> None:
-        self.stream = stream
-        self.descriptor_sets = descriptor_sets
-        self.rowtime_column = rowtime_column
+        super().__init__(stream, descriptor_sets, rowtime_column)
         self._consumer: Consumer | None = None  # driver side only, created on first use
         self._latest: Offsets | None = None
 
@@ -287,7 +265,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     # ---- executor side ---------------------------------------------------------------------------
 
     def read(self, partition: KafkaPartitionRange) -> Iterator[pa.RecordBatch]:
-        reader = _PartitionReader(self.stream, self.descriptor_sets, self.rowtime_column, partition)
+        reader = _PartitionReader(self.stream, self.layout, partition)
         try:
             yield from reader.batches()
         finally:
@@ -336,6 +314,15 @@ class GroupOffsetCommitter:
         self._consumers.clear()
 
 
+class KafkaStreamDataSource(ProtoStreamDataSource):
+    stream_model = KafkaStream
+    reader_class = KafkaStreamReader
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+
 def _merge_offsets(start: Offsets, ends: Offsets) -> Offsets:
     """End offsets, keeping partitions that disappeared from metadata at their start offset."""
     merged = {topic: dict(partitions) for topic, partitions in start.items()}
@@ -373,13 +360,10 @@ def _limit_offsets(start: Offsets, ends: Offsets, max_rows: int) -> Offsets:
 class _PartitionReader:
     """Reads one offset range into Arrow batches, applying the stream's invalid-record policy."""
 
-    def __init__(
-        self, stream: KafkaStream, descriptor_sets: str, rowtime_column: str, partition: KafkaPartitionRange
-    ) -> None:
+    def __init__(self, stream: KafkaStream, layout: StreamLayout, partition: KafkaPartitionRange) -> None:
         self.stream = stream
         self.range = partition
-        decoder = decoder_for(descriptor_sets, stream.proto_message)
-        self.layout = StreamLayout(decoder, METADATA_SCHEMA, stream.event_time_field, rowtime_column)
+        self.layout = layout
         self.consumer = Consumer(
             consumer_settings(stream, **{"enable.partition.eof": True, "fetch.wait.max.ms": 1})
         )

@@ -18,11 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
-from pyspark.sql.types import StructType
 
-from jobs.sources.stream_batches import ROWTIME_TYPE, StreamLayout, decoder_for
+from jobs.sources.stream_batches import ROWTIME_TYPE, ProtoStreamDataSource, ProtoStreamReader
 from jobs.spec import ParquetStream
 
 SOURCE_NAME = "dagger_parquet"
@@ -85,41 +84,11 @@ class ParquetFilePartition(InputPartition):
     path: str
 
 
-class ParquetStreamDataSource(DataSource):
-    """Options: `stream` (the ParquetStream model as JSON), `descriptor_sets`, `rowtime_column`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
-
-    def _layout(self) -> tuple[ParquetStream, StreamLayout]:
-        stream = ParquetStream.model_validate_json(self.options["stream"])
-        decoder = decoder_for(self.options["descriptor_sets"], stream.proto_message)
-        return stream, StreamLayout(
-            decoder, METADATA_SCHEMA, stream.event_time_field, self.options["rowtime_column"]
-        )
-
-    def schema(self) -> StructType:
-        return self._layout()[1].spark_schema
-
-    def streamReader(self, schema: StructType) -> ParquetStreamReader:
-        stream, _ = self._layout()
-        return ParquetStreamReader(stream, self.options["descriptor_sets"], self.options["rowtime_column"])
-
-
-class ParquetStreamReader(DataSourceStreamReader):
+class ParquetStreamReader(ProtoStreamReader):
     """Offsets are `{"after": sort key of the last file read}`."""
 
-    def __init__(self, stream: ParquetStream, descriptor_sets: str, rowtime_column: str) -> None:
-        # Only plain values: the reader is pickled to the workers, which rebuild (and cache) the decoder.
-        self.stream = stream
-        self.descriptor_sets = descriptor_sets
-        self.rowtime_column = rowtime_column
-
-    @property
-    def layout(self) -> StreamLayout:
-        decoder = decoder_for(self.descriptor_sets, self.stream.proto_message)
-        return StreamLayout(decoder, METADATA_SCHEMA, self.stream.event_time_field, self.rowtime_column)
+    metadata_schema = METADATA_SCHEMA
+    stream: ParquetStream
 
     def initialOffset(self) -> dict:
         return {"after": ""}
@@ -206,3 +175,12 @@ def _kind(arrow_type: pa.DataType) -> str:
         if test(arrow_type):
             return kind
     return str(arrow_type)
+
+
+class ParquetStreamDataSource(ProtoStreamDataSource):
+    stream_model = ParquetStream
+    reader_class = ParquetStreamReader
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pydantic import BaseModel
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -101,3 +103,41 @@ class StreamLayout:
         if valid is None:
             valid = pa.repeat(True, decoded.num_rows)
         return pa.RecordBatch.from_arrays([*decoded.columns, *metadata, valid, rowtime], schema=self.schema)
+
+
+class ProtoStreamReader(DataSourceStreamReader):
+    """Base of the stream readers: the stream's settings and how to lay out its batches.
+
+    Only plain values live on the reader: Spark pickles it to the workers, which rebuild (and cache) the
+    decoder on first use.
+    """
+
+    metadata_schema: pa.Schema
+
+    def __init__(self, stream: BaseModel, descriptor_sets: str, rowtime_column: str) -> None:
+        self.stream = stream
+        self.descriptor_sets = descriptor_sets
+        self.rowtime_column = rowtime_column
+
+    @property
+    def layout(self) -> StreamLayout:
+        decoder = decoder_for(self.descriptor_sets, self.stream.proto_message)
+        return StreamLayout(decoder, self.metadata_schema, self.stream.event_time_field, self.rowtime_column)
+
+
+class ProtoStreamDataSource(DataSource):
+    """Base of the stream data sources. Options: `stream` (the stream model as JSON), `descriptor_sets`
+    (see `encode_descriptor_sets`) and `rowtime_column`."""
+
+    stream_model: type[BaseModel]
+    reader_class: type[ProtoStreamReader]
+
+    def _reader(self) -> ProtoStreamReader:
+        stream = self.stream_model.model_validate_json(self.options["stream"])
+        return self.reader_class(stream, self.options["descriptor_sets"], self.options["rowtime_column"])
+
+    def schema(self) -> StructType:
+        return self._reader().layout.spark_schema
+
+    def streamReader(self, schema: StructType) -> ProtoStreamReader:
+        return self._reader()
