@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
-from pyspark.errors import AnalysisException, ParseException, PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from jobs import sql as sql_stage
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka import KafkaSinkWriter
 from jobs.sinks.log import LogSinkWriter
@@ -88,10 +89,15 @@ def build_dagger(
         spec.schema_registry.fetch_headers,
     )
     descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
-    streams = {stream.table: _stream_frame(spark, spec, stream, descriptor_sets) for stream in spec.streams}
+    streams = {
+        stream.table: _stream_frame(spark, spec, stream, registry, descriptor_sets) for stream in spec.streams
+    }
     for table, frame in streams.items():
         frame.createOrReplaceTempView(table)
-    result = _analyse_sql(spark, spec)
+    try:
+        result = sql_stage.analyse(spark, spec.sql)
+    except sql_stage.SqlError as error:
+        raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
     sinks = [_sink_writer(sink, registry, spec, log_emit) for sink in spec.sinks]
     return BuiltDagger(spec, registry, streams, result, sinks)
 
@@ -102,12 +108,29 @@ _DATA_SOURCES: dict[str, type[ProtoStreamDataSource]] = {
 }
 
 
+def _fields_to_decode(
+    registry: SchemaRegistry, sql: str, stream: KafkaStream | ParquetStream
+) -> list[str] | None:
+    """Only the fields the query may read are decoded and passed to Spark (None: all of them)."""
+    names = [field.name for field in registry.message(stream.proto_message).fields]
+    fields = sql_stage.referenced_fields(sql, names)
+    if fields is None:
+        return None
+    event_time = stream.event_time_field.split(".")[0]
+    return [name for name in names if name in fields or name == event_time]
+
+
 def _stream_frame(
-    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream | ParquetStream, descriptor_sets: str
+    spark: SparkSession,
+    spec: DaggerSpec,
+    stream: KafkaStream | ParquetStream,
+    registry: SchemaRegistry,
+    descriptor_sets: str,
 ) -> DataFrame:
     data_source = _DATA_SOURCES[stream.kind]
     try:  # message, event-time field and column names are checked here, not in a failing task
-        layout = data_source.reader_class(stream, descriptor_sets, spec.rowtime_column).layout
+        fields = _fields_to_decode(registry, spec.sql, stream)
+        layout = data_source.reader_class(stream, descriptor_sets, spec.rowtime_column, fields).layout
     except (LookupError, ValueError) as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
@@ -116,6 +139,7 @@ def _stream_frame(
         .option("stream", stream.model_dump_json())
         .option("descriptor_sets", descriptor_sets)
         .option("rowtime_column", spec.rowtime_column)
+        .option("fields", json.dumps(fields))
         .load()
     )
     # Counted here (visible in every progress report), then removed with the flag before SQL sees them.
@@ -127,26 +151,6 @@ def _stream_frame(
 
 def _interval(delay: timedelta) -> str:
     return f"{int(delay.total_seconds() * 1000)} milliseconds"
-
-
-def _analyse_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
-    try:
-        return spark.sql(spec.sql)
-    except (AnalysisException, ParseException) as error:
-        raise DaggerBuildError(
-            f"dagger {spec.name}: SQL error{_sql_position(spec.sql, error)}: {error}"
-        ) from None
-
-
-def _sql_position(sql: str, error: PySparkException) -> str:
-    """' at line L, column C' of the first position Spark reports, if any."""
-    for context in error.getQueryContext() or []:
-        start = context.startIndex()
-        if start is not None and start >= 0:
-            line = sql.count("\n", 0, start) + 1
-            column = start - (sql.rfind("\n", 0, start) + 1) + 1
-            return f" at line {line}, column {column} ({context.fragment()!r})"
-    return ""
 
 
 def _sink_writer(

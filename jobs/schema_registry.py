@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -61,6 +62,7 @@ class SchemaRegistry:
         self._pool = descriptor_pool.DescriptorPool()
         self._serialized = list(descriptor_sets)
         self._message_names: list[str] = []
+        self._projections: dict[tuple[str, tuple[str, ...]], Descriptor] = {}
         added: set[str] = set()
         for index, payload in enumerate(descriptor_sets):
             source = sources[index] if sources else f"descriptor set #{index}"
@@ -105,6 +107,53 @@ class SchemaRegistry:
             return self._pool.FindMessageTypeByName(full_name)
         except KeyError:
             raise SchemaRegistryError(self._not_found(full_name)) from None
+
+    def projection(self, full_name: str, field_names: Collection[str]) -> Descriptor:
+        """The message with only the named fields (same numbers and types), for decoding.
+
+        A parser skips the bytes of fields its message does not declare, so decoding a projection costs
+        only the fields a query reads. Unknown names are ignored; all fields kept gives the message itself.
+        """
+        original = self.message(full_name)
+        kept = tuple(field.name for field in original.fields if field.name in field_names)
+        if len(kept) == len(original.fields):
+            return original
+        key = (full_name, kept)
+        if key not in self._projections:
+            self._projections[key] = self._build_projection(original, kept)
+        return self._projections[key]
+
+    def _build_projection(self, original: Descriptor, kept: tuple[str, ...]) -> Descriptor:
+        digest = hashlib.sha256(f"{original.full_name}:{','.join(kept)}".encode()).hexdigest()[:12]
+        message = descriptor_pb2.DescriptorProto()
+        original.CopyToProto(message)
+        message.name = f"{original.name}_projection_{digest}"
+        projected_name = f"{original.full_name.rpartition('.')[0]}.{message.name}".lstrip(".")
+        fields = [field for field in message.field if field.name in kept]
+        oneofs = sorted({field.oneof_index for field in fields if field.HasField("oneof_index")})
+        oneof_decls = [message.oneof_decl[index] for index in oneofs]
+        for field in fields:
+            # map fields must use an entry type nested in their own message: point them at the copies
+            if field.type_name.startswith(f".{original.full_name}."):
+                field.type_name = field.type_name.replace(f".{original.full_name}.", f".{projected_name}.", 1)
+            if field.HasField("oneof_index"):
+                field.oneof_index = oneofs.index(field.oneof_index)
+        del message.field[:]
+        message.field.extend(fields)
+        del message.oneof_decl[:]
+        message.oneof_decl.extend(oneof_decls)
+        source_file = descriptor_pb2.FileDescriptorProto()
+        original.file.CopyToProto(source_file)
+        file = descriptor_pb2.FileDescriptorProto(
+            name=f"dagger/projections/{digest}.proto",
+            package=source_file.package,
+            syntax=source_file.syntax,
+            edition=source_file.edition,
+            dependency=[source_file.name, *source_file.dependency],
+        )
+        file.message_type.append(message)
+        self._pool.Add(file)
+        return self._pool.FindMessageTypeByName(projected_name)
 
     def _not_found(self, full_name: str) -> str:
         package = full_name.rpartition(".")[0]

@@ -96,8 +96,10 @@ class KafkaStreamReader(ProtoStreamReader):
     metadata_schema = METADATA_SCHEMA
     stream: KafkaStream
 
-    def __init__(self, stream: KafkaStream, descriptor_sets: str, rowtime_column: str) -> None:
-        super().__init__(stream, descriptor_sets, rowtime_column)
+    def __init__(
+        self, stream: KafkaStream, descriptor_sets: str, rowtime_column: str, fields: list[str] | None = None
+    ) -> None:
+        super().__init__(stream, descriptor_sets, rowtime_column, fields)
         self._consumer: Consumer | None = None  # driver side only, created on first use
         self._latest: Offsets | None = None
 

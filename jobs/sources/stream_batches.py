@@ -35,7 +35,7 @@ def encode_descriptor_sets(payloads: Sequence[bytes]) -> str:
 
 
 _registries: dict[str, SchemaRegistry] = {}
-_decoders: dict[tuple[str, str], ProtoDecoder] = {}
+_decoders: dict[tuple[str, str, tuple[str, ...] | None], ProtoDecoder] = {}
 _cache_lock = threading.Lock()
 
 
@@ -50,14 +50,26 @@ def registry_from_option(descriptor_sets_option: str) -> SchemaRegistry:
         return registry
 
 
-def decoder_for(descriptor_sets_option: str, message_name: str) -> ProtoDecoder:
-    """A decoder per process and message: building one compiles the codec, so workers reuse it."""
+def decoder_for(
+    descriptor_sets_option: str, message_name: str, fields: list[str] | None = None
+) -> ProtoDecoder:
+    """A decoder per process, message and field selection: building one compiles the codec, so workers
+    reuse it. With `fields`, only those fields are decoded (see `SchemaRegistry.projection`)."""
     registry = registry_from_option(descriptor_sets_option)
-    key = (hashlib.sha256(descriptor_sets_option.encode()).hexdigest(), message_name)
+    key = (
+        hashlib.sha256(descriptor_sets_option.encode()).hexdigest(),
+        message_name,
+        None if fields is None else tuple(fields),
+    )
     with _cache_lock:
         decoder = _decoders.get(key)
         if decoder is None:
-            decoder = _decoders[key] = ProtoDecoder(registry.message(message_name))
+            descriptor = (
+                registry.message(message_name)
+                if fields is None
+                else registry.projection(message_name, fields)
+            )
+            decoder = _decoders[key] = ProtoDecoder(descriptor)
         return decoder
 
 
@@ -114,27 +126,34 @@ class ProtoStreamReader(DataSourceStreamReader):
 
     metadata_schema: pa.Schema
 
-    def __init__(self, stream: BaseModel, descriptor_sets: str, rowtime_column: str) -> None:
+    def __init__(
+        self, stream: BaseModel, descriptor_sets: str, rowtime_column: str, fields: list[str] | None = None
+    ) -> None:
         self.stream = stream
         self.descriptor_sets = descriptor_sets
         self.rowtime_column = rowtime_column
+        self.fields = fields
 
     @property
     def layout(self) -> StreamLayout:
-        decoder = decoder_for(self.descriptor_sets, self.stream.proto_message)
+        decoder = decoder_for(self.descriptor_sets, self.stream.proto_message, self.fields)
         return StreamLayout(decoder, self.metadata_schema, self.stream.event_time_field, self.rowtime_column)
 
 
 class ProtoStreamDataSource(DataSource):
     """Base of the stream data sources. Options: `stream` (the stream model as JSON), `descriptor_sets`
-    (see `encode_descriptor_sets`) and `rowtime_column`."""
+    (see `encode_descriptor_sets`), `rowtime_column` and `fields` (JSON list of the message fields to
+    decode, or `null` for all)."""
 
     stream_model: type[BaseModel]
     reader_class: type[ProtoStreamReader]
 
     def _reader(self) -> ProtoStreamReader:
         stream = self.stream_model.model_validate_json(self.options["stream"])
-        return self.reader_class(stream, self.options["descriptor_sets"], self.options["rowtime_column"])
+        fields = json.loads(self.options.get("fields", "null"))
+        return self.reader_class(
+            stream, self.options["descriptor_sets"], self.options["rowtime_column"], fields
+        )
 
     def schema(self) -> StructType:
         return self._reader().layout.spark_schema

@@ -1,0 +1,47 @@
+"""The SQL stage: the dagger's query over the streams' views, checked before anything runs."""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.errors import AnalysisException, ParseException, PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_COUNT_STAR = re.compile(r"count\s*\(\s*\*\s*\)", re.IGNORECASE)
+
+
+class SqlError(ValueError):
+    """A query Spark cannot parse or analyse; the message carries the position."""
+
+
+def analyse(spark: SparkSession, sql: str) -> DataFrame:
+    """Parse and analyse the query against the registered views (Spark resolves names eagerly)."""
+    try:
+        return spark.sql(sql)
+    except (AnalysisException, ParseException) as error:
+        raise SqlError(f"SQL error{_position(sql, error)}: {error}") from None
+
+
+def _position(sql: str, error: PySparkException) -> str:
+    """' at line L, column C' of the first position Spark reports, if any."""
+    for context in error.getQueryContext() or []:
+        start = context.startIndex()
+        if start is not None and start >= 0:
+            line = sql.count("\n", 0, start) + 1
+            column = start - (sql.rfind("\n", 0, start) + 1) + 1
+            return f" at line {line}, column {column} ({context.fragment()!r})"
+    return ""
+
+
+def referenced_fields(sql: str, field_names: list[str]) -> list[str] | None:
+    """The fields a query may read, for decoding only those; None when it may read every field.
+
+    Deliberately a superset: a field counts as read when its name appears anywhere in the query as a
+    word (in any case), and any `*` other than `count(*)` (a star select, a multiplication) keeps all.
+    A field left out would make the query fail analysis, never silently change its result.
+    """
+    if "*" in _COUNT_STAR.sub("", sql):
+        return None
+    words = {word.lower() for word in _WORD.findall(sql)}
+    return [name for name in field_names if name.lower() in words]
