@@ -102,6 +102,14 @@ class PipelineResult:
         ]
 
     @property
+    def records_by_partition(self) -> dict[str, int]:
+        """Input records per topic partition: the larger one sets the pace of each micro-batch."""
+        ends = self.progress[-1]["sources"][0]["endOffset"] if self.progress else {}
+        if isinstance(ends, str):  # how Spark reports a Python source's offsets
+            ends = json.loads(ends)
+        return {f"{topic}[{p}]": end for topic, partitions in ends.items() for p, end in partitions.items()}
+
+    @property
     def overall_events_per_s(self) -> float:
         return self.events / self.wall_seconds
 
@@ -324,6 +332,7 @@ def summarise(
             "steady_state_events_per_s": round(steady),
             "overall_events_per_s": round(pipeline.overall_events_per_s),
             "wall_seconds": round(pipeline.wall_seconds, 3),
+            "input_records_by_partition": pipeline.records_by_partition,
             "micro_batches": [
                 {"batch_id": r.batch_id, "input_rows": r.input_rows, "duration_ms": r.duration_ms}
                 for r in pipeline.batches
