@@ -10,7 +10,6 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from jobs.sinks.kafka import KafkaBatchSink
 from jobs.sources.kafka import KafkaStreamDataSource
 from jobs.sources.parquet import ParquetStreamDataSource
 
@@ -57,6 +56,6 @@ def spark_session(
         session.sparkContext.setLogLevel(os.environ.get("DAGGER_SPARK_LOG_LEVEL", "WARN"))
     # PySpark logs every SQL analysis error with a JVM stack trace; daggers report them with the position.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    for data_source in (KafkaStreamDataSource, ParquetStreamDataSource, KafkaBatchSink):
+    for data_source in (KafkaStreamDataSource, ParquetStreamDataSource):
         session.dataSource.register(data_source)
     return session

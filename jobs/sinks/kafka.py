@@ -1,30 +1,31 @@
 """Kafka sink: result rows encoded as protobuf in whole Arrow batches, then produced.
 
-Each Spark task owns one producer, writes its rows and flushes before reporting success, so a micro-batch
-completes only once every record is acknowledged by the broker; any delivery failure fails the task and
-with it the micro-batch, which the checkpoint then replays. That is at-least-once delivery. The task is
-the unit an exactly-once mode needs (one transaction per task, fenced by a transactional id derived from
-query, partition and batch id, which `batch_id` carries here).
+Every Spark task writes its partition of the micro-batch and flushes before it reports success, so a
+micro-batch completes only once every record is acknowledged by the broker; any delivery failure fails the
+task and with it the micro-batch, which the checkpoint then replays. That is at-least-once delivery. The
+task is the unit an exactly-once mode needs (one transaction per task, fenced by a transactional id derived
+from query, partition and batch id, which `batch_id` carries here).
+
+Partitions are written through `mapInArrow`, which runs in Spark's reused Python workers; each worker keeps
+one producer across tasks and micro-batches, because a new idempotent producer waits about half a second
+for its producer id before its first send.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql import DataFrame
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
 
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.schema_registry import SchemaRegistry
 from jobs.sources.stream_batches import encode_descriptor_sets, registry_from_option
 from jobs.spec import KafkaSink
 
-SINK_NAME = "dagger_kafka_sink"
 _FLUSH_TIMEOUT_S = 120.0
 
 
@@ -69,41 +70,27 @@ class KafkaSinkWriter:
         return True
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
-        (
-            batch.write.format(SINK_NAME)
-            .option("sink", self.sink.model_dump_json())
-            .option("descriptor_sets", self._descriptor_sets)
-            .option("batch_id", str(batch_id))
-            .mode("append")
-            .save()
-        )
+        writer = KafkaPartitionWriter(self.sink, self._descriptor_sets, batch_id)
+        names = batch.columns
+
+        def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            renamed = (arrow_batch.rename_columns(names) for arrow_batch in batches)
+            yield pa.RecordBatch.from_pydict({"records": [writer.write(renamed)]})
+
+        # Dotted result names (`point.x`) would be read as struct fields by mapInArrow: go positional.
+        positional = batch.toDF(*(f"_{index}" for index in range(len(names))))
+        positional.mapInArrow(write_partition, "records long").collect()
 
 
-class KafkaBatchSink(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return SINK_NAME
+class KafkaPartitionWriter:
+    """Executor side: encodes and produces one partition of a micro-batch, then waits for every ack."""
 
-    def writer(self, schema: StructType, overwrite: bool) -> _KafkaArrowWriter:
-        return _KafkaArrowWriter(
-            KafkaSink.model_validate_json(self.options["sink"]),
-            self.options["descriptor_sets"],
-            int(self.options["batch_id"]),
-        )
-
-
-@dataclass
-class KafkaWriteResult(WriterCommitMessage):
-    records: int
-
-
-class _KafkaArrowWriter(DataSourceArrowWriter):
     def __init__(self, sink: KafkaSink, descriptor_sets: str, batch_id: int) -> None:
         self.sink = sink
         self.descriptor_sets = descriptor_sets
         self.batch_id = batch_id
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaWriteResult:
+    def write(self, batches: Iterator[pa.RecordBatch]) -> int:
         registry = registry_from_option(self.descriptor_sets)
         value_encoder = ProtoEncoder(registry.message(self.sink.proto_message))
         key_encoder = (
@@ -111,16 +98,12 @@ class _KafkaArrowWriter(DataSourceArrowWriter):
             if self.sink.key_proto_message
             else None
         )
-        failures: list[KafkaError] = []
-
-        def on_failed_delivery(error: KafkaError | None, message: Message) -> None:
-            if error is not None:
-                failures.append(error)
-
-        producer = Producer({**producer_settings(self.sink), "on_delivery": on_failed_delivery})
+        settings = producer_settings(self.sink)
+        producer, failures = _worker_producer(settings)
+        failures.clear()  # a worker runs one task at a time: the list belongs to this task
         records = 0
         topic = self.sink.topic
-        for batch in iterator:
+        for batch in batches:
             values = value_encoder.encode(batch).to_pylist()
             keys = key_encoder.encode(batch).to_pylist() if key_encoder else None
             for index, value in enumerate(values):
@@ -137,8 +120,31 @@ class _KafkaArrowWriter(DataSourceArrowWriter):
                 break
         remaining = producer.flush(_FLUSH_TIMEOUT_S)
         if failures or remaining:
+            _producers.pop(_settings_key(settings), None)  # it may be unusable now: the retry starts afresh
             reason = failures[0].str() if failures else f"{remaining} record(s) unacknowledged after flush"
             raise KafkaSinkError(
                 f"kafka sink topic {topic!r}: delivery failed in batch {self.batch_id}: {reason}"
             )
-        return KafkaWriteResult(records=records)
+        return records
+
+
+_producers: dict[str, tuple[Producer, list[KafkaError]]] = {}
+
+
+def _settings_key(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _worker_producer(settings: dict[str, Any]) -> tuple[Producer, list[KafkaError]]:
+    """This worker's producer for these settings, with the list its failed deliveries land in."""
+    cached = _producers.get(_settings_key(settings))
+    if cached is None:
+        failures: list[KafkaError] = []
+
+        def on_failed_delivery(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                failures.append(error)
+
+        producer = Producer({**settings, "on_delivery": on_failed_delivery})
+        cached = _producers[_settings_key(settings)] = (producer, failures)
+    return cached

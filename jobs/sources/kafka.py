@@ -366,9 +366,15 @@ class _PartitionReader:
         self.stream = stream
         self.range = partition
         self.layout = layout
-        self.consumer = Consumer(
-            consumer_settings(stream, **{"enable.partition.eof": True, "fetch.wait.max.ms": 1})
-        )
+        # A small local queue: the consumer stops fetching soon after the range's end instead of
+        # prefetching (and decompressing) up to queued.min.messages records past it.
+        reader_settings = {
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 1,
+            "queued.min.messages": 10_000,
+            "fetch.queue.backoff.ms": 1,
+        }
+        self.consumer = Consumer(consumer_settings(stream, **reader_settings))
         self.consumer.assign([TopicPartition(partition.topic, partition.partition, partition.from_offset)])
         self._dead_letters: Producer | None = None
         self._dead_letter_error: KafkaError | None = None
