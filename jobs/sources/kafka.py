@@ -14,6 +14,7 @@ Two facts shape the offset handling, and both approaches stay correct on any Kaf
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import time
@@ -384,44 +385,57 @@ class _PartitionReader:
         return f"stream {self.stream.table!r}: {self.range.topic}[{self.range.partition}]{at}"
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        until = self.range.until_offset
         pending: list[Message] = []
+        pending_offsets: list[int] = []
         next_offset = self.range.from_offset
         last_progress = time.monotonic()
-        while next_offset < self.range.until_offset:
-            wanted = min(_READ_CHUNK, self.range.until_offset - next_offset)
-            messages = self.consumer.consume(num_messages=wanted, timeout=1.0)
+        while next_offset < until:
+            messages = self.consumer.consume(num_messages=min(_READ_CHUNK, until - next_offset), timeout=1.0)
             if not messages:
                 if time.monotonic() - last_progress > _STALL_TIMEOUT_S:
                     raise KafkaSourceError(
                         f"{self._where(next_offset)}: no records for {_STALL_TIMEOUT_S:.0f}s while "
-                        f"reading up to offset {self.range.until_offset}"
+                        f"reading up to offset {until}"
                     )
                 continue
             last_progress = time.monotonic()
-            for message in messages:
-                error = message.error()
-                if error is None:
-                    if message.offset() < self.range.until_offset:
-                        pending.append(message)
-                    next_offset = message.offset() + 1
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    # The range may end in offsets that hold no record (transaction markers); an EOF
-                    # before the range's end means the records are not visible yet: keep waiting.
-                    if message.offset() >= self.range.until_offset:
-                        next_offset = self.range.until_offset
-                elif not error.retriable():
-                    raise KafkaSourceError(f"{self._where()}: {error.str()}")
+            # Whole-list passes rather than a Python loop per record: events (EOF, errors) are rare.
+            records = [message for message in messages if message.error() is None]
+            if len(records) < len(messages):
+                next_offset = self._handle_events(messages, next_offset)
+            if records:
+                offsets = [record.offset() for record in records]
+                next_offset = max(next_offset, offsets[-1] + 1)
+                if offsets[-1] >= until:  # one partition's records arrive in offset order
+                    cut = bisect.bisect_left(offsets, until)
+                    records, offsets = records[:cut], offsets[:cut]
+                pending += records
+                pending_offsets += offsets
             if len(pending) >= _READ_CHUNK:
-                yield self._to_batch(pending)
-                pending = []
+                yield self._to_batch(pending, pending_offsets)
+                pending, pending_offsets = [], []
         if pending:
-            yield self._to_batch(pending)
+            yield self._to_batch(pending, pending_offsets)
         if self._dead_letters is not None:
             self._flush_dead_letters()
 
-    def _to_batch(self, messages: list[Message]) -> pa.RecordBatch:
+    def _handle_events(self, messages: list[Message], next_offset: int) -> int:
+        for message in messages:
+            error = message.error()
+            if error is None:
+                continue
+            if error.code() == KafkaError._PARTITION_EOF:
+                # The range may end in offsets that hold no record (transaction markers); an EOF
+                # before the range's end means the records are not visible yet: keep waiting.
+                if message.offset() >= self.range.until_offset:
+                    next_offset = self.range.until_offset
+            elif not error.retriable():
+                raise KafkaSourceError(f"{self._where()}: {error.str()}")
+        return next_offset
+
+    def _to_batch(self, messages: list[Message], offsets: list[int]) -> pa.RecordBatch:
         values = [message.value() for message in messages]
-        offsets = [message.offset() for message in messages]
         tombstones = {
             index: "record has no value (tombstone)" for index, value in enumerate(values) if value is None
         }
