@@ -21,6 +21,11 @@ ALL_TYPE_COLUMNS = [
 ]  # fmt: skip
 
 
+def orders_stream(kafka, **fields) -> dict:
+    """A Kafka stream of `dagger.testing.Order` registered as table `orders`."""
+    return kafka_stream(kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", **fields)
+
+
 def all_types_message(registry, index: int):
     """A fully populated AllTypes, different for every index."""
     message = message_class(registry, ALL_TYPES)(
@@ -189,9 +194,7 @@ def test_two_streams_joined_in_one_query(kafka, registry, make_dagger, start_dag
 
     spec = make_dagger(
         streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[orders_topic]
-            ),
+            orders_stream(kafka, topics=[orders_topic]),
             kafka_stream(
                 kafka.bootstrap_servers,
                 "customers",
@@ -241,11 +244,8 @@ def test_new_topic_matching_the_pattern_joins_while_running(kafka, registry, mak
     kafka.produce(prefix, _orders(registry, 0, 3))
     spec = make_dagger(
         streams=[
-            kafka_stream(
-                kafka.bootstrap_servers,
-                "orders",
-                "dagger.testing.Order",
-                "created_at",
+            orders_stream(
+                kafka,
                 topic_pattern=f"{prefix}(-.*)?",
             )
         ],
@@ -273,14 +273,15 @@ def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(
     start = datetime.fromtimestamp((base_ms + 12_000) / 1000, tz=UTC)
     spec = make_dagger(
         streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at",
-                topics=[topic], start_timestamp=start.isoformat(),
+            orders_stream(
+                kafka,
+                topics=[topic],
+                start_timestamp=start.isoformat(),
             )
         ],
         sql="SELECT order_id, kafka_timestamp FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
-    )  # fmt: skip
+    )
     running = start_dagger(spec)
     running.process_available()
     assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(12, 20)]
@@ -292,11 +293,7 @@ def test_restart_from_checkpoint_continues_without_gap_or_repeat(
     topic = kafka.new_topic("restart", partitions=2)
     kafka.produce(topic, _orders(registry, 0, 30), partition=lambda index: index % 2)
     spec = make_dagger(
-        streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
-            )
-        ],
+        streams=[orders_stream(kafka, topics=[topic])],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
     )
@@ -320,14 +317,16 @@ def test_max_records_per_batch_is_honoured_and_offsets_are_committed_to_the_grou
     group = f"group-{topic}"
     spec = make_dagger(
         streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at",
-                topics=[topic], group_id=group, max_records_per_batch=30,
+            orders_stream(
+                kafka,
+                topics=[topic],
+                group_id=group,
+                max_records_per_batch=30,
             )
         ],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
-    )  # fmt: skip
+    )
     running = start_dagger(spec)
     running.process_available()
 
@@ -367,11 +366,7 @@ def test_invalid_records_fail_the_query_naming_topic_partition_and_offset(
     payloads, bad = _mixed_payloads(registry)
     kafka.produce(topic, payloads)
     spec = make_dagger(
-        streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
-            )
-        ],
+        streams=[orders_stream(kafka, topics=[topic])],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log"}],
     )
@@ -389,14 +384,15 @@ def test_invalid_records_dropped_and_counted(kafka, registry, make_dagger, start
     kafka.produce(topic, payloads)
     spec = make_dagger(
         streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at",
-                topics=[topic], invalid_records={"action": "drop"},
+            orders_stream(
+                kafka,
+                topics=[topic],
+                invalid_records={"action": "drop"},
             )
         ],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
-    )  # fmt: skip
+    )
     running = start_dagger(spec)
     running.process_available()
     assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(10)]
@@ -409,14 +405,15 @@ def test_invalid_records_dead_lettered_with_the_error(kafka, registry, make_dagg
     kafka.produce(topic, payloads)
     spec = make_dagger(
         streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at",
-                topics=[topic], invalid_records={"action": "dead_letter", "dead_letter_topic": dead_letters},
+            orders_stream(
+                kafka,
+                topics=[topic],
+                invalid_records={"action": "dead_letter", "dead_letter_topic": dead_letters},
             )
         ],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
-    )  # fmt: skip
+    )
     running = start_dagger(spec)
     running.process_available()
     assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(10)]
@@ -435,9 +432,7 @@ def test_sql_errors_are_reported_before_start_with_their_position(kafka, make_da
     from jobs.runner import build_dagger
 
     topic = kafka.new_topic("sql-errors")
-    stream = kafka_stream(
-        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
-    )
+    stream = orders_stream(kafka, topics=[topic])
     unknown_column = make_dagger(
         streams=[stream], sql="SELECT order_id,\n       nope FROM orders", sinks=[{"kind": "log"}]
     )
@@ -489,11 +484,7 @@ def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(
     topic, sink = kafka.new_topic("mismatch"), kafka.new_topic("mismatch-out")
     kafka.produce(topic, _orders(registry, 0, 3))
     spec = make_dagger(
-        streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
-            )
-        ],
+        streams=[orders_stream(kafka, topics=[topic])],
         sql="SELECT amount AS order_id FROM orders",
         sinks=[kafka_sink(kafka.bootstrap_servers, sink, "dagger.testing.Order")],
     )
