@@ -333,6 +333,8 @@ def test_max_records_per_batch_is_honoured_and_offsets_are_committed_to_the_grou
     sizes = [report.input_rows for report in running.run.reports if report.input_rows]
     assert sum(sizes) == 100
     assert max(sizes) <= 30
+    first = next(report for report in running.run.reports if report.input_rows)
+    assert first.total_lag == 100 - first.input_rows  # the backlog left behind the first batch
     assert len(_logged_order_ids(running.logged)) == 100
     # Spark hands a batch's end offsets to the source when it plans the next trigger: allow a few.
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group, "log_level": 3})
