@@ -39,7 +39,6 @@ def compile_descriptor_set(
         f"-I{well_known_types}",
         f"--descriptor_set_out={output}",
         "--include_imports",
-        "--include_source_info",
         *sources,
     ]
     if protoc.main(arguments) != 0:

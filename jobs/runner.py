@@ -89,15 +89,27 @@ def build_dagger(
         spec.schema_registry.fetch_headers,
     )
     descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
-    streams = {
-        stream.table: _stream_frame(spark, spec, stream, registry, descriptor_sets) for stream in spec.streams
-    }
-    for table, frame in streams.items():
-        frame.createOrReplaceTempView(table)
+
+    def register_streams(project: bool) -> dict[str, DataFrame]:
+        frames = {
+            stream.table: _stream_frame(spark, spec, stream, registry, descriptor_sets, project)
+            for stream in spec.streams
+        }
+        for table, frame in frames.items():
+            frame.createOrReplaceTempView(table)
+        return frames
+
+    streams = register_streams(project=True)
     try:
         result = sql_stage.analyse(spark, spec.sql)
-    except sql_stage.SqlError as error:
-        raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
+    except sql_stage.SqlError:
+        # Analyse again over every field, so "did you mean" suggests the fields the projection left out.
+        register_streams(project=False)
+        try:
+            sql_stage.analyse(spark, spec.sql)
+        except sql_stage.SqlError as error:
+            raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
+        raise
     sinks = [_sink_writer(sink, registry, spec, log_emit) for sink in spec.sinks]
     return BuiltDagger(spec, registry, streams, result, sinks)
 
@@ -126,10 +138,11 @@ def _stream_frame(
     stream: KafkaStream | ParquetStream,
     registry: SchemaRegistry,
     descriptor_sets: str,
+    project: bool,
 ) -> DataFrame:
     data_source = _DATA_SOURCES[stream.kind]
     try:  # message, event-time field and column names are checked here, not in a failing task
-        fields = _fields_to_decode(registry, spec.sql, stream)
+        fields = _fields_to_decode(registry, spec.sql, stream) if project else None
         layout = data_source.reader_class(stream, descriptor_sets, spec.rowtime_column, fields).layout
     except (LookupError, ValueError) as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None

@@ -20,7 +20,12 @@ def analyse(spark: SparkSession, sql: str) -> DataFrame:
     try:
         return spark.sql(sql)
     except (AnalysisException, ParseException) as error:
-        raise SqlError(f"SQL error{_position(sql, error)}: {error}") from None
+        raise SqlError(f"SQL error{_position(sql, error)}: {_without_plan(str(error))}") from None
+
+
+def _without_plan(message: str) -> str:
+    """Spark appends the analysed plan (with every source option) after ';\n': users need the reason."""
+    return message.split(";\n", 1)[0].strip()
 
 
 def _position(sql: str, error: PySparkException) -> str:

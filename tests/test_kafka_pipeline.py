@@ -445,6 +445,11 @@ def test_sql_errors_are_reported_before_start_with_their_position(kafka, make_da
     unknown_table = make_dagger(streams=[stream], sql="SELECT * FROM orderz", sinks=[{"kind": "log"}])
     with pytest.raises(DaggerBuildError, match=r"line 1, column 15 \('orderz'\).*TABLE_OR_VIEW_NOT_FOUND"):
         build_dagger(spark, unknown_table, registry)
+    misspelt = make_dagger(streams=[stream], sql="SELECT customer_idd FROM orders", sinks=[{"kind": "log"}])
+    with pytest.raises(
+        DaggerBuildError, match=r"customer_idd.*Did you mean one of the following\? \[`customer_id`"
+    ):
+        build_dagger(spark, misspelt, registry)  # suggests fields the query's projection left out
     syntax = make_dagger(streams=[stream], sql="SELEC order_id FROM orders", sinks=[{"kind": "log"}])
     with pytest.raises(DaggerBuildError, match=r"(?s)SQL error.*PARSE_SYNTAX_ERROR.*line 1, pos 0"):
         build_dagger(spark, syntax, registry)

@@ -374,6 +374,8 @@ class _PartitionReader:
             "fetch.wait.max.ms": 1,
             "queued.min.messages": 10_000,
             "fetch.queue.backoff.ms": 1,
+            # Records deleted by retention before their batch ran: continue with what is left.
+            "auto.offset.reset": "earliest",
         }
         self.consumer = Consumer(consumer_settings(stream, **reader_settings))
         self.consumer.assign([TopicPartition(partition.topic, partition.partition, partition.from_offset)])
