@@ -503,3 +503,24 @@ def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(
     ):
         running.process_available()
     assert kafka.read_all(sink) == []
+
+
+def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger, start_dagger):
+    from jobs.broker import free_port
+
+    topic = kafka.new_topic("undeliverable")
+    kafka.produce(topic, _orders(registry, 0, 3))
+    nowhere = f"127.0.0.1:{free_port()}"  # nothing listens here
+    spec = make_dagger(
+        streams=[orders_stream(kafka, topics=[topic])],
+        sql="SELECT order_id FROM orders",
+        sinks=[
+            kafka_sink(nowhere, "lost", "dagger.testing.Order", producer_config={"message.timeout.ms": 2000}),
+        ],
+    )
+    running = start_dagger(spec)
+    with pytest.raises(
+        DaggerQueryError, match=r"kafka sink topic 'lost': delivery failed in batch 0: .*timed out"
+    ):
+        running.process_available()
+    assert not running.run.query.isActive
