@@ -42,6 +42,8 @@ def spark_session(
     master = master or os.environ.get("DAGGER_SPARK_MASTER", DEFAULT_MASTER)
     # Python workers must run the interpreter that has this project installed (not the first `python3`).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: stay on loopback
     previous_handler = signal.getsignal(signal.SIGINT)
     builder = SparkSession.builder.appName(app_name)
     builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
