@@ -47,6 +47,7 @@ def run_dagger(path: Path, master: str | None, bounded: bool | None, checkpoint:
         log.info("stopping %s: finishing the current micro-batch...", spec.name)
     finally:
         run.stop()
+        spark.stop()  # ends the Python workers too, and with them their Kafka clients
     log.info("dagger %s stopped; checkpoint %s", spec.name, run.checkpoint_location)
     return 0
 

@@ -94,6 +94,11 @@ class BookingProducer:
             next_slice += 0.1
             time.sleep(max(0.0, next_slice - time.monotonic()))
         self.flush()
+        self.close()
+
+    def close(self) -> None:
+        """Release the client; one left open keeps reconnecting (and logging) once the broker is gone."""
+        self._producer.close()
 
 
 def ensure_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
