@@ -524,3 +524,47 @@ def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger
     ):
         running.process_available()
     assert not running.run.query.isActive
+
+
+def test_a_new_checkpoint_starts_at_the_groups_committed_offsets(
+    kafka, registry, make_dagger, start_dagger, tmp_path
+):
+    topic = kafka.new_topic("committed", partitions=2)
+    group = f"group-{topic}"
+    kafka.produce(topic, _orders(registry, 0, 20), partition=lambda index: index % 2)
+    fields = {
+        "streams": [orders_stream(kafka, topics=[topic], group_id=group, auto_offset_reset="earliest")],
+        "sql": "SELECT order_id FROM orders",
+        "sinks": [{"kind": "log", "max_rows_per_batch": 1000}],
+    }
+    first = start_dagger(make_dagger(**fields, checkpoint_location=str(tmp_path / "first")))
+    first.process_available()
+    first.run.stop()  # commits the last batch's offsets to the group
+    kafka.produce(topic, _orders(registry, 20, 6), partition=lambda index: index % 2)
+
+    second = start_dagger(make_dagger(**fields, checkpoint_location=str(tmp_path / "second")))
+    second.process_available()
+    assert sorted(_logged_order_ids(first.logged), key=lambda i: int(i[1:])) == [f"o{i}" for i in range(20)]
+    assert sorted(_logged_order_ids(second.logged), key=lambda i: int(i[1:])) == [
+        f"o{i}" for i in range(20, 26)
+    ]
+
+
+def test_latest_without_a_group_reads_only_what_arrives_after_start(
+    kafka, registry, make_dagger, start_dagger
+):
+    topic = kafka.new_topic("latest")
+    kafka.produce(
+        topic, _orders(registry, 0, 15)
+    )  # several records per produce request: a multi-record batch
+    spec = make_dagger(
+        streams=[orders_stream(kafka, topics=[topic], auto_offset_reset="latest")],
+        sql="SELECT order_id FROM orders",
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+    )
+    running = start_dagger(spec)
+    running.process_available()
+    assert running.logged == []
+    kafka.produce(topic, _orders(registry, 15, 5))
+    running.process_available()
+    assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(15, 20)]
