@@ -1,79 +1,248 @@
 """Dagger files -> Dagster definitions.
 
-Each dagger in `$DAGGER_DIR` (default: the repository's `daggers/` folder) becomes one asset whose
-materialization runs the dagger bounded: it processes every record available at start, then stops, which
-is what CI and backfills want. Long-running streaming runs are launched with `dagger run` for now.
+Each dagger in `$DAGGER_DIR` (default: the repository's `daggers/` folder) becomes one group of assets,
+one per stage, with lineage in the order data flows:
+
+    <dagger>/stream/<table>  ->  <dagger>/sql  ->  <dagger>/sink/<n>_<kind>
+
+All of a dagger's stages are computed by one Spark streaming query, so they are materialized together by
+one multi-asset (and one job per dagger, `<dagger>_job`, on the in-process executor so the Spark driver
+lives in the run worker). By default the run streams until it is terminated; with `bounded: true` in its
+run config (or for a Parquet-only dagger) it processes what is available and completes.
 """
 
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from dagster import (
     AssetExecutionContext,
+    AssetKey,
+    AssetObservation,
     AssetsDefinition,
+    AssetSelection,
+    AssetSpec,
+    Config,
+    DagsterExecutionInterruptedError,
     Definitions,
+    JobDefinition,
     MaterializeResult,
     MetadataValue,
-    asset,
+    TableColumn,
+    TableSchema,
+    define_asset_job,
+    in_process_executor,
+    multi_asset,
 )
+from pydantic import Field
+from pyspark.sql.types import StructType
 
 from jobs.protoc import PROJECT_ROOT, compile_descriptor_set
-from jobs.runner import DaggerRun, build_dagger
-from jobs.spec import DaggerSpec, load_dagger
+from jobs.runner import DaggerRun, ProgressReport, build_dagger
+from jobs.spec import DaggerSpec, KafkaSink, KafkaStream, ParquetStream, load_dagger
 from resources.spark import SparkResource
+
+
+class DaggerRunConfig(Config):
+    """Run configuration of a dagger's job."""
+
+    bounded: bool | None = Field(
+        default=None,
+        description="Process what is available now, then complete. Default: only for Parquet-only daggers.",
+    )
+    stop_after_seconds: float | None = Field(
+        default=None,
+        description="Stop gracefully after this long (catch-up runs on a schedule); "
+        "default: run until terminated.",
+    )
 
 
 def dagger_folder() -> Path:
     return Path(os.environ.get("DAGGER_DIR", PROJECT_ROOT / "daggers"))
 
 
-def dagger_asset(spec: DaggerSpec, source: Path) -> AssetsDefinition:
-    kinds = {
-        "spark",
-        "protobuf",
-        *(stream.kind for stream in spec.streams),
-        *(sink.kind for sink in spec.sinks),
-    }
+def _prefix(spec: DaggerSpec) -> str:
+    return spec.name.replace("-", "_")
 
-    @asset(
-        name=spec.name.replace("-", "_"),
-        group_name="daggers",
-        kinds=kinds - {"log"},
-        description=spec.description or f"Dagger {spec.name} ({source.name})",
+
+def stream_key(spec: DaggerSpec, stream: KafkaStream | ParquetStream) -> AssetKey:
+    return AssetKey([_prefix(spec), "stream", stream.table])
+
+
+def sql_key(spec: DaggerSpec) -> AssetKey:
+    return AssetKey([_prefix(spec), "sql"])
+
+
+def sink_key(spec: DaggerSpec, index: int) -> AssetKey:
+    return AssetKey([_prefix(spec), "sink", f"{index}_{spec.sinks[index].kind}"])
+
+
+def _stream_spec(spec: DaggerSpec, stream: KafkaStream | ParquetStream) -> AssetSpec:
+    if isinstance(stream, KafkaStream):
+        where = (
+            {"topics": ", ".join(stream.topics)} if stream.topics else {"topic_pattern": stream.topic_pattern}
+        )
+        where["bootstrap_servers"] = stream.bootstrap_servers
+    else:
+        where = {"paths": ", ".join(stream.paths)}
+    return AssetSpec(
+        key=stream_key(spec, stream),
+        group_name=_prefix(spec),
+        kinds={stream.kind, "protobuf"},
+        description=f"Stream `{stream.table}` of dagger {spec.name}: {stream.proto_message} records.",
         metadata={
-            "dagger_file": MetadataValue.path(str(source)),
-            "sql": MetadataValue.md(f"```sql\n{spec.sql.strip()}\n```"),
-            "checkpoint_location": MetadataValue.path(spec.resolved_checkpoint_location),
+            "proto_message": stream.proto_message,
+            "event_time_field": stream.event_time_field,
+            **where,
         },
     )
-    def run_bounded(context: AssetExecutionContext, spark: SparkResource) -> MaterializeResult:
+
+
+def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
+    sink = spec.sinks[index]
+    if isinstance(sink, KafkaSink):
+        target = {
+            "topic": sink.topic,
+            "bootstrap_servers": sink.bootstrap_servers,
+            "proto_message": sink.proto_message,
+        }
+        kinds = {"kafka", "protobuf"}
+    else:
+        target, kinds = {"max_rows_per_batch": sink.max_rows_per_batch}, set()
+    return AssetSpec(
+        key=sink_key(spec, index),
+        group_name=_prefix(spec),
+        deps=[sql_key(spec)],
+        kinds=kinds,
+        description=f"Sink {index} ({sink.kind}) of dagger {spec.name}.",
+        metadata=target,
+    )
+
+
+def _table_schema(schema: StructType) -> TableSchema:
+    return TableSchema(
+        columns=[TableColumn(field.name, field.dataType.simpleString()) for field in schema.fields]
+    )
+
+
+def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
+    stream_specs = [_stream_spec(spec, stream) for stream in spec.streams]
+    sql_spec = AssetSpec(
+        key=sql_key(spec),
+        group_name=_prefix(spec),
+        deps=[stream.key for stream in stream_specs],
+        kinds={"spark"},
+        description=spec.description or f"The SQL stage of dagger {spec.name}.",
+        metadata={
+            "sql": MetadataValue.md(f"```sql\n{spec.sql.strip()}\n```"),
+            "dagger_file": MetadataValue.path(str(source)),
+            "checkpoint_location": MetadataValue.path(spec.resolved_checkpoint_location),
+            "watermark_delay_s": spec.watermark_delay.total_seconds(),
+        },
+    )
+    sink_specs = [_sink_spec(spec, index) for index in range(len(spec.sinks))]
+
+    @multi_asset(
+        name=f"{_prefix(spec)}_query",
+        specs=[*stream_specs, sql_spec, *sink_specs],
+        can_subset=False,
+        description=f"Runs dagger {spec.name} as one Spark structured streaming query.",
+    )
+    def run_dagger_query(
+        context: AssetExecutionContext, config: DaggerRunConfig, spark: SparkResource
+    ) -> Iterator[MaterializeResult | AssetObservation]:
         compile_descriptor_set()
         session = spark.session()
-        run = DaggerRun(
-            session,
-            build_dagger(session, spec, log_emit=context.log.info),
-            on_progress=lambda report: context.log.info(report.summary()),
-            bounded=True,
-        )
+        built = build_dagger(session, spec, log_emit=context.log.info)
+        run = DaggerRun(session, built, bounded=config.bounded)
         run.start()
+        observed = 0
+
+        def new_observations() -> list[AssetObservation]:
+            nonlocal observed
+            reports, observed = run.reports[observed:], len(run.reports)
+            return [_observation(spec, report) for report in reports]
+
+        deadline = None if config.stop_after_seconds is None else time.monotonic() + config.stop_after_seconds
         try:
-            run.wait()
+            while not run.wait(timeout_s=1.0):
+                yield from new_observations()
+                if deadline is not None and time.monotonic() >= deadline:
+                    context.log.info(f"dagger {spec.name}: stop_after_seconds reached, stopping")
+                    break
+        except DagsterExecutionInterruptedError:
+            context.log.info(f"dagger {spec.name}: run terminated, finishing the current micro-batch")
+            run.stop()
+            raise
         finally:
             run.stop()
-        return MaterializeResult(
-            metadata={
-                "micro_batches": len(run.reports),
-                "input_rows": sum(report.input_rows for report in run.reports),
-                "invalid_records": sum(sum(report.invalid_records.values()) for report in run.reports),
-            }
-        )
+        yield from new_observations()
+        yield from _materializations(spec, built.result.schema, run, stream_specs, sink_specs)
 
-    return run_bounded
+    return run_dagger_query
+
+
+def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
+    """A finished micro-batch, recorded against the SQL stage."""
+    return AssetObservation(
+        asset_key=sql_key(spec),
+        metadata={
+            "batch_id": report.batch_id,
+            "input_rows": report.input_rows,
+            "input_rows_per_second": report.input_rows_per_second,
+            "processed_rows_per_second": report.processed_rows_per_second,
+            "batch_duration_ms": report.duration_ms,
+            "watermark": report.watermark or "",
+            "total_lag": report.total_lag,
+            "lag_by_partition": MetadataValue.json(report.lag_by_partition),
+            "invalid_records": MetadataValue.json(report.invalid_records),
+        },
+    )
+
+
+def _materializations(
+    spec: DaggerSpec,
+    result_schema: StructType,
+    run: DaggerRun,
+    stream_specs: list[AssetSpec],
+    sink_specs: list[AssetSpec],
+) -> Iterator[MaterializeResult]:
+    input_rows = sum(report.input_rows for report in run.reports)
+    invalid = sum(sum(report.invalid_records.values()) for report in run.reports)
+    for stream_spec in stream_specs:
+        yield MaterializeResult(asset_key=stream_spec.key)
+    yield MaterializeResult(
+        asset_key=sql_key(spec),
+        metadata={
+            "micro_batches": len(run.reports),
+            "input_rows": input_rows,
+            "invalid_records": invalid,
+            "dagster/column_schema": _table_schema(result_schema),
+        },
+    )
+    for sink_spec in sink_specs:
+        yield MaterializeResult(asset_key=sink_spec.key)
+
+
+def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> JobDefinition:
+    return define_asset_job(
+        name=f"{_prefix(spec)}_job",
+        selection=AssetSelection.assets(*assets.keys),
+        executor_def=in_process_executor,
+        description=f"Runs dagger {spec.name}; terminate the run to stop it gracefully.",
+    )
 
 
 def build_definitions(folder: Path) -> Definitions:
-    assets = [dagger_asset(load_dagger(path), path) for path in sorted(folder.glob("*.yaml"))]
-    return Definitions(assets=assets, resources={"spark": SparkResource()})
+    paths = sorted(folder.glob("*.yaml"))
+    specs = [load_dagger(path) for path in paths]
+    assets = [dagger_assets(spec, path) for spec, path in zip(specs, paths, strict=True)]
+    return Definitions(
+        assets=assets,
+        jobs=[dagger_job(spec, asset) for spec, asset in zip(specs, assets, strict=True)],
+        resources={"spark": SparkResource()},
+    )
 
 
 defs = build_definitions(dagger_folder())

@@ -1,11 +1,15 @@
-"""The code location loads every dagger file as an asset, and a bounded materialization runs it."""
+"""The code location: every dagger file becomes stage assets with lineage, run by one multi-asset."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from dagster import materialize
+import yaml
+from dagster import AssetKey, DagsterInstance, materialize
 
 from dagger_assets.definitions import build_definitions
 from jobs.protoc import PROJECT_ROOT
@@ -14,10 +18,20 @@ from resources.spark import SparkResource
 from tests.conftest import kafka_stream, message_class
 
 
-def test_the_repository_daggers_load_as_assets():
+def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
     definitions = build_definitions(PROJECT_ROOT / "daggers")
-    keys = {key.to_user_string() for key in definitions.resolve_asset_graph().get_all_asset_keys()}
-    assert keys == {"booking_filter"}
+    graph = definitions.resolve_asset_graph()
+    stream = AssetKey(["booking_filter", "stream", "bookings"])
+    sql = AssetKey(["booking_filter", "sql"])
+    sinks = {AssetKey(["booking_filter", "sink", "0_log"]), AssetKey(["booking_filter", "sink", "1_kafka"])}
+    assert set(graph.get_all_asset_keys()) == {stream, sql, *sinks}
+    assert graph.get(sql).parent_keys == {stream}
+    assert {key for key in sinks if graph.get(key).parent_keys == {sql}} == sinks
+    assert definitions.resolve_job_def("booking_filter_job").executor_def.name == "in_process"
+    stream_node = graph.get(stream)
+    assert stream_node.metadata["proto_message"] == "dagger.examples.BookingLogMessage"
+    assert stream_node.metadata["topics"] == "bookings"
+    assert {"kafka", "protobuf"} <= set(stream_node.kinds)
 
 
 def test_a_broken_dagger_file_names_file_and_key(tmp_path: Path):
@@ -26,39 +40,98 @@ def test_a_broken_dagger_file_names_file_and_key(tmp_path: Path):
         build_definitions(tmp_path)
 
 
-def test_materializing_a_dagger_processes_what_is_available_and_stops(
-    tmp_path: Path, kafka, registry, descriptor_set, spark
-):
-    topic = kafka.new_topic("materialize")
+def _orders_dagger(tmp_path: Path, kafka, descriptor_set: Path, topic: str, sql: str) -> None:
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+    )
+    document = {
+        "name": "orders-copy",
+        "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
+        "streams": [stream],
+        "sql": sql,
+        "checkpoint_location": str(tmp_path / "checkpoint"),
+        "sinks": [{"kind": "log", "max_rows_per_batch": 1000}],
+    }
+    (tmp_path / "orders.yaml").write_text(yaml.safe_dump(document))
+
+
+def _produce_orders(kafka, registry, topic: str, start: int, count: int) -> None:
     order = message_class(registry, "dagger.testing.Order")
     payloads = []
-    for index in range(25):
+    for index in range(start, start + count):
         message = order(order_id=f"o{index}", amount=float(index))
         message.created_at.FromSeconds(1_700_000_000 + index)
         payloads.append(message.SerializeToString())
     kafka.produce(topic, payloads)
-    stream = kafka_stream(
-        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
-    )
-    import yaml
 
-    (tmp_path / "orders.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "name": "orders-copy",
-                "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
-                "streams": [stream],
-                "sql": "SELECT order_id FROM orders WHERE amount >= 5",
-                "checkpoint_location": str(tmp_path / "checkpoint"),
-                "sinks": [{"kind": "log"}],
-            }
-        )
-    )
+
+def _logged_order_ids(instance: DagsterInstance, run_id: str) -> list[str]:
+    """Order ids the log sink wrote to the run's log."""
+    messages = [
+        entry.user_message for entry in instance.all_logs(run_id) if entry.user_message.startswith("batch ")
+    ]
+    return [json.loads(message.split(" | ", 1)[1])["order_id"] for message in messages]
+
+
+def test_a_bounded_materialization_processes_what_is_available_and_completes(
+    tmp_path: Path, kafka, registry, descriptor_set, spark
+):
+    topic = kafka.new_topic("materialize")
+    _produce_orders(kafka, registry, topic, 0, 25)
+    _orders_dagger(tmp_path, kafka, descriptor_set, topic, "SELECT order_id FROM orders WHERE amount >= 5")
     definitions = build_definitions(tmp_path)
+
+    instance = DagsterInstance.ephemeral()
     result = materialize(
-        [definitions.get_assets_def("orders_copy")], resources={"spark": SparkResource(master="local[2]")}
+        [definitions.get_assets_def(AssetKey(["orders_copy", "sql"]))],
+        resources={"spark": SparkResource(master="local[2]")},
+        run_config={"ops": {"orders_copy_query": {"config": {"bounded": True}}}},
+        instance=instance,
     )
     assert result.success
-    [materialization] = result.asset_materializations_for_node("orders_copy")
-    assert materialization.metadata["input_rows"].value == 25
-    assert materialization.metadata["invalid_records"].value == 0
+    assert _logged_order_ids(instance, result.run_id) == [f"o{index}" for index in range(5, 25)]
+    [sql] = [
+        m
+        for m in result.get_asset_materialization_events()
+        if m.asset_key == AssetKey(["orders_copy", "sql"])
+    ]
+    metadata = sql.materialization.metadata
+    assert metadata["input_rows"].value == 25
+    assert metadata["invalid_records"].value == 0
+    assert [column.name for column in metadata["dagster/column_schema"].value.columns] == ["order_id"]
+
+
+def test_a_streaming_run_processes_records_as_they_arrive_and_records_observations(
+    tmp_path: Path, kafka, registry, descriptor_set, spark
+):
+    topic = kafka.new_topic("streaming")
+    _produce_orders(kafka, registry, topic, 0, 10)
+    _orders_dagger(tmp_path, kafka, descriptor_set, topic, "SELECT order_id FROM orders")
+    definitions = build_definitions(tmp_path)
+
+    def produce_later() -> None:
+        time.sleep(8)  # after the first micro-batch, while the run is streaming
+        _produce_orders(kafka, registry, topic, 10, 5)
+
+    producer = threading.Thread(target=produce_later)
+    producer.start()
+    instance = DagsterInstance.ephemeral()
+    result = materialize(
+        [definitions.get_assets_def(AssetKey(["orders_copy", "sql"]))],
+        resources={"spark": SparkResource(master="local[2]")},
+        run_config={"ops": {"orders_copy_query": {"config": {"stop_after_seconds": 20}}}},
+        instance=instance,
+    )
+    producer.join()
+    assert result.success
+    assert sorted(_logged_order_ids(instance, result.run_id), key=lambda i: int(i[1:])) == [
+        f"o{index}" for index in range(15)
+    ]
+    observations = [
+        event.event_specific_data.asset_observation
+        for event in result.all_events
+        if event.event_type_value == "ASSET_OBSERVATION"
+    ]
+    rows = [observation.metadata["input_rows"].value for observation in observations]
+    assert sum(rows) == 15
+    assert len([count for count in rows if count]) >= 2  # the late records came in a later micro-batch
