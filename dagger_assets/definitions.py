@@ -174,6 +174,7 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
         except DagsterExecutionInterruptedError:
             context.log.info(f"dagger {spec.name}: run terminated, finishing the current micro-batch")
             run.stop()
+            yield from new_observations()  # batches that finished since the last poll
             raise
         finally:
             run.stop()
