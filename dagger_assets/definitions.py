@@ -232,6 +232,9 @@ def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> JobDefinition:
         selection=AssetSelection.assets(*assets.keys),
         executor_def=in_process_executor,
         description=f"Runs dagger {spec.name}; terminate the run to stop it gracefully.",
+        # With run retries enabled on the instance, a run whose worker died is retried (it resumes from
+        # the checkpoint); a failure inside the query (bad SQL, missing schema) is not retried in a loop.
+        tags={"dagster/max_retries": "3", "dagster/retry_on_asset_or_op_failure": "false"},
     )
 
 
