@@ -135,6 +135,15 @@ def _orders(registry, start: int, count: int) -> list[bytes]:
     return payloads
 
 
+def _error_chain(error) -> str:
+    """An error's message and those of its causes (Dagster wraps the op's own exception)."""
+    messages = []
+    while error is not None:
+        messages.append(error.message)
+        error = error.cause
+    return "\n".join(messages)
+
+
 def _ids(count: int, start: int = 0) -> list[str]:
     return [f"o{index}" for index in range(start, start + count)]
 
@@ -198,3 +207,27 @@ def test_a_run_whose_worker_is_killed_is_retried_from_its_checkpoint(
     wait_for(
         lambda: dagster.client.get_run_status(second_run) == DagsterRunStatus.CANCELED, 60, "cancellation"
     )
+
+
+def test_a_bad_sql_dagger_fails_once_with_the_sql_error_and_is_not_retried(dagster, kafka, descriptor_set):
+    topic = kafka.new_topic("dagster-bad-sql")
+    dagster.add_orders_dagger("bad-sql", kafka.bootstrap_servers, topic, descriptor_set)
+    document = yaml.safe_load((dagster.daggers / "bad-sql.yaml").read_text())
+    document["sql"] = "SELECT order_idd FROM orders"
+    (dagster.daggers / "bad-sql.yaml").write_text(yaml.safe_dump(document))
+    dagster.wait_until_up()
+    run_id = dagster.client.submit_job_execution("bad_sql_job")
+
+    wait_for(
+        lambda: dagster.client.get_run_status(run_id) == DagsterRunStatus.FAILURE, 120, "the run to fail"
+    )
+    failures = [
+        _error_chain(entry.dagster_event.step_failure_data.error)
+        for entry in dagster.instance.all_logs(run_id)
+        if entry.dagster_event is not None and entry.dagster_event.is_step_failure
+    ]
+    assert len(failures) == 1
+    assert "SQL error at line 1, column 8 ('order_idd')" in failures[0]
+    assert "`order_id`" in failures[0]  # Spark's suggestion
+    time.sleep(10)  # the daemon checks failed runs every few seconds: a retry would exist by now
+    assert dagster.instance.get_runs(RunsFilter(tags={"dagster/parent_run_id": run_id})) == []
