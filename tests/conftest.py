@@ -58,6 +58,17 @@ def message_class(registry: SchemaRegistry, name: str) -> type[ProtoMessage]:
     return message_factory.GetMessageClass(registry.message(name))
 
 
+def order_payloads(registry: SchemaRegistry, start: int, count: int) -> list[bytes]:
+    """Serialized `dagger.testing.Order`s o<start>.. with amount = index and one second apart."""
+    order = message_class(registry, "dagger.testing.Order")
+    payloads = []
+    for index in range(start, start + count):
+        message = order(order_id=f"o{index}", customer_id="c", amount=float(index))
+        message.created_at.FromSeconds(1_700_000_000 + index)
+        payloads.append(message.SerializeToString())
+    return payloads
+
+
 _topic_counter = itertools.count()
 
 

@@ -15,7 +15,7 @@ from dagger_assets.definitions import build_definitions
 from jobs.protoc import PROJECT_ROOT
 from jobs.spec import DaggerConfigError
 from resources.spark import SparkResource
-from tests.conftest import kafka_stream, message_class
+from tests.conftest import kafka_stream, order_payloads
 
 
 def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
@@ -55,16 +55,6 @@ def _orders_dagger(tmp_path: Path, kafka, descriptor_set: Path, topic: str, sql:
     (tmp_path / "orders.yaml").write_text(yaml.safe_dump(document))
 
 
-def _produce_orders(kafka, registry, topic: str, start: int, count: int) -> None:
-    order = message_class(registry, "dagger.testing.Order")
-    payloads = []
-    for index in range(start, start + count):
-        message = order(order_id=f"o{index}", amount=float(index))
-        message.created_at.FromSeconds(1_700_000_000 + index)
-        payloads.append(message.SerializeToString())
-    kafka.produce(topic, payloads)
-
-
 def _logged_order_ids(instance: DagsterInstance, run_id: str) -> list[str]:
     """Order ids the log sink wrote to the run's log."""
     messages = [
@@ -77,7 +67,7 @@ def test_a_bounded_materialization_processes_what_is_available_and_completes(
     tmp_path: Path, kafka, registry, descriptor_set, spark
 ):
     topic = kafka.new_topic("materialize")
-    _produce_orders(kafka, registry, topic, 0, 25)
+    kafka.produce(topic, order_payloads(registry, 0, 25))
     _orders_dagger(tmp_path, kafka, descriptor_set, topic, "SELECT order_id FROM orders WHERE amount >= 5")
     definitions = build_definitions(tmp_path)
 
@@ -105,13 +95,13 @@ def test_a_streaming_run_processes_records_as_they_arrive_and_records_observatio
     tmp_path: Path, kafka, registry, descriptor_set, spark
 ):
     topic = kafka.new_topic("streaming")
-    _produce_orders(kafka, registry, topic, 0, 10)
+    kafka.produce(topic, order_payloads(registry, 0, 10))
     _orders_dagger(tmp_path, kafka, descriptor_set, topic, "SELECT order_id FROM orders")
     definitions = build_definitions(tmp_path)
 
     def produce_later() -> None:
         time.sleep(8)  # after the first micro-batch, while the run is streaming
-        _produce_orders(kafka, registry, topic, 10, 5)
+        kafka.produce(topic, order_payloads(registry, 10, 5))
 
     producer = threading.Thread(target=produce_later)
     producer.start()

@@ -26,7 +26,7 @@ from dagster_graphql import DagsterGraphQLClient
 
 from jobs.broker import free_port
 from jobs.protoc import PROJECT_ROOT
-from tests.conftest import kafka_stream, message_class
+from tests.conftest import kafka_stream, order_payloads
 
 # The instance a deployment would use: runs launch at once, and a run whose worker dies is retried (from
 # its checkpoint), while a run whose op failed (bad SQL, missing schema) is not retried in a loop.
@@ -125,16 +125,6 @@ def dagster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dagster
         log.close()
 
 
-def _orders(registry, start: int, count: int) -> list[bytes]:
-    order = message_class(registry, "dagger.testing.Order")
-    payloads = []
-    for index in range(start, start + count):
-        message = order(order_id=f"o{index}", amount=float(index))
-        message.created_at.FromSeconds(1_700_000_000 + index)
-        payloads.append(message.SerializeToString())
-    return payloads
-
-
 def _error_chain(error) -> str:
     """An error's message and those of its causes (Dagster wraps the op's own exception)."""
     messages = []
@@ -152,14 +142,14 @@ def test_a_streaming_run_stays_in_progress_and_a_terminate_cancels_it_gracefully
     dagster, kafka, registry, descriptor_set
 ):
     topic = kafka.new_topic("dagster-streaming")
-    kafka.produce(topic, _orders(registry, 0, 10))
+    kafka.produce(topic, order_payloads(registry, 0, 10))
     dagster.add_orders_dagger("live-orders", kafka.bootstrap_servers, topic, descriptor_set)
     dagster.wait_until_up()
     run_id = dagster.client.submit_job_execution("live_orders_job")
 
     wait_for(lambda: dagster.logged_order_ids(run_id) == _ids(10), 120, "the first records in the run log")
     assert dagster.client.get_run_status(run_id) == DagsterRunStatus.STARTED
-    kafka.produce(topic, _orders(registry, 10, 5))
+    kafka.produce(topic, order_payloads(registry, 10, 5))
     wait_for(lambda: dagster.logged_order_ids(run_id) == _ids(15), 60, "records produced while running")
     assert dagster.client.get_run_status(run_id) == DagsterRunStatus.STARTED
 
@@ -180,7 +170,7 @@ def test_a_run_whose_worker_is_killed_is_retried_from_its_checkpoint(
     dagster, kafka, registry, descriptor_set
 ):
     topic = kafka.new_topic("dagster-crash")
-    kafka.produce(topic, _orders(registry, 0, 10))
+    kafka.produce(topic, order_payloads(registry, 0, 10))
     dagster.add_orders_dagger("crashing-orders", kafka.bootstrap_servers, topic, descriptor_set)
     dagster.wait_until_up()
     first_run = dagster.client.submit_job_execution("crashing_orders_job")
@@ -188,7 +178,7 @@ def test_a_run_whose_worker_is_killed_is_retried_from_its_checkpoint(
 
     worker = dagster.run_worker_pid(first_run)
     os.kill(worker, signal.SIGKILL)
-    kafka.produce(topic, _orders(registry, 10, 5))  # arrives while no run is alive
+    kafka.produce(topic, order_payloads(registry, 10, 5))  # arrives while no run is alive
 
     def retry_run() -> str | None:
         runs = dagster.instance.get_runs(RunsFilter(tags={"dagster/parent_run_id": first_run}))

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from jobs.runner import DaggerBuildError, DaggerQueryError
-from tests.conftest import kafka_sink, kafka_stream, message_class
+from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
 
 ALL_TYPES = "dagger.testing.AllTypes"
 ALL_TYPE_COLUMNS = [
@@ -225,23 +225,13 @@ def test_two_streams_joined_in_one_query(kafka, registry, make_dagger, start_dag
     ]
 
 
-def _orders(registry, start: int, count: int) -> list[bytes]:
-    order = message_class(registry, "dagger.testing.Order")
-    payloads = []
-    for index in range(start, start + count):
-        message = order(order_id=f"o{index}", customer_id="c", amount=float(index))
-        message.created_at.FromSeconds(1_700_000_000 + index)
-        payloads.append(message.SerializeToString())
-    return payloads
-
-
 def _logged_order_ids(logged: list[str]) -> list[str]:
     return [json.loads(line.split(" | ", 1)[1])["order_id"] for line in logged]
 
 
 def test_new_topic_matching_the_pattern_joins_while_running(kafka, registry, make_dagger, start_dagger):
     prefix = kafka.new_topic("pattern")  # a unique prefix; this topic itself matches too
-    kafka.produce(prefix, _orders(registry, 0, 3))
+    kafka.produce(prefix, order_payloads(registry, 0, 3))
     spec = make_dagger(
         streams=[
             orders_stream(
@@ -257,7 +247,7 @@ def test_new_topic_matching_the_pattern_joins_while_running(kafka, registry, mak
     assert sorted(_logged_order_ids(running.logged)) == ["o0", "o1", "o2"]
 
     late_topic = kafka.new_topic(name=f"{prefix}-late", partitions=2)
-    kafka.produce(late_topic, _orders(registry, 3, 4), partition=lambda index: index % 2)
+    kafka.produce(late_topic, order_payloads(registry, 3, 4), partition=lambda index: index % 2)
     running.process_available()
     assert sorted(_logged_order_ids(running.logged)) == [f"o{index}" for index in range(7)]
 
@@ -268,7 +258,7 @@ def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(
     topic = kafka.new_topic("rewind")
     base_ms = 1_750_000_000_000
     kafka.produce(
-        topic, _orders(registry, 0, 20), timestamps_ms=[base_ms + index * 1000 for index in range(20)]
+        topic, order_payloads(registry, 0, 20), timestamps_ms=[base_ms + index * 1000 for index in range(20)]
     )
     start = datetime.fromtimestamp((base_ms + 12_000) / 1000, tz=UTC)
     spec = make_dagger(
@@ -291,7 +281,7 @@ def test_restart_from_checkpoint_continues_without_gap_or_repeat(
     kafka, registry, make_dagger, start_dagger, spark
 ):
     topic = kafka.new_topic("restart", partitions=2)
-    kafka.produce(topic, _orders(registry, 0, 30), partition=lambda index: index % 2)
+    kafka.produce(topic, order_payloads(registry, 0, 30), partition=lambda index: index % 2)
     spec = make_dagger(
         streams=[orders_stream(kafka, topics=[topic])],
         sql="SELECT order_id FROM orders",
@@ -300,7 +290,7 @@ def test_restart_from_checkpoint_continues_without_gap_or_repeat(
     first = start_dagger(spec)
     first.process_available()
     first.run.stop()
-    kafka.produce(topic, _orders(registry, 30, 20), partition=lambda index: index % 2)
+    kafka.produce(topic, order_payloads(registry, 30, 20), partition=lambda index: index % 2)
 
     second = start_dagger(spec)  # same checkpoint location
     second.process_available()
@@ -313,7 +303,7 @@ def test_max_records_per_batch_is_honoured_and_offsets_are_committed_to_the_grou
     kafka, registry, make_dagger, start_dagger
 ):
     topic = kafka.new_topic("limited", partitions=2)
-    kafka.produce(topic, _orders(registry, 0, 100), partition=lambda index: index % 2)
+    kafka.produce(topic, order_payloads(registry, 0, 100), partition=lambda index: index % 2)
     group = f"group-{topic}"
     spec = make_dagger(
         streams=[
@@ -354,7 +344,7 @@ def test_max_records_per_batch_is_honoured_and_offsets_are_committed_to_the_grou
 
 def _mixed_payloads(registry) -> tuple[list[bytes], list[int]]:
     """Valid orders with undecodable records at known positions."""
-    payloads = _orders(registry, 0, 10)
+    payloads = order_payloads(registry, 0, 10)
     bad_positions = [3, 7]
     payloads.insert(3, b"\xff\xff\xff")  # truncated varint
     payloads.insert(7, b"\x0a\x50short")  # length prefix longer than the record
@@ -489,7 +479,7 @@ def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(
     kafka, registry, make_dagger, start_dagger
 ):
     topic, sink = kafka.new_topic("mismatch"), kafka.new_topic("mismatch-out")
-    kafka.produce(topic, _orders(registry, 0, 3))
+    kafka.produce(topic, order_payloads(registry, 0, 3))
     spec = make_dagger(
         streams=[orders_stream(kafka, topics=[topic])],
         sql="SELECT amount AS order_id FROM orders",
@@ -509,7 +499,7 @@ def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger
     from jobs.broker import free_port
 
     topic = kafka.new_topic("undeliverable")
-    kafka.produce(topic, _orders(registry, 0, 3))
+    kafka.produce(topic, order_payloads(registry, 0, 3))
     nowhere = f"127.0.0.1:{free_port()}"  # nothing listens here
     spec = make_dagger(
         streams=[orders_stream(kafka, topics=[topic])],
@@ -531,7 +521,7 @@ def test_a_new_checkpoint_starts_at_the_groups_committed_offsets(
 ):
     topic = kafka.new_topic("committed", partitions=2)
     group = f"group-{topic}"
-    kafka.produce(topic, _orders(registry, 0, 20), partition=lambda index: index % 2)
+    kafka.produce(topic, order_payloads(registry, 0, 20), partition=lambda index: index % 2)
     fields = {
         "streams": [orders_stream(kafka, topics=[topic], group_id=group, auto_offset_reset="earliest")],
         "sql": "SELECT order_id FROM orders",
@@ -540,7 +530,7 @@ def test_a_new_checkpoint_starts_at_the_groups_committed_offsets(
     first = start_dagger(make_dagger(**fields, checkpoint_location=str(tmp_path / "first")))
     first.process_available()
     first.run.stop()  # commits the last batch's offsets to the group
-    kafka.produce(topic, _orders(registry, 20, 6), partition=lambda index: index % 2)
+    kafka.produce(topic, order_payloads(registry, 20, 6), partition=lambda index: index % 2)
 
     second = start_dagger(make_dagger(**fields, checkpoint_location=str(tmp_path / "second")))
     second.process_available()
@@ -555,7 +545,7 @@ def test_latest_without_a_group_reads_only_what_arrives_after_start(
 ):
     topic = kafka.new_topic("latest")
     kafka.produce(
-        topic, _orders(registry, 0, 15)
+        topic, order_payloads(registry, 0, 15)
     )  # several records per produce request: a multi-record batch
     spec = make_dagger(
         streams=[orders_stream(kafka, topics=[topic], auto_offset_reset="latest")],
@@ -565,6 +555,6 @@ def test_latest_without_a_group_reads_only_what_arrives_after_start(
     running = start_dagger(spec)
     running.process_available()
     assert running.logged == []
-    kafka.produce(topic, _orders(registry, 15, 5))
+    kafka.produce(topic, order_payloads(registry, 15, 5))
     running.process_available()
     assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(15, 20)]
