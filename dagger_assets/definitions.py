@@ -11,6 +11,7 @@ lives in the run worker). By default the run streams until it is terminated; wit
 run config (or for a Parquet-only dagger) it processes what is available and completes.
 """
 
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from dagster import (
     MetadataValue,
     TableColumn,
     TableSchema,
+    asset,
     define_asset_job,
     in_process_executor,
     multi_asset,
@@ -40,8 +42,10 @@ from pyspark.sql.types import StructType
 
 from jobs.protoc import PROJECT_ROOT, compile_descriptor_set
 from jobs.runner import DaggerRun, ProgressReport, build_dagger
-from jobs.spec import DaggerSpec, KafkaSink, KafkaStream, ParquetStream, load_dagger
+from jobs.spec import DaggerConfigError, DaggerSpec, KafkaSink, KafkaStream, ParquetStream, load_dagger
 from resources.spark import SparkResource
+
+log = logging.getLogger(__name__)
 
 
 class DaggerRunConfig(Config):
@@ -238,15 +242,35 @@ def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> JobDefinition:
     )
 
 
-def build_definitions(folder: Path) -> Definitions:
-    paths = sorted(folder.glob("*.yaml"))
-    specs = [load_dagger(path) for path in paths]
-    assets = [dagger_assets(spec, path) for spec, path in zip(specs, paths, strict=True)]
-    return Definitions(
-        assets=assets,
-        jobs=[dagger_job(spec, asset) for spec, asset in zip(specs, assets, strict=True)],
-        resources={"spark": SparkResource()},
+def broken_dagger_asset(path: Path, error: DaggerConfigError) -> AssetsDefinition:
+    """Stands in for a dagger file that does not load: its description carries the error (file and key),
+    and materializing it fails with that error, while every other dagger of the folder keeps working."""
+
+    @asset(
+        key=AssetKey(["broken_daggers", path.stem.replace("-", "_")]),
+        group_name="broken_daggers",
+        description=f"The dagger file {path.name} does not load:\n\n```\n{error}\n```",
+        metadata={"dagger_file": MetadataValue.path(str(path)), "error": str(error)},
     )
+    def broken_dagger() -> None:
+        raise error
+
+    return broken_dagger
+
+
+def build_definitions(folder: Path) -> Definitions:
+    assets, jobs = [], []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            spec = load_dagger(path)
+        except DaggerConfigError as error:
+            log.error("%s", error)
+            assets.append(broken_dagger_asset(path, error))
+            continue
+        stages = dagger_assets(spec, path)
+        assets.append(stages)
+        jobs.append(dagger_job(spec, stages))
+    return Definitions(assets=assets, jobs=jobs, resources={"spark": SparkResource()})
 
 
 defs = build_definitions(dagger_folder())

@@ -7,13 +7,11 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, materialize
 
 from dagger_assets.definitions import build_definitions
 from jobs.protoc import PROJECT_ROOT
-from jobs.spec import DaggerConfigError
 from resources.spark import SparkResource
 from tests.conftest import kafka_stream, order_payloads
 
@@ -34,10 +32,20 @@ def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
     assert {"kafka", "protobuf"} <= set(stream_node.kinds)
 
 
-def test_a_broken_dagger_file_names_file_and_key(tmp_path: Path):
+def test_a_broken_dagger_file_is_reported_without_taking_down_the_others(tmp_path: Path):
     (tmp_path / "broken.yaml").write_text("name: broken\nstreamz: []\n")
-    with pytest.raises(DaggerConfigError, match=r"(?s)broken.yaml: .*streamz: unknown key"):
-        build_definitions(tmp_path)
+    (tmp_path / "good.yaml").write_text((PROJECT_ROOT / "daggers" / "booking_filter.yaml").read_text())
+    definitions = build_definitions(tmp_path)
+
+    keys = definitions.resolve_asset_graph().get_all_asset_keys()
+    assert AssetKey(["booking_filter", "sql"]) in keys
+    broken = definitions.get_assets_def(AssetKey(["broken_daggers", "broken"]))
+    assert "streamz: unknown key" in broken.descriptions_by_key[AssetKey(["broken_daggers", "broken"])]
+    result = materialize([broken], raise_on_error=False)
+    assert not result.success
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    assert "broken.yaml" in str(failure.step_failure_data.error.cause.message)
+    assert "streamz: unknown key" in str(failure.step_failure_data.error.cause.message)
 
 
 def _orders_dagger(tmp_path: Path, kafka, descriptor_set: Path, topic: str, sql: str) -> None:
