@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetChecksDefinition,
     AssetExecutionContext,
     AssetKey,
     AssetObservation,
@@ -33,6 +36,7 @@ from dagster import (
     TableColumn,
     TableSchema,
     asset,
+    asset_check,
     define_asset_job,
     in_process_executor,
     multi_asset,
@@ -242,6 +246,59 @@ def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> JobDefinition:
     )
 
 
+_RECENT_BATCHES = 100
+
+
+def dagger_checks(spec: DaggerSpec) -> list[AssetChecksDefinition]:
+    """Health of a dagger, judged from the observations its runs record per micro-batch."""
+    key, limits = sql_key(spec), spec.checks
+
+    def recent(context: AssetCheckExecutionContext) -> list:
+        return context.instance.fetch_observations(key, limit=_RECENT_BATCHES).records  # newest first
+
+    @asset_check(asset=key, name="lag_within_bound", description=f"At most {limits.max_lag} records behind.")
+    def lag_within_bound(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        records = recent(context)
+        if not records:
+            return AssetCheckResult(passed=False, description="no micro-batch has been observed yet")
+        lag = records[0].asset_observation.metadata["total_lag"].value
+        return AssetCheckResult(
+            passed=lag <= limits.max_lag, metadata={"total_lag": lag, "max_lag": limits.max_lag}
+        )
+
+    @asset_check(
+        asset=key,
+        name="fresh",
+        description=f"A micro-batch finished within the last {limits.max_staleness.total_seconds():.0f} s.",
+    )
+    def fresh(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        records = recent(context)
+        if not records:
+            return AssetCheckResult(passed=False, description="no micro-batch has been observed yet")
+        age = time.time() - records[0].timestamp
+        return AssetCheckResult(
+            passed=age <= limits.max_staleness.total_seconds(),
+            metadata={"seconds_since_last_batch": round(age, 1)},
+        )
+
+    @asset_check(
+        asset=key,
+        name="invalid_records_below_threshold",
+        description=f"At most {limits.max_invalid_ratio:.2%} of recent records failed to decode.",
+    )
+    def invalid_records_below_threshold(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        metadata = [record.asset_observation.metadata for record in recent(context)]
+        rows = sum(entry["input_rows"].value for entry in metadata)
+        invalid = sum(sum(entry["invalid_records"].value.values()) for entry in metadata)
+        ratio = invalid / rows if rows else 0.0
+        return AssetCheckResult(
+            passed=ratio <= limits.max_invalid_ratio,
+            metadata={"invalid_records": invalid, "input_rows": rows, "invalid_ratio": round(ratio, 6)},
+        )
+
+    return [lag_within_bound, fresh, invalid_records_below_threshold]
+
+
 def broken_dagger_asset(path: Path, error: DaggerConfigError) -> AssetsDefinition:
     """Stands in for a dagger file that does not load: its description carries the error (file and key),
     and materializing it fails with that error, while every other dagger of the folder keeps working."""
@@ -259,7 +316,7 @@ def broken_dagger_asset(path: Path, error: DaggerConfigError) -> AssetsDefinitio
 
 
 def build_definitions(folder: Path) -> Definitions:
-    assets, jobs = [], []
+    assets, checks, jobs = [], [], []
     for path in sorted(folder.glob("*.yaml")):
         try:
             spec = load_dagger(path)
@@ -269,8 +326,9 @@ def build_definitions(folder: Path) -> Definitions:
             continue
         stages = dagger_assets(spec, path)
         assets.append(stages)
+        checks.extend(dagger_checks(spec))
         jobs.append(dagger_job(spec, stages))
-    return Definitions(assets=assets, jobs=jobs, resources={"spark": SparkResource()})
+    return Definitions(assets=assets, asset_checks=checks, jobs=jobs, resources={"spark": SparkResource()})
 
 
 defs = build_definitions(dagger_folder())

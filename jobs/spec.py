@@ -223,6 +223,17 @@ class SchemaRegistryConfig(_Model):
         return [_resolve_path(path, info) for path in value]
 
 
+class DaggerChecks(_Model):
+    """Thresholds of the health checks Dagster evaluates over a dagger's recent micro-batches."""
+
+    max_lag: int = Field(default=100_000, ge=0)
+    """Most records the query may be behind its sources after its latest micro-batch."""
+    max_staleness: Duration = timedelta(minutes=15)
+    """Longest time since the latest finished micro-batch."""
+    max_invalid_ratio: float = Field(default=0.01, ge=0, le=1)
+    """Largest share of undecodable records over the recent micro-batches (dropped or dead-lettered)."""
+
+
 class DaggerSpec(_Model):
     """One dagger: streams -> SQL -> sinks, run as one Spark structured streaming query."""
 
@@ -244,6 +255,7 @@ class DaggerSpec(_Model):
     """`append` emits each result row once (windowed aggregations emit when the watermark closes the
     window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
     sinks: list[Sink] = Field(min_length=1)
+    checks: DaggerChecks = Field(default_factory=DaggerChecks)
 
     @field_validator("checkpoint_location")
     @classmethod

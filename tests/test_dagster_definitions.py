@@ -48,9 +48,16 @@ def test_a_broken_dagger_file_is_reported_without_taking_down_the_others(tmp_pat
     assert "streamz: unknown key" in str(failure.step_failure_data.error.cause.message)
 
 
-def _orders_dagger(tmp_path: Path, kafka, descriptor_set: Path, topic: str, sql: str) -> None:
+def _orders_dagger(
+    tmp_path: Path, kafka, descriptor_set: Path, topic: str, sql: str, **stream_fields
+) -> None:
     stream = kafka_stream(
-        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+        kafka.bootstrap_servers,
+        "orders",
+        "dagger.testing.Order",
+        "created_at",
+        topics=[topic],
+        **stream_fields,
     )
     document = {
         "name": "orders-copy",
@@ -133,3 +140,45 @@ def test_a_streaming_run_processes_records_as_they_arrive_and_records_observatio
     rows = [observation.metadata["input_rows"].value for observation in observations]
     assert sum(rows) == 15
     assert len([count for count in rows if count]) >= 2  # the late records came in a later micro-batch
+
+
+def _check_results(result) -> dict[str, tuple[bool, dict]]:
+    return {
+        evaluation.check_name: (evaluation.passed, {k: v.value for k, v in evaluation.metadata.items()})
+        for evaluation in result.get_asset_check_evaluations()
+    }
+
+
+def test_health_checks_judge_the_observed_micro_batches(
+    tmp_path: Path, kafka, registry, descriptor_set, spark
+):
+    topic = kafka.new_topic("checks")
+    kafka.produce(topic, [*order_payloads(registry, 0, 24), b"\xff\xff"])  # 1 of 25 records undecodable
+    _orders_dagger(
+        tmp_path,
+        kafka,
+        descriptor_set,
+        topic,
+        "SELECT order_id FROM orders",
+        invalid_records={"action": "drop"},
+    )
+    definitions = build_definitions(tmp_path)
+    key = AssetKey(["orders_copy", "sql"])
+    checks = [
+        check for check in definitions.asset_checks if key in {spec.asset_key for spec in check.check_specs}
+    ]
+
+    result = materialize(
+        [definitions.get_assets_def(key), *checks],
+        resources={"spark": SparkResource(master="local[2]")},
+        run_config={"ops": {"orders_copy_query": {"config": {"stop_after_seconds": 20}}}},
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    results = _check_results(result)
+    assert results["lag_within_bound"] == (True, {"total_lag": 0, "max_lag": 100_000})
+    assert results["fresh"][0] is True
+    assert results["invalid_records_below_threshold"] == (
+        False,  # 4% is above the default 1%
+        {"invalid_records": 1, "input_rows": 25, "invalid_ratio": 0.04},
+    )
