@@ -53,9 +53,6 @@ class SinkWriter(Protocol):
     """Writes one micro-batch; raising fails the batch, which the checkpoint then replays."""
 
     @property
-    def description(self) -> str: ...
-
-    @property
     def reads_whole_batch(self) -> bool:
         """False for sinks that look at part of a batch (the log sink takes a few rows)."""
         ...
@@ -67,7 +64,6 @@ class SinkWriter(Protocol):
 class BuiltDagger:
     spec: DaggerSpec
     registry: SchemaRegistry
-    streams: dict[str, DataFrame]
     result: DataFrame
     sinks: list[SinkWriter]
 
@@ -90,16 +86,12 @@ def build_dagger(
     )
     descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
 
-    def register_streams(project: bool) -> dict[str, DataFrame]:
-        frames = {
-            stream.table: _stream_frame(spark, spec, stream, registry, descriptor_sets, project)
-            for stream in spec.streams
-        }
-        for table, frame in frames.items():
-            frame.createOrReplaceTempView(table)
-        return frames
+    def register_streams(project: bool) -> None:
+        for stream in spec.streams:
+            frame = _stream_frame(spark, spec, stream, registry, descriptor_sets, project)
+            frame.createOrReplaceTempView(stream.table)
 
-    streams = register_streams(project=True)
+    register_streams(project=True)
     try:
         result = sql_stage.analyse(spark, spec.sql)
     except sql_stage.SqlError:
@@ -111,7 +103,7 @@ def build_dagger(
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
     sinks = [_sink_writer(sink, registry, spec, log_emit) for sink in spec.sinks]
-    return BuiltDagger(spec, registry, streams, result, sinks)
+    return BuiltDagger(spec, registry, result, sinks)
 
 
 _DATA_SOURCES: dict[str, type[ProtoStreamDataSource]] = {

@@ -55,10 +55,6 @@ class EncodeError(ValueError):
     """A result column that cannot be written into the output message."""
 
 
-class DecodeError(ValueError):
-    """A payload that is not a valid serialized message of the expected type."""
-
-
 def _handler(descriptor: Descriptor) -> ptars._lib.MessageHandler:
     return ptars.HandlerPool([descriptor.file], config=_CODEC_CONFIG).get_for_message(descriptor)
 

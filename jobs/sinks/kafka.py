@@ -62,10 +62,6 @@ class KafkaSinkWriter:
         self._descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
 
     @property
-    def description(self) -> str:
-        return f"kafka topic {self.sink.topic} ({self.sink.bootstrap_servers})"
-
-    @property
     def reads_whole_batch(self) -> bool:
         return True
 

@@ -42,10 +42,6 @@ class LogSinkWriter:
         self._emit = emit or log.info
 
     @property
-    def description(self) -> str:
-        return "log"
-
-    @property
     def reads_whole_batch(self) -> bool:
         return False
 
