@@ -26,6 +26,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.types import StructType
 
 from jobs import sql as sql_stage
 from jobs.schema_registry import SchemaRegistry
@@ -110,6 +111,15 @@ _DATA_SOURCES: dict[str, type[ProtoStreamDataSource]] = {
     "kafka": kafka_source.KafkaStreamDataSource,
     "parquet": parquet_source.ParquetStreamDataSource,
 }
+
+
+def stream_view_schema(
+    spec: DaggerSpec, stream: KafkaStream | ParquetStream, registry: SchemaRegistry
+) -> StructType:
+    """The columns the SQL sees for `stream`: every message field, the source's metadata, the rowtime."""
+    descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+    reader = _DATA_SOURCES[stream.kind].reader_class(stream, descriptor_sets, spec.rowtime_column)
+    return StructType([field for field in reader.layout.spark_schema if field.name != VALID_RECORD_COLUMN])
 
 
 def _fields_to_decode(

@@ -30,25 +30,31 @@ def fetch_descriptor_set(
     with _fetch_lock:
         if key in _fetch_cache:
             return _fetch_cache[key]
+    payload = read_descriptor_set(location, timeout_s, headers)
+    with _fetch_lock:
+        _fetch_cache[key] = payload
+    return payload
+
+
+def read_descriptor_set(
+    location: str, timeout_s: float = 10.0, headers: Mapping[str, str] | None = None
+) -> bytes:
+    """The current bytes of one descriptor set, uncached (for noticing that it changed)."""
     if location.startswith(("http://", "https://")):
         request = urllib.request.Request(location, headers=dict(headers or {}))
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                payload = response.read()
+                return response.read()
         except (urllib.error.URLError, TimeoutError) as error:
             raise SchemaRegistryError(f"cannot fetch descriptor set {location}: {error}") from None
-    else:
-        path = Path(location.removeprefix("file://"))
-        try:
-            payload = path.read_bytes()
-        except OSError as error:
-            raise SchemaRegistryError(
-                f"cannot read descriptor set {location}: {error.strerror} "
-                "(descriptor sets are compiled from protos/ by `make protos`)"
-            ) from None
-    with _fetch_lock:
-        _fetch_cache[key] = payload
-    return payload
+    path = Path(location.removeprefix("file://"))
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise SchemaRegistryError(
+            f"cannot read descriptor set {location}: {error.strerror} "
+            "(descriptor sets are compiled from protos/ by `make protos`)"
+        ) from None
 
 
 class SchemaRegistry:

@@ -234,6 +234,30 @@ class DaggerChecks(_Model):
     """Largest share of undecodable records over the recent micro-batches (dropped or dead-lettered)."""
 
 
+class RestartPolicy(_Model):
+    """How Dagster restarts a dagger whose run crashed (worker killed, executor lost, broker error).
+
+    The n-th consecutive restart waits `initial_backoff * backoff_factor**(n-1)`, at most `max_backoff`.
+    A failure that would repeat (bad SQL, unknown message, invalid dagger file) is never restarted.
+    """
+
+    max_attempts: int = Field(default=5, ge=0)
+    """Consecutive restarts before giving up (0 disables restarts)."""
+    initial_backoff: Duration = timedelta(seconds=10)
+    backoff_factor: float = Field(default=2.0, ge=1)
+    max_backoff: Duration = timedelta(minutes=5)
+    healthy_after: Duration = timedelta(minutes=10)
+    """A run that lived this long before crashing starts the count of consecutive restarts afresh."""
+
+    def backoff(self, attempt: int) -> timedelta:
+        """Wait before restart number `attempt` (1-based)."""
+        seconds = self.initial_backoff.total_seconds() * self.backoff_factor ** (attempt - 1)
+        return min(timedelta(seconds=seconds), self.max_backoff)
+
+
+TOPIC_PLACEHOLDER = "{topic}"
+
+
 class DaggerSpec(_Model):
     """One dagger: streams -> SQL -> sinks, run as one Spark structured streaming query."""
 
@@ -256,6 +280,11 @@ class DaggerSpec(_Model):
     window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
     sinks: list[Sink] = Field(min_length=1)
     checks: DaggerChecks = Field(default_factory=DaggerChecks)
+    restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    per_topic: bool = False
+    """Template dagger: one instance per topic matching the Kafka stream's `topic_pattern`, each with its
+    own run and checkpoint; `{topic}` in a Kafka sink's topic or the stream's `group_id` is replaced by
+    the instance's topic."""
 
     @field_validator("checkpoint_location")
     @classmethod
@@ -271,9 +300,50 @@ class DaggerSpec(_Model):
             seen.add(stream.table.lower())
         return self
 
+    @model_validator(mode="after")
+    def _template_has_one_pattern(self) -> DaggerSpec:
+        if self.per_topic and self.topic_pattern_stream is None:
+            raise ValueError("'per_topic' needs exactly one kafka stream, and it must set 'topic_pattern'")
+        return self
+
+    @property
+    def topic_pattern_stream(self) -> KafkaStream | None:
+        """The one Kafka stream that selects its topics by pattern, if the dagger has exactly one."""
+        patterned = [s for s in self.streams if isinstance(s, KafkaStream) and s.topic_pattern is not None]
+        kafka_streams = [stream for stream in self.streams if isinstance(stream, KafkaStream)]
+        return patterned[0] if len(patterned) == 1 and len(kafka_streams) == 1 else None
+
     @property
     def resolved_checkpoint_location(self) -> str:
         return self.checkpoint_location or str(Path(".dagger", "checkpoints", self.name).resolve())
+
+    def for_topic(self, topic: str) -> DaggerSpec:
+        """The instance of a `per_topic` template that reads `topic` alone."""
+        if not self.per_topic:
+            raise DaggerConfigError(f"dagger {self.name} is not a per_topic template")
+        template = self.topic_pattern_stream
+        assert template is not None  # guaranteed by the validator
+        if not re.fullmatch(template.topic_pattern or "", topic):
+            raise DaggerConfigError(
+                f"dagger {self.name}: topic {topic!r} does not match topic_pattern {template.topic_pattern!r}"
+            )
+        group_id = template.group_id and template.group_id.replace(TOPIC_PLACEHOLDER, topic)
+        stream = template.model_copy(update={"topics": [topic], "topic_pattern": None, "group_id": group_id})
+        sinks = [
+            sink.model_copy(update={"topic": sink.topic.replace(TOPIC_PLACEHOLDER, topic)})
+            if isinstance(sink, KafkaSink)
+            else sink
+            for sink in self.sinks
+        ]
+        checkpoint = str(Path(self.resolved_checkpoint_location, topic))
+        return self.model_copy(
+            update={
+                "streams": [stream],
+                "sinks": sinks,
+                "checkpoint_location": checkpoint,
+                "per_topic": False,
+            }
+        )
 
 
 def _substitute_environment(node: Any, path: str) -> Any:

@@ -26,6 +26,8 @@ from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spec import DaggerSpec, parse_dagger
 
+pytest_plugins = ["tests.dagster_deployment"]  # the `dagster` deployment fixture
+
 
 @pytest.fixture(scope="session")
 def descriptor_set() -> Path:

@@ -1,0 +1,170 @@
+"""Sensors that start and restart daggers when the world around them changes.
+
+* `<dagger>_new_topics`, for a dagger whose Kafka stream selects topics by `topic_pattern`: for a
+  `per_topic` template, every matching topic becomes a partition of the dagger's assets and gets its own
+  streaming run (run key = topic, so never twice); for a plain pattern dagger, a new matching topic
+  launches a run when none is in progress (a running query picks new topics up by itself). The topics
+  seen are the cursor; the first evaluation only records them.
+* `dagger_schema_changes`: when the bytes of a descriptor set change, the in-progress runs of the daggers
+  that use it are terminated gracefully and, once they have stopped, started again with the same run
+  config, so they decode with the new schema from their checkpoints.
+
+Every broker or registry call is bounded by a timeout well inside a sensor tick.
+"""
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from dagster import (
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
+
+from dagger_assets.restarts import PARTITION_TAG, RESTART_OF_TAG
+from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, job_name, topic_partitions
+from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
+from jobs.spec import DaggerSpec, KafkaStream
+
+_BROKER_TIMEOUT_S = 10.0
+RESTART_REASON_TAG = "dagger/restart_reason"
+
+
+def list_matching_topics(stream: KafkaStream) -> list[str]:
+    """Topics of the stream's cluster whose whole name matches its `topic_pattern`, sorted."""
+    settings = {
+        **stream.consumer_config,
+        "bootstrap.servers": stream.bootstrap_servers,
+        "log_level": 3,
+    }
+    metadata = AdminClient(settings).list_topics(timeout=_BROKER_TIMEOUT_S)
+    pattern = re.compile(stream.topic_pattern or "")
+    return sorted(name for name in metadata.topics if pattern.fullmatch(name))
+
+
+def new_topic_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> SensorDefinition:
+    stream = spec.topic_pattern_stream
+    assert stream is not None, "only daggers with one topic_pattern stream have a new-topic sensor"
+    partitions = topic_partitions(spec)
+
+    @sensor(
+        name=f"{asset_prefix(spec)}_new_topics",
+        job=job,
+        minimum_interval_seconds=10,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Starts dagger {spec.name} for new topics matching `{stream.topic_pattern}`.",
+    )
+    def new_topics(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+        try:
+            topics = list_matching_topics(stream)
+        except KafkaException as error:
+            return SkipReason(f"cannot list topics of {stream.bootstrap_servers}: {error}")
+        seen = None if context.cursor is None else set(json.loads(context.cursor))
+        cursor = json.dumps(topics)
+        if partitions is not None:
+            known = set(partitions.get_partition_keys(dynamic_partitions_store=context.instance))
+            new = [topic for topic in topics if topic not in known]
+            return SensorResult(
+                run_requests=[RunRequest(run_key=f"topic:{topic}", partition_key=topic) for topic in new],
+                dynamic_partitions_requests=[partitions.build_add_request(new)] if new else [],
+                cursor=cursor,
+                skip_reason=None if new else f"no new topic among {len(topics)} matching",
+            )
+        new = [] if seen is None else [topic for topic in topics if topic not in seen]
+        if not new:
+            return SensorResult(cursor=cursor, skip_reason=f"no new topic among {len(topics)} matching")
+        running = context.instance.get_runs(
+            RunsFilter(job_name=job_name(spec), statuses=IN_PROGRESS_RUN_STATUSES), limit=1
+        )
+        if running:
+            return SensorResult(
+                cursor=cursor,
+                skip_reason=f"run {running[0].run_id} is reading new topic(s) {', '.join(new)} already",
+            )
+        topic_set = hashlib.sha256("\n".join(topics).encode()).hexdigest()[:16]
+        return SensorResult(
+            run_requests=[
+                RunRequest(run_key=f"topics:{topic_set}", tags={"dagger/new_topics": ",".join(new)})
+            ],
+            cursor=cursor,
+        )
+
+    return new_topics
+
+
+def _digest(spec: DaggerSpec, location: str) -> str:
+    registry = spec.schema_registry
+    payload = read_descriptor_set(location, registry.fetch_timeout.total_seconds(), registry.fetch_headers)
+    return hashlib.sha256(payload).hexdigest()
+
+
+def schema_change_sensor(
+    specs: Sequence[DaggerSpec], jobs: Sequence[UnresolvedAssetJobDefinition]
+) -> SensorDefinition:
+    users: dict[str, list[DaggerSpec]] = {}
+    for spec in specs:
+        for location in spec.schema_registry.descriptor_sets:
+            users.setdefault(location, []).append(spec)
+
+    @sensor(
+        name="dagger_schema_changes",
+        jobs=list(jobs),
+        minimum_interval_seconds=15,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Restarts the running daggers whose protobuf descriptor sets changed.",
+    )
+    def dagger_schema_changes(context: SensorEvaluationContext) -> SensorResult:
+        state = json.loads(context.cursor) if context.cursor else {"digests": {}, "stopping": []}
+        digests: dict[str, str] = state["digests"]
+        stopping: list[str] = state["stopping"]  # runs terminated for a change, to start again once stopped
+        for location, daggers in users.items():
+            try:
+                digest = _digest(daggers[0], location)
+            except SchemaRegistryError as error:
+                context.log.warning(f"cannot check descriptor set for changes: {error}")
+                continue
+            previous, digests[location] = digests.get(location), digest
+            if previous is None or previous == digest:
+                continue
+            for spec in daggers:
+                for run in context.instance.get_runs(
+                    RunsFilter(job_name=job_name(spec), statuses=IN_PROGRESS_RUN_STATUSES)
+                ):
+                    context.log.info(f"descriptor set {location} changed: stopping run {run.run_id}")
+                    context.instance.run_coordinator.cancel_run(run.run_id)
+                    stopping.append(run.run_id)
+        requests = []
+        for run_id in list(stopping):
+            run = context.instance.get_run_by_id(run_id)
+            if run is not None and run.status in IN_PROGRESS_RUN_STATUSES:
+                continue
+            stopping.remove(run_id)
+            if run is None or run.status not in (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS):
+                continue  # a crashed run is the restart sensor's business
+            requests.append(
+                RunRequest(
+                    run_key=f"schema-restart-of-{run_id}",
+                    job_name=run.job_name,
+                    run_config=run.run_config,
+                    partition_key=run.tags.get(PARTITION_TAG),
+                    tags={RESTART_OF_TAG: run_id, RESTART_REASON_TAG: "descriptor set changed"},
+                )
+            )
+        return SensorResult(
+            run_requests=requests,
+            cursor=json.dumps({"digests": digests, "stopping": stopping}),
+            skip_reason=None if requests else "no descriptor set change to act on",
+        )
+
+    return dagger_schema_changes

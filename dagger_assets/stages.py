@@ -1,0 +1,277 @@
+"""One dagger -> its stage assets, the multi-asset that runs its streaming query, and its job.
+
+Stages are assets with lineage in the order data flows:
+
+    <dagger>/stream/<table>  ->  <dagger>/sql  ->  <dagger>/sink/<n>_<kind>
+
+All of a dagger's stages are computed by one Spark streaming query, so they are materialized together by
+one multi-asset (and one job per dagger, `<dagger>_job`, on the in-process executor so the Spark driver
+lives in the run worker). By default the run streams until it is terminated; with `bounded: true` in its
+run config (or for a Parquet-only dagger) it processes what is available and completes. A `per_topic`
+template dagger is partitioned by topic (dynamic partitions): each partition is one topic's instance.
+"""
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetObservation,
+    AssetsDefinition,
+    AssetSelection,
+    AssetSpec,
+    Config,
+    DagsterExecutionInterruptedError,
+    DynamicPartitionsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    TableColumn,
+    TableSchema,
+    define_asset_job,
+    in_process_executor,
+    multi_asset,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from pydantic import Field
+from pyspark.sql.types import StructType
+
+from jobs.protoc import compile_descriptor_set
+from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
+from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
+from jobs.spec import DaggerConfigError, DaggerSpec, KafkaSink, KafkaStream, ParquetStream
+from resources.spark import SparkResource
+
+log = logging.getLogger(__name__)
+
+FAILURE_KIND_TAG = "dagger/failure"
+"""Set to `deterministic` on a run that failed in a way a restart would repeat (bad SQL, unknown message,
+invalid dagger file); the restart sensor leaves such runs alone."""
+DETERMINISTIC = "deterministic"
+
+
+class DaggerRunConfig(Config):
+    """Run configuration of a dagger's job."""
+
+    bounded: bool | None = Field(
+        default=None,
+        description="Process what is available now, then complete. Default: only for Parquet-only daggers.",
+    )
+    stop_after_seconds: float | None = Field(
+        default=None,
+        description="Stop gracefully after this long (catch-up runs on a schedule); "
+        "default: run until terminated.",
+    )
+
+
+def asset_prefix(spec: DaggerSpec) -> str:
+    return spec.name.replace("-", "_")
+
+
+def job_name(spec: DaggerSpec) -> str:
+    return f"{asset_prefix(spec)}_job"
+
+
+def topic_partitions(spec: DaggerSpec) -> DynamicPartitionsDefinition | None:
+    """The topics of a `per_topic` template, one partition each (added by its new-topic sensor)."""
+    return DynamicPartitionsDefinition(name=f"{asset_prefix(spec)}_topics") if spec.per_topic else None
+
+
+def stream_key(spec: DaggerSpec, stream: KafkaStream | ParquetStream) -> AssetKey:
+    return AssetKey([asset_prefix(spec), "stream", stream.table])
+
+
+def sql_key(spec: DaggerSpec) -> AssetKey:
+    return AssetKey([asset_prefix(spec), "sql"])
+
+
+def sink_key(spec: DaggerSpec, index: int) -> AssetKey:
+    return AssetKey([asset_prefix(spec), "sink", f"{index}_{spec.sinks[index].kind}"])
+
+
+def table_schema(schema: StructType) -> TableSchema:
+    return TableSchema(
+        columns=[TableColumn(field.name, field.dataType.simpleString()) for field in schema.fields]
+    )
+
+
+def _stream_columns(spec: DaggerSpec) -> dict[str, TableSchema]:
+    """Column tables of the streams, by table name; empty when the descriptor sets cannot be read now
+    (the code location still loads, and the run reports the registry's error)."""
+    registry_config = spec.schema_registry
+    try:
+        registry = SchemaRegistry.load(
+            registry_config.descriptor_sets, registry_config.fetch_timeout.total_seconds()
+        )
+        return {
+            stream.table: table_schema(stream_view_schema(spec, stream, registry)) for stream in spec.streams
+        }
+    except (SchemaRegistryError, ValueError) as error:
+        log.warning("dagger %s: stream columns unknown until it runs: %s", spec.name, error)
+        return {}
+
+
+def _stream_spec(
+    spec: DaggerSpec, stream: KafkaStream | ParquetStream, columns: TableSchema | None
+) -> AssetSpec:
+    if isinstance(stream, KafkaStream):
+        where = (
+            {"topics": ", ".join(stream.topics)} if stream.topics else {"topic_pattern": stream.topic_pattern}
+        )
+        where["bootstrap_servers"] = stream.bootstrap_servers
+    else:
+        where = {"paths": ", ".join(stream.paths)}
+    return AssetSpec(
+        key=stream_key(spec, stream),
+        group_name=asset_prefix(spec),
+        kinds={stream.kind, "protobuf"},
+        description=f"Stream `{stream.table}` of dagger {spec.name}: {stream.proto_message} records.",
+        metadata={
+            "proto_message": stream.proto_message,
+            "event_time_field": stream.event_time_field,
+            **where,
+            **({"dagster/column_schema": columns} if columns else {}),
+        },
+    )
+
+
+def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
+    sink = spec.sinks[index]
+    if isinstance(sink, KafkaSink):
+        target = {
+            "topic": sink.topic,
+            "bootstrap_servers": sink.bootstrap_servers,
+            "proto_message": sink.proto_message,
+        }
+        kinds = {"kafka", "protobuf"}
+    else:
+        target, kinds = {"max_rows_per_batch": sink.max_rows_per_batch}, set()
+    return AssetSpec(
+        key=sink_key(spec, index),
+        group_name=asset_prefix(spec),
+        deps=[sql_key(spec)],
+        kinds=kinds,
+        description=f"Sink {index} ({sink.kind}) of dagger {spec.name}.",
+        metadata=target,
+    )
+
+
+def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
+    columns = _stream_columns(spec)
+    stream_specs = [_stream_spec(spec, stream, columns.get(stream.table)) for stream in spec.streams]
+    sql_spec = AssetSpec(
+        key=sql_key(spec),
+        group_name=asset_prefix(spec),
+        deps=[stream.key for stream in stream_specs],
+        kinds={"spark"},
+        description=spec.description or f"The SQL stage of dagger {spec.name}.",
+        metadata={
+            "sql": MetadataValue.md(f"```sql\n{spec.sql.strip()}\n```"),
+            "dagger_file": MetadataValue.path(str(source)),
+            "checkpoint_location": MetadataValue.path(spec.resolved_checkpoint_location),
+            "watermark_delay_s": spec.watermark_delay.total_seconds(),
+        },
+    )
+    sink_specs = [_sink_spec(spec, index) for index in range(len(spec.sinks))]
+
+    @multi_asset(
+        name=f"{asset_prefix(spec)}_query",
+        specs=[*stream_specs, sql_spec, *sink_specs],
+        can_subset=False,
+        partitions_def=topic_partitions(spec),
+        description=f"Runs dagger {spec.name} as one Spark structured streaming query.",
+    )
+    def run_dagger_query(
+        context: AssetExecutionContext, config: DaggerRunConfig, spark: SparkResource
+    ) -> Iterator[MaterializeResult | AssetObservation]:
+        compile_descriptor_set()
+        session = spark.session()
+        try:
+            instance = spec.for_topic(context.partition_key) if spec.per_topic else spec
+            built = build_dagger(session, instance, log_emit=context.log.info)
+        except (DaggerConfigError, DaggerBuildError):
+            context.instance.add_run_tags(context.run_id, {FAILURE_KIND_TAG: DETERMINISTIC})
+            raise
+        run = DaggerRun(session, built, bounded=config.bounded)
+        run.start()
+        observed = 0
+
+        def new_observations() -> list[AssetObservation]:
+            nonlocal observed
+            reports, observed = run.reports[observed:], len(run.reports)
+            return [_observation(spec, report) for report in reports]
+
+        deadline = None if config.stop_after_seconds is None else time.monotonic() + config.stop_after_seconds
+        try:
+            while not run.wait(timeout_s=1.0):
+                yield from new_observations()
+                if deadline is not None and time.monotonic() >= deadline:
+                    context.log.info(f"dagger {spec.name}: stop_after_seconds reached, stopping")
+                    break
+        except DagsterExecutionInterruptedError:
+            context.log.info(f"dagger {spec.name}: run terminated, finishing the current micro-batch")
+            run.stop()
+            yield from new_observations()  # batches that finished since the last poll
+            raise
+        finally:
+            run.stop()
+        yield from new_observations()
+        yield from _materializations(spec, built.result.schema, run, stream_specs, sink_specs)
+
+    return run_dagger_query
+
+
+def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
+    """A finished micro-batch, recorded against the SQL stage."""
+    return AssetObservation(
+        asset_key=sql_key(spec),
+        metadata={
+            "batch_id": report.batch_id,
+            "input_rows": report.input_rows,
+            "input_rows_per_second": report.input_rows_per_second,
+            "processed_rows_per_second": report.processed_rows_per_second,
+            "batch_duration_ms": report.duration_ms,
+            "watermark": report.watermark or "",
+            "total_lag": report.total_lag,
+            "lag_by_partition": MetadataValue.json(report.lag_by_partition),
+            "invalid_records": MetadataValue.json(report.invalid_records),
+        },
+    )
+
+
+def _materializations(
+    spec: DaggerSpec,
+    result_schema: StructType,
+    run: DaggerRun,
+    stream_specs: list[AssetSpec],
+    sink_specs: list[AssetSpec],
+) -> Iterator[MaterializeResult]:
+    input_rows = sum(report.input_rows for report in run.reports)
+    invalid = sum(sum(report.invalid_records.values()) for report in run.reports)
+    result_columns = table_schema(result_schema)
+    for stream_spec in stream_specs:
+        yield MaterializeResult(asset_key=stream_spec.key)
+    yield MaterializeResult(
+        asset_key=sql_key(spec),
+        metadata={
+            "micro_batches": len(run.reports),
+            "input_rows": input_rows,
+            "invalid_records": invalid,
+            "dagster/column_schema": result_columns,
+        },
+    )
+    for sink_spec in sink_specs:
+        yield MaterializeResult(asset_key=sink_spec.key, metadata={"dagster/column_schema": result_columns})
+
+
+def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> UnresolvedAssetJobDefinition:
+    return define_asset_job(
+        name=job_name(spec),
+        selection=AssetSelection.assets(*assets.keys),
+        partitions_def=topic_partitions(spec),
+        executor_def=in_process_executor,
+        description=f"Runs dagger {spec.name}; terminate the run to stop it gracefully. Crashed runs are "
+        "restarted from the checkpoint by the `dagger_restarts` sensor.",
+    )

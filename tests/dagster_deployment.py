@@ -1,0 +1,126 @@
+"""A real Dagster deployment for tests: `dagster dev` (webserver, daemon, code server) on a free port, with
+a temporary `DAGSTER_HOME` and its own dagger folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import DagsterInstance
+from dagster_graphql import DagsterGraphQLClient
+
+from jobs.broker import free_port
+from jobs.protoc import PROJECT_ROOT
+from tests.conftest import kafka_stream
+
+# The instance a deployment would use: runs launch at once. Restarts of crashed runs come from the code
+# location's restart sensor (with back-off), so Dagster's own run retries stay off.
+_DAGSTER_YAML = """
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: DefaultRunCoordinator
+telemetry:
+  enabled: false
+"""
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+@dataclass
+class DagsterDeployment:
+    client: DagsterGraphQLClient
+    port: int
+    daggers: Path
+    instance: DagsterInstance
+
+    def add_orders_dagger(self, name: str, bootstrap_servers: str, topic: str, descriptor_set: Path) -> None:
+        stream = kafka_stream(
+            bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+        )
+        document = {
+            "name": name,
+            "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
+            "streams": [stream],
+            "sql": "SELECT order_id FROM orders",
+            "checkpoint_location": str(self.daggers.parent / f"{name}-checkpoint"),
+            "sinks": [{"kind": "log", "max_rows_per_batch": 1000}],
+            "restart": {"initial_backoff": "1s"},
+        }
+        (self.daggers / f"{name}.yaml").write_text(yaml.safe_dump(document))
+
+    def wait_until_up(self) -> None:
+        def up() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/server_info", timeout=2):
+                    return True
+            except OSError:
+                return False
+
+        wait_for(up, 120, "the Dagster webserver")
+
+    def run_worker_pid(self, run_id: str) -> int:
+        """The process the run executes in (with the in-process executor, the Spark driver too)."""
+        for entry in self.instance.all_logs(run_id):
+            match = re.search(r"Executing steps in process \(pid: (\d+)\)", entry.user_message)
+            if match:
+                return int(match.group(1))
+        raise AssertionError(f"run {run_id} logged no process id")
+
+    def logged_order_ids(self, run_id: str) -> list[str]:
+        """Order ids the run's log sink wrote, in log order."""
+        messages = [entry.user_message for entry in self.instance.all_logs(run_id)]
+        lines = [message for message in messages if message.startswith("batch ")]
+        return [json.loads(line.split(" | ", 1)[1])["order_id"] for line in lines]
+
+
+@pytest.fixture
+def dagster_env() -> dict[str, str]:
+    """Extra environment of the deployment's processes; a test overrides this fixture to set it."""
+    return {}
+
+
+@pytest.fixture
+def dagster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dagster_env: dict[str, str]
+) -> Iterator[DagsterDeployment]:
+    home, daggers = tmp_path / "dagster_home", tmp_path / "daggers"
+    home.mkdir()
+    daggers.mkdir()
+    (home / "dagster.yaml").write_text(_DAGSTER_YAML)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    port = free_port()
+    log = open(tmp_path / "dagster-dev.log", "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+         "-p", str(port)],
+        cwd=PROJECT_ROOT, env={**os.environ, "DAGGER_DIR": str(daggers), **dagster_env},
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
+        yield DagsterDeployment(client, port, daggers, DagsterInstance.get())
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # dagster dev and every process it started
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
