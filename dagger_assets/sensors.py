@@ -27,7 +27,6 @@ from dagster import (
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
-    SkipReason,
     sensor,
 )
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
@@ -65,11 +64,11 @@ def new_topic_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> Sen
         default_status=DefaultSensorStatus.RUNNING,
         description=f"Starts dagger {spec.name} for new topics matching `{stream.topic_pattern}`.",
     )
-    def new_topics(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+    def new_topics(context: SensorEvaluationContext) -> SensorResult:
         try:
             topics = list_matching_topics(stream)
         except KafkaException as error:
-            return SkipReason(f"cannot list topics of {stream.bootstrap_servers}: {error}")
+            return SensorResult(skip_reason=f"cannot list topics of {stream.bootstrap_servers}: {error}")
         seen = None if context.cursor is None else set(json.loads(context.cursor))
         cursor = json.dumps(topics)
         if partitions is not None:

@@ -270,7 +270,6 @@ def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> UnresolvedAssetJob
     return define_asset_job(
         name=job_name(spec),
         selection=AssetSelection.assets(*assets.keys),
-        partitions_def=topic_partitions(spec),
         executor_def=in_process_executor,
         description=f"Runs dagger {spec.name}; terminate the run to stop it gracefully. Crashed runs are "
         "restarted from the checkpoint by the `dagger_restarts` sensor.",

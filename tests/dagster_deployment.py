@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -35,6 +36,33 @@ telemetry:
 """
 
 
+def write_orders_dagger(
+    folder: Path,
+    name: str,
+    bootstrap_servers: str,
+    descriptor_set: Path,
+    stream: dict[str, Any],
+    **fields: Any,
+) -> Path:
+    """A dagger file logging the `order_id` of every `dagger.testing.Order`; `stream` holds the stream's
+    topic selection and other stream keys, `fields` override top-level keys."""
+    document = {
+        "name": name,
+        "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
+        "streams": [
+            kafka_stream(bootstrap_servers, "orders", "dagger.testing.Order", "created_at", **stream)
+        ],
+        "sql": "SELECT order_id FROM orders",
+        "checkpoint_location": str(folder.parent / f"{name}-checkpoint"),
+        "sinks": [{"kind": "log", "max_rows_per_batch": 1000}],
+        "restart": {"initial_backoff": "1s"},
+        **fields,
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -51,20 +79,12 @@ class DagsterDeployment:
     daggers: Path
     instance: DagsterInstance
 
-    def add_orders_dagger(self, name: str, bootstrap_servers: str, topic: str, descriptor_set: Path) -> None:
-        stream = kafka_stream(
-            bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+    def add_orders_dagger(
+        self, name: str, bootstrap_servers: str, topic: str, descriptor_set: Path, **fields: Any
+    ) -> None:
+        write_orders_dagger(
+            self.daggers, name, bootstrap_servers, descriptor_set, {"topics": [topic]}, **fields
         )
-        document = {
-            "name": name,
-            "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
-            "streams": [stream],
-            "sql": "SELECT order_id FROM orders",
-            "checkpoint_location": str(self.daggers.parent / f"{name}-checkpoint"),
-            "sinks": [{"kind": "log", "max_rows_per_batch": 1000}],
-            "restart": {"initial_backoff": "1s"},
-        }
-        (self.daggers / f"{name}.yaml").write_text(yaml.safe_dump(document))
 
     def wait_until_up(self) -> None:
         def up() -> bool:
@@ -83,6 +103,13 @@ class DagsterDeployment:
             if match:
                 return int(match.group(1))
         raise AssertionError(f"run {run_id} logged no process id")
+
+    def sensor_cursor(self, name: str) -> str | None:
+        """The cursor a sensor saved at its latest tick (None before its first tick)."""
+        for state in self.instance.all_instigator_state():
+            if state.instigator_name == name and state.instigator_data is not None:
+                return state.instigator_data.cursor
+        return None
 
     def logged_order_ids(self, run_id: str) -> list[str]:
         """Order ids the run's log sink wrote, in log order."""

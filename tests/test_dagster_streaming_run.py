@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+import uuid
 
 import yaml
 from dagster import AssetKey, DagsterRunStatus, RunsFilter
+from google.protobuf import descriptor_pb2
 
 from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
 from tests.conftest import order_payloads
-from tests.dagster_deployment import wait_for
+from tests.dagster_deployment import wait_for, write_orders_dagger
 
 
 def _error_chain(error) -> str:
@@ -122,3 +125,64 @@ def test_a_bad_sql_dagger_fails_once_with_the_sql_error_and_is_not_retried(dagst
     )
     assert "would repeat" in dagster.instance.get_run_by_id(run_id).tags[NOT_RESTARTED_TAG]
     assert dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: run_id})) == []
+
+
+def test_a_new_topic_matching_a_template_starts_exactly_one_run_for_it(
+    dagster, kafka, registry, descriptor_set
+):
+    prefix = f"regional-{uuid.uuid4().hex[:6]}"
+    stream = {"topic_pattern": f"{prefix}-.*"}
+    write_orders_dagger(
+        dagster.daggers, "regional", kafka.bootstrap_servers, descriptor_set, stream, per_topic=True
+    )
+    dagster.wait_until_up()
+    wait_for(lambda: dagster.sensor_cursor("regional_new_topics") == "[]", 120, "the sensor's first tick")
+
+    topic = kafka.new_topic(name=f"{prefix}-eu")
+    kafka.produce(topic, order_payloads(registry, 0, 3))
+
+    def runs() -> list:
+        return dagster.instance.get_runs(RunsFilter(job_name="regional_job"))
+
+    wait_for(lambda: len(runs()) == 1, 120, "a run for the new topic")
+    [run] = runs()
+    assert run.tags["dagster/partition"] == topic
+    wait_for(lambda: dagster.logged_order_ids(run.run_id) == _ids(3), 120, "the new topic's records")
+    time.sleep(25)  # two more ticks of the sensor (every 10 s) launch nothing more
+    assert [other.run_id for other in runs()] == [run.run_id]
+    assert dagster.instance.get_dynamic_partitions("regional_topics") == [topic]
+    dagster.client.terminate_run(run.run_id)
+    wait_for(lambda: dagster.client.get_run_status(run.run_id) == DagsterRunStatus.CANCELED, 60, "cancel")
+
+
+def test_a_changed_descriptor_set_restarts_the_daggers_that_use_it(
+    dagster, kafka, registry, descriptor_set, tmp_path
+):
+    schema = tmp_path / "orders.desc"
+    schema.write_bytes(descriptor_set.read_bytes())
+    topic = kafka.new_topic("dagster-schema")
+    kafka.produce(topic, order_payloads(registry, 0, 10))
+    dagster.add_orders_dagger("schema-orders", kafka.bootstrap_servers, topic, schema)
+    dagster.wait_until_up()
+    first_run = dagster.client.submit_job_execution("schema_orders_job")
+    wait_for(lambda: dagster.logged_order_ids(first_run) == _ids(10), 120, "the first run's records")
+    wait_for(
+        lambda: dagster.sensor_cursor("dagger_schema_changes") is not None, 60, "the schema sensor's tick"
+    )
+
+    descriptors = descriptor_pb2.FileDescriptorSet.FromString(schema.read_bytes())
+    added = descriptors.file.add(name="dagger/testing/added.proto", package="dagger.testing")
+    added.message_type.add(name="AddedLater")
+    schema.write_bytes(descriptors.SerializeToString())
+
+    def restart() -> str | None:
+        found = dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: first_run}))
+        return found[0].run_id if found else None
+
+    wait_for(lambda: restart() is not None, 120, "the restart after the schema change")
+    assert dagster.instance.get_run_by_id(first_run).status == DagsterRunStatus.CANCELED
+    second_run = restart()
+    kafka.produce(topic, order_payloads(registry, 10, 5))
+    wait_for(lambda: dagster.logged_order_ids(second_run) == _ids(5, 10), 120, "records after the restart")
+    dagster.client.terminate_run(second_run)
+    wait_for(lambda: dagster.client.get_run_status(second_run) == DagsterRunStatus.CANCELED, 60, "cancel")
