@@ -11,7 +11,7 @@ import logging
 import os
 from pathlib import Path
 
-from dagster import AssetKey, AssetsDefinition, Definitions, MetadataValue, asset
+from dagster import AssetKey, AssetsDefinition, ConfigurableResource, Definitions, MetadataValue, asset
 
 from dagger_assets.checks import dagger_checks
 from dagger_assets.restarts import restart_sensor
@@ -19,7 +19,15 @@ from dagger_assets.sensors import new_topic_sensor, schema_change_sensor
 from dagger_assets.stages import dagger_assets, dagger_job
 from jobs.protoc import PROJECT_ROOT
 from jobs.spec import DaggerConfigError, DaggerSpec, load_dagger
-from resources.spark import SparkResource
+from resources import (
+    KafkaSinkResource,
+    KafkaStreamResource,
+    LogSinkResource,
+    ParquetStreamResource,
+    SchemaRegistryResource,
+    SparkResource,
+    SqlStageResource,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +74,21 @@ def build_definitions(folder: Path) -> Definitions:
         sensors.append(restart_sensor(specs, jobs))
         sensors.append(schema_change_sensor(specs, jobs))
     return Definitions(
-        assets=assets, asset_checks=checks, jobs=jobs, sensors=sensors, resources={"spark": SparkResource()}
+        assets=assets, asset_checks=checks, jobs=jobs, sensors=sensors, resources=default_resources()
     )
+
+
+def default_resources() -> dict[str, ConfigurableResource]:
+    """One resource per component kind; each holds this deployment's defaults for that kind."""
+    return {
+        "spark": SparkResource(),
+        "sql": SqlStageResource(),
+        "schema_registry": SchemaRegistryResource(),
+        "kafka_stream": KafkaStreamResource(),
+        "parquet_stream": ParquetStreamResource(),
+        "kafka_sink": KafkaSinkResource(),
+        "log_sink": LogSinkResource(),
+    }
 
 
 defs = build_definitions(dagger_folder())

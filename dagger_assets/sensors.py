@@ -35,6 +35,8 @@ from dagger_assets.restarts import PARTITION_TAG, RESTART_OF_TAG
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, job_name, topic_partitions
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
 from jobs.spec import DaggerSpec, KafkaStream
+from resources import KafkaStreamResource
+from resources.components import overlay
 
 _BROKER_TIMEOUT_S = 10.0
 RESTART_REASON_TAG = "dagger/restart_reason"
@@ -64,11 +66,16 @@ def new_topic_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> Sen
         default_status=DefaultSensorStatus.RUNNING,
         description=f"Starts dagger {spec.name} for new topics matching `{stream.topic_pattern}`.",
     )
-    def new_topics(context: SensorEvaluationContext) -> SensorResult:
+    def new_topics(context: SensorEvaluationContext, kafka_stream: KafkaStreamResource) -> SensorResult:
+        cluster = overlay(stream, kafka_stream.component_defaults())
+        if not cluster.bootstrap_servers:
+            return SensorResult(
+                skip_reason="no bootstrap_servers in the dagger file or kafka_stream resource"
+            )
         try:
-            topics = list_matching_topics(stream)
+            topics = list_matching_topics(cluster)
         except KafkaException as error:
-            return SensorResult(skip_reason=f"cannot list topics of {stream.bootstrap_servers}: {error}")
+            return SensorResult(skip_reason=f"cannot list topics of {cluster.bootstrap_servers}: {error}")
         seen = None if context.cursor is None else set(json.loads(context.cursor))
         cursor = json.dumps(topics)
         if partitions is not None:

@@ -42,7 +42,16 @@ from jobs.protoc import compile_descriptor_set
 from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.spec import DaggerConfigError, DaggerSpec, KafkaSink, KafkaStream, ParquetStream
-from resources.spark import SparkResource
+from resources import (
+    KafkaSinkResource,
+    KafkaStreamResource,
+    LogSinkResource,
+    ParquetStreamResource,
+    SchemaRegistryResource,
+    SparkResource,
+    SqlStageResource,
+)
+from resources.components import configure_dagger
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +129,7 @@ def _stream_spec(
         where = (
             {"topics": ", ".join(stream.topics)} if stream.topics else {"topic_pattern": stream.topic_pattern}
         )
-        where["bootstrap_servers"] = stream.bootstrap_servers
+        where["bootstrap_servers"] = stream.bootstrap_servers or "(kafka_stream resource)"
     else:
         where = {"paths": ", ".join(stream.paths)}
     return AssetSpec(
@@ -142,7 +151,7 @@ def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
     if isinstance(sink, KafkaSink):
         target = {
             "topic": sink.topic,
-            "bootstrap_servers": sink.bootstrap_servers,
+            "bootstrap_servers": sink.bootstrap_servers or "(kafka_sink resource)",
             "proto_message": sink.proto_message,
         }
         kinds = {"kafka", "protobuf"}
@@ -184,15 +193,27 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
         description=f"Runs dagger {spec.name} as one Spark structured streaming query.",
     )
     def run_dagger_query(
-        context: AssetExecutionContext, config: DaggerRunConfig, spark: SparkResource
+        context: AssetExecutionContext,
+        config: DaggerRunConfig,
+        spark: SparkResource,
+        sql: SqlStageResource,
+        schema_registry: SchemaRegistryResource,
+        kafka_stream: KafkaStreamResource,
+        parquet_stream: ParquetStreamResource,
+        kafka_sink: KafkaSinkResource,
+        log_sink: LogSinkResource,
     ) -> Iterator[MaterializeResult | AssetObservation]:
         compile_descriptor_set()
         session = spark.session()
+        sql.configure(session)
         try:
             instance = spec.for_topic(context.partition_key) if spec.per_topic else spec
+            instance = configure_dagger(
+                instance, schema_registry, kafka_stream, parquet_stream, kafka_sink, log_sink
+            )
             built = build_dagger(session, instance, log_emit=context.log.info)
         except (DaggerConfigError, DaggerBuildError):
-            context.instance.add_run_tags(context.run_id, {FAILURE_KIND_TAG: DETERMINISTIC})
+            context.instance.add_run_tags(context.run.run_id, {FAILURE_KIND_TAG: DETERMINISTIC})
             raise
         run = DaggerRun(session, built, bounded=config.bounded)
         run.start()

@@ -80,6 +80,7 @@ def build_dagger(
     registry: SchemaRegistry | None = None,
     log_emit: Callable[[str], None] | None = None,
 ) -> BuiltDagger:
+    _require_clusters(spec)
     registry = registry or SchemaRegistry.load(
         spec.schema_registry.descriptor_sets,
         spec.schema_registry.fetch_timeout.total_seconds(),
@@ -105,6 +106,20 @@ def build_dagger(
         raise
     sinks = [_sink_writer(sink, registry, spec, log_emit) for sink in spec.sinks]
     return BuiltDagger(spec, registry, result, sinks)
+
+
+def _require_clusters(spec: DaggerSpec) -> None:
+    """Kafka components may leave their cluster to the deployment's resources, but it must be known now."""
+    named: list[tuple[str, KafkaStream | KafkaSink]] = [
+        (f"stream {stream.table!r}", stream) for stream in spec.streams if isinstance(stream, KafkaStream)
+    ]
+    named += [(f"kafka sink {sink.topic!r}", sink) for sink in spec.sinks if isinstance(sink, KafkaSink)]
+    for name, component in named:
+        if not component.bootstrap_servers:
+            raise DaggerBuildError(
+                f"dagger {spec.name}: {name}: bootstrap_servers is not set (set it in the dagger file, "
+                "or in the kafka_stream / kafka_sink resource of the Dagster deployment)"
+            )
 
 
 _DATA_SOURCES: dict[str, type[ProtoStreamDataSource]] = {

@@ -110,7 +110,8 @@ class KafkaStream(_StreamBase):
     """Topic names; exactly one of `topics` and `topic_pattern` is set."""
     topic_pattern: str | None = None
     """A regular expression matched against whole topic names; new matching topics join while running."""
-    bootstrap_servers: str = Field(min_length=1)
+    bootstrap_servers: str | None = Field(default=None, min_length=1)
+    """The cluster; may be left to the deployment (the Dagster `kafka_stream` resource)."""
     group_id: str | None = None
     """Consumer group: its committed offsets are the starting point, and each finished micro-batch's
     offsets are committed to it so standard lag tools work."""
@@ -190,7 +191,8 @@ class KafkaSink(_Model):
     """Writes each result row as a protobuf message to a Kafka topic."""
 
     kind: Literal["kafka"]
-    bootstrap_servers: str = Field(min_length=1)
+    bootstrap_servers: str | None = Field(default=None, min_length=1)
+    """The cluster; may be left to the deployment (the Dagster `kafka_sink` resource)."""
     topic: str = Field(min_length=1)
     proto_message: str = Field(min_length=1)
     """Output message; result columns fill its fields by name (`a.b` fills nested field b of a)."""

@@ -53,7 +53,7 @@ def write_orders_dagger(
             kafka_stream(bootstrap_servers, "orders", "dagger.testing.Order", "created_at", **stream)
         ],
         "sql": "SELECT order_id FROM orders",
-        "checkpoint_location": str(folder.parent / f"{name}-checkpoint"),
+        "checkpoint_location": str(folder / f"{name}.checkpoint"),
         "sinks": [{"kind": "log", "max_rows_per_batch": 1000}],
         "restart": {"initial_backoff": "1s"},
         **fields,

@@ -8,12 +8,14 @@ import time
 from pathlib import Path
 
 import yaml
-from dagster import AssetKey, DagsterInstance, materialize
+from dagster import AssetKey, DagsterInstance, EnvVar, materialize
+from dagster_shared.serdes import serialize_value
 
-from dagger_assets.definitions import build_definitions
+from dagger_assets.definitions import build_definitions, default_resources
 from jobs.protoc import PROJECT_ROOT
-from resources.spark import SparkResource
-from tests.conftest import kafka_stream, order_payloads
+from resources import KafkaStreamResource, LogSinkResource, SparkResource
+from tests.conftest import order_payloads
+from tests.dagster_deployment import write_orders_dagger
 
 
 def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
@@ -51,23 +53,12 @@ def test_a_broken_dagger_file_is_reported_without_taking_down_the_others(tmp_pat
 def _orders_dagger(
     tmp_path: Path, kafka, descriptor_set: Path, topic: str, sql: str, **stream_fields
 ) -> None:
-    stream = kafka_stream(
-        kafka.bootstrap_servers,
-        "orders",
-        "dagger.testing.Order",
-        "created_at",
-        topics=[topic],
-        **stream_fields,
-    )
-    document = {
-        "name": "orders-copy",
-        "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
-        "streams": [stream],
-        "sql": sql,
-        "checkpoint_location": str(tmp_path / "checkpoint"),
-        "sinks": [{"kind": "log", "max_rows_per_batch": 1000}],
-    }
-    (tmp_path / "orders.yaml").write_text(yaml.safe_dump(document))
+    stream = {"topics": [topic], **stream_fields}
+    write_orders_dagger(tmp_path, "orders-copy", kafka.bootstrap_servers, descriptor_set, stream, sql=sql)
+
+
+def _resources() -> dict:
+    return {**default_resources(), "spark": SparkResource(master="local[2]")}
 
 
 def _logged_order_ids(instance: DagsterInstance, run_id: str) -> list[str]:
@@ -89,7 +80,7 @@ def test_a_bounded_materialization_processes_what_is_available_and_completes(
     instance = DagsterInstance.ephemeral()
     result = materialize(
         [definitions.get_assets_def(AssetKey(["orders_copy", "sql"]))],
-        resources={"spark": SparkResource(master="local[2]")},
+        resources=_resources(),
         run_config={"ops": {"orders_copy_query": {"config": {"bounded": True}}}},
         instance=instance,
     )
@@ -123,7 +114,7 @@ def test_a_streaming_run_processes_records_as_they_arrive_and_records_observatio
     instance = DagsterInstance.ephemeral()
     result = materialize(
         [definitions.get_assets_def(AssetKey(["orders_copy", "sql"]))],
-        resources={"spark": SparkResource(master="local[2]")},
+        resources=_resources(),
         run_config={"ops": {"orders_copy_query": {"config": {"stop_after_seconds": 20}}}},
         instance=instance,
     )
@@ -170,7 +161,7 @@ def test_health_checks_judge_the_observed_micro_batches(
 
     result = materialize(
         [definitions.get_assets_def(key), *checks],
-        resources={"spark": SparkResource(master="local[2]")},
+        resources=_resources(),
         run_config={"ops": {"orders_copy_query": {"config": {"stop_after_seconds": 20}}}},
         instance=DagsterInstance.ephemeral(),
         raise_on_error=False,
@@ -182,3 +173,91 @@ def test_health_checks_judge_the_observed_micro_batches(
         False,  # 4% is above the default 1%
         {"invalid_records": 1, "input_rows": 25, "invalid_ratio": 0.04},
     )
+
+
+PLANTED = "planted-secret-5b1e"
+
+
+def test_resources_supply_what_a_dagger_file_leaves_out_and_secrets_stay_hidden(
+    tmp_path: Path, kafka, registry, descriptor_set, spark, monkeypatch
+):
+    topic = kafka.new_topic("resources")
+    kafka.produce(topic, order_payloads(registry, 0, 3))
+    monkeypatch.setenv("DAGGER_TEST_KAFKA_PASSWORD", PLANTED)
+    path = write_orders_dagger(
+        tmp_path, "no-cluster", kafka.bootstrap_servers, descriptor_set, {"topics": [topic]}
+    )
+    document = yaml.safe_load(path.read_text())
+    del document["streams"][0]["bootstrap_servers"]  # left to the deployment
+    path.write_text(yaml.safe_dump(document))
+    definitions = build_definitions(tmp_path)
+    resources = {
+        **_resources(),
+        "kafka_stream": KafkaStreamResource(
+            bootstrap_servers=kafka.bootstrap_servers,
+            sasl_username="dagger",
+            sasl_password=EnvVar("DAGGER_TEST_KAFKA_PASSWORD"),
+        ),
+        "log_sink": LogSinkResource(max_rows_per_batch=2),  # the file sets 1000, which wins
+    }
+
+    instance = DagsterInstance.ephemeral()
+    result = materialize(
+        [definitions.get_assets_def(AssetKey(["no_cluster", "sql"]))],
+        resources=resources,
+        run_config={"ops": {"no_cluster_query": {"config": {"bounded": True}}}},
+        instance=instance,
+    )
+    assert result.success
+    assert _logged_order_ids(instance, result.run_id) == ["o0", "o1", "o2"]
+    recorded = [serialize_value(entry) for entry in instance.all_logs(result.run_id)]
+    recorded.append(serialize_value(instance.get_run_by_id(result.run_id)))
+    assert not [text for text in recorded if PLANTED in text]
+
+
+def test_a_kafka_component_without_a_cluster_anywhere_fails_naming_it(tmp_path: Path, kafka, descriptor_set):
+    path = write_orders_dagger(
+        tmp_path, "nowhere", kafka.bootstrap_servers, descriptor_set, {"topics": ["t"]}
+    )
+    document = yaml.safe_load(path.read_text())
+    del document["streams"][0]["bootstrap_servers"]
+    path.write_text(yaml.safe_dump(document))
+    definitions = build_definitions(tmp_path)
+    result = materialize(
+        [definitions.get_assets_def(AssetKey(["nowhere", "sql"]))],
+        resources=_resources(),
+        instance=DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    message = failure.step_failure_data.error.cause.message
+    assert "stream 'orders': bootstrap_servers is not set" in message
+    assert "kafka_stream" in message
+
+
+def test_client_settings_merge_key_by_key_and_the_dagger_file_wins(descriptor_set):
+    from jobs.spec import KafkaStream
+    from resources.components import overlay
+
+    stream = KafkaStream.model_validate(
+        {
+            "kind": "kafka", "table": "t", "proto_message": "m", "event_time_field": "e", "topics": ["t"],
+            "consumer_config": {"fetch.wait.max.ms": 50, "security.protocol": "SSL"},
+        }
+    )  # fmt: skip
+    resource = KafkaStreamResource(
+        bootstrap_servers="kafka:9092",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        consumer_config={"fetch.wait.max.ms": "10", "client.rack": "a"},
+        max_records_per_batch=500,
+    )
+    configured = overlay(stream, resource.component_defaults())
+    assert configured.bootstrap_servers == "kafka:9092"
+    assert configured.max_records_per_batch == 500
+    assert configured.consumer_config == {
+        "fetch.wait.max.ms": 50,
+        "client.rack": "a",
+        "security.protocol": "SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+    }

@@ -37,7 +37,9 @@ def evaluate(
     definitions: Definitions, name: str, instance: DagsterInstance, cursor: str | None = None
 ) -> SensorResult:
     """One tick of a sensor, as the daemon would run it (the daemon then acts on the result)."""
-    context = build_sensor_context(instance=instance, cursor=cursor, definitions=definitions)
+    context = build_sensor_context(
+        instance=instance, cursor=cursor, definitions=definitions, resources=definitions.resources
+    )
     return definitions.resolve_sensor_def(name)(context)
 
 

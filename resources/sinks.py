@@ -1,0 +1,15 @@
+"""Sinks other than Kafka (whose defaults live with the cluster's in `resources.kafka`)."""
+
+from __future__ import annotations
+
+from pydantic import Field, PositiveInt
+
+from resources.components import ComponentDefaults
+
+
+class LogSinkResource(ComponentDefaults):
+    """Defaults of every log sink (the dagger file's sink keys win)."""
+
+    max_rows_per_batch: PositiveInt | None = Field(
+        default=None, description="Rows printed per micro-batch; default 20."
+    )
