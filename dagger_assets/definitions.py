@@ -9,6 +9,7 @@ does not load becomes a `broken_daggers/<file>` asset naming the file and key, a
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from dagster import AssetKey, AssetsDefinition, ConfigurableResource, Definitions, MetadataValue, asset
@@ -52,7 +53,11 @@ def broken_dagger_asset(path: Path, error: DaggerConfigError) -> AssetsDefinitio
     return broken_dagger
 
 
-def build_definitions(folder: Path) -> Definitions:
+def build_definitions(
+    folder: Path, resources: Mapping[str, ConfigurableResource] | None = None
+) -> Definitions:
+    """Definitions of every dagger in `folder`; `resources` replace the defaults of `default_resources()`
+    by key (a deployment's cluster, credentials, Spark master)."""
     assets, checks, jobs, sensors = [], [], [], []
     specs: list[DaggerSpec] = []
     for path in sorted(folder.glob("*.yaml")):
@@ -74,7 +79,11 @@ def build_definitions(folder: Path) -> Definitions:
         sensors.append(restart_sensor(specs, jobs))
         sensors.append(schema_change_sensor(specs, jobs))
     return Definitions(
-        assets=assets, asset_checks=checks, jobs=jobs, sensors=sensors, resources=default_resources()
+        assets=assets,
+        asset_checks=checks,
+        jobs=jobs,
+        sensors=sensors,
+        resources={**default_resources(), **(resources or {})},
     )
 
 
