@@ -73,6 +73,9 @@ class DaggerRunConfig(Config):
         description="Stop gracefully after this long (catch-up runs on a schedule); "
         "default: run until terminated.",
     )
+    progress_log_interval_seconds: float = Field(
+        default=30.0, gt=0, description="How often the run log summarizes the micro-batches since the last."
+    )
 
 
 def asset_prefix(spec: DaggerSpec) -> str:
@@ -225,9 +228,16 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
             return [_observation(spec, report) for report in reports]
 
         deadline = None if config.stop_after_seconds is None else time.monotonic() + config.stop_after_seconds
+        summarized, next_summary = 0, time.monotonic() + config.progress_log_interval_seconds
         try:
             while not run.wait(timeout_s=1.0):
                 yield from new_observations()
+                if time.monotonic() >= next_summary:
+                    context.log.info(progress_summary(spec, run.reports[summarized:]))
+                    summarized, next_summary = (
+                        len(run.reports),
+                        next_summary + config.progress_log_interval_seconds,
+                    )
                 if deadline is not None and time.monotonic() >= deadline:
                     context.log.info(f"dagger {spec.name}: stop_after_seconds reached, stopping")
                     break
@@ -242,6 +252,21 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
         yield from _materializations(spec, built.result.schema, run, stream_specs, sink_specs)
 
     return run_dagger_query
+
+
+def progress_summary(spec: DaggerSpec, reports: list[ProgressReport]) -> str:
+    """One log line for the micro-batches finished since the last summary."""
+    if not reports:
+        return f"dagger {spec.name}: no micro-batch finished since the last summary"
+    latest = reports[-1]
+    rows = sum(report.input_rows for report in reports)
+    invalid = sum(sum(report.invalid_records.values()) for report in reports)
+    rate = max(report.processed_rows_per_second for report in reports)
+    return (
+        f"dagger {spec.name}: {len(reports)} micro-batch(es) up to batch {latest.batch_id}, {rows} rows, "
+        f"up to {rate:,.0f} rows/s processed, lag {latest.total_lag}, invalid {invalid}, "
+        f"watermark {latest.watermark or '-'}"
+    )
 
 
 def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -115,7 +116,13 @@ def test_a_streaming_run_processes_records_as_they_arrive_and_records_observatio
     result = materialize(
         [definitions.get_assets_def(AssetKey(["orders_copy", "sql"]))],
         resources=_resources(),
-        run_config={"ops": {"orders_copy_query": {"config": {"stop_after_seconds": 20}}}},
+        run_config={
+            "ops": {
+                "orders_copy_query": {
+                    "config": {"stop_after_seconds": 20, "progress_log_interval_seconds": 4}
+                }
+            }
+        },
         instance=instance,
     )
     producer.join()
@@ -131,6 +138,19 @@ def test_a_streaming_run_processes_records_as_they_arrive_and_records_observatio
     rows = [observation.metadata["input_rows"].value for observation in observations]
     assert sum(rows) == 15
     assert len([count for count in rows if count]) >= 2  # the late records came in a later micro-batch
+
+    # The run log summarizes at a steady interval; the summaries account for the observed batches.
+    lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    steady = [line for line in lines if "since the last summary" in line or "micro-batch(es) up to" in line]
+    assert len(steady) >= 3  # every 4 s of a 20 s run, with or without new batches
+    summaries = [match for line in steady if (match := re.search(r"up to batch (\d+), (\d+) rows", line))]
+    last_summarized = max(int(match.group(1)) for match in summaries)
+    observed_until = sum(
+        observation.metadata["input_rows"].value
+        for observation in observations
+        if observation.metadata["batch_id"].value <= last_summarized
+    )
+    assert sum(int(match.group(2)) for match in summaries) == observed_until
 
 
 def _check_results(result) -> dict[str, tuple[bool, dict]]:
