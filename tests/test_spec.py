@@ -701,3 +701,37 @@ def test_arbitrary_documents_fail_only_with_dagger_config_error(data: dict[str, 
         assert str(error).startswith(f"{SOURCE}: ")
     else:
         assert isinstance(spec, DaggerSpec)
+
+
+def test_a_per_topic_template_needs_a_topic_pattern() -> None:
+    assert problems(document(per_topic=True)) == [
+        "(top level): 'per_topic' needs exactly one kafka stream, and it must set 'topic_pattern'"
+    ]
+
+
+def test_a_per_topic_instance_reads_its_topic_into_its_own_checkpoint_and_outputs() -> None:
+    pattern = kafka_stream(topics=None, topic_pattern="orders-[a-z]+", group_id="dagger-{topic}")
+    del pattern["topics"]
+    sink = {"kind": "kafka", "bootstrap_servers": "b:9092", "topic": "out-{topic}", "proto_message": "m"}
+    spec = parse_dagger(
+        document(per_topic=True, streams=[pattern], sinks=[sink], checkpoint_location="/ck"), SOURCE
+    )
+
+    instance = spec.for_topic("orders-eu")
+
+    (stream,) = instance.streams
+    assert (stream.topics, stream.topic_pattern, stream.group_id) == (["orders-eu"], None, "dagger-orders-eu")
+    assert instance.sinks[0].topic == "out-orders-eu"
+    assert instance.checkpoint_location == "/ck/orders-eu"
+    assert not instance.per_topic
+    with pytest.raises(
+        DaggerConfigError, match="'orders-1' does not match topic_pattern 'orders-\\[a-z\\]\\+'"
+    ):
+        spec.for_topic("orders-1")
+
+
+def test_restart_policy_keys_are_validated() -> None:
+    assert problems(document(restart={"backoff_factor": 0.5, "max_attempts": -1})) == [
+        "restart.max_attempts: Input should be greater than or equal to 0 (got -1)",
+        "restart.backoff_factor: Input should be greater than or equal to 1 (got 0.5)",
+    ]
