@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from dagster import (
     DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunRecord,
@@ -67,6 +68,17 @@ def plan_restart(record: RunRecord, policy: RestartPolicy) -> RestartPlan:
     )
 
 
+def rerun_request(run: DagsterRun, run_key: str, tags: dict[str, str]) -> RunRequest:
+    """A request to start `run`'s job again, with its run config and partition, tagged as its restart."""
+    return RunRequest(
+        run_key=run_key,
+        job_name=run.job_name,
+        run_config=run.run_config,
+        partition_key=run.tags.get(PARTITION_TAG),
+        tags={RESTART_OF_TAG: run.run_id, **tags},
+    )
+
+
 def latest_runs(instance: DagsterInstance, job: str) -> list[RunRecord]:
     """The newest run of `job`, or of each of its partitions."""
     latest: dict[str | None, RunRecord] = {}
@@ -102,15 +114,8 @@ def restart_sensor(
                     waiting.append(f"{job} run {run.run_id}: {plan.reason}, in {plan.not_before - now:.0f}s")
                 else:
                     context.log.info(f"restarting run {run.run_id} of {job}: {plan.reason}")
-                    requests.append(
-                        RunRequest(
-                            run_key=f"restart-of-{run.run_id}",
-                            job_name=job,
-                            run_config=run.run_config,
-                            partition_key=run.tags.get(PARTITION_TAG),
-                            tags={RESTART_OF_TAG: run.run_id, RESTART_ATTEMPT_TAG: str(plan.attempt)},
-                        )
-                    )
+                    attempt = {RESTART_ATTEMPT_TAG: str(plan.attempt)}
+                    requests.append(rerun_request(run, f"restart-of-{run.run_id}", attempt))
         skip_reason = None if requests else "; ".join(waiting) or "no crashed dagger run to restart"
         return SensorResult(run_requests=requests, skip_reason=skip_reason)
 

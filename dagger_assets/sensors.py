@@ -31,7 +31,7 @@ from dagster import (
 )
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
-from dagger_assets.restarts import PARTITION_TAG, RESTART_OF_TAG
+from dagger_assets.restarts import rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, job_name, topic_partitions
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
 from jobs.spec import DaggerSpec, KafkaStream
@@ -158,15 +158,8 @@ def schema_change_sensor(
             stopping.remove(run_id)
             if run is None or run.status not in (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS):
                 continue  # a crashed run is the restart sensor's business
-            requests.append(
-                RunRequest(
-                    run_key=f"schema-restart-of-{run_id}",
-                    job_name=run.job_name,
-                    run_config=run.run_config,
-                    partition_key=run.tags.get(PARTITION_TAG),
-                    tags={RESTART_OF_TAG: run_id, RESTART_REASON_TAG: "descriptor set changed"},
-                )
-            )
+            reason = {RESTART_REASON_TAG: "descriptor set changed"}
+            requests.append(rerun_request(run, f"schema-restart-of-{run_id}", reason))
         return SensorResult(
             run_requests=requests,
             cursor=json.dumps({"digests": digests, "stopping": stopping}),
