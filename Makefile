@@ -5,13 +5,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The browser test drives Debian's Chromium with playwright-core (npm); neither downloads a browser.
+UI_STAMP := tests/ui/node_modules/.installed
 
 .PHONY: run test lint bench protos clean
 
 run: $(STAMP) protos
 	$(BIN)/python -m jobs demo
 
-test: $(STAMP) protos
+test: $(STAMP) $(UI_STAMP) protos
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -29,5 +31,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+$(UI_STAMP): tests/ui/package.json tests/ui/package-lock.json
+	test -x /usr/bin/chromium || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
+	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 clean:
-	rm -rf build .dagger .pytest_cache
+	rm -rf build .dagger .pytest_cache test-artifacts

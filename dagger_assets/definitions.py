@@ -12,7 +12,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dagster import AssetKey, AssetsDefinition, ConfigurableResource, Definitions, MetadataValue, asset
+from dagster import (
+    AssetKey,
+    AssetsDefinition,
+    ConfigurableResource,
+    Definitions,
+    MetadataValue,
+    asset,
+    in_process_executor,
+)
 
 from dagger_assets.checks import dagger_checks
 from dagger_assets.restarts import restart_sensor
@@ -83,6 +91,9 @@ def build_definitions(
         asset_checks=checks,
         jobs=jobs,
         sensors=sensors,
+        # Also for the UI's "Materialize" (an implicit asset job): the Spark driver must live in the run
+        # worker, or a killed run leaves a step process's query running on the checkpoint.
+        executor=in_process_executor,
         resources={**default_resources(), **(resources or {})},
     )
 

@@ -20,14 +20,19 @@ from dagster import (
     DefaultSensorStatus,
     RunRecord,
     RunRequest,
-    RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     sensor,
 )
 
-from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG, UnresolvedAssetJobDefinition, job_name
+from dagger_assets.stages import (
+    DETERMINISTIC,
+    FAILURE_KIND_TAG,
+    UnresolvedAssetJobDefinition,
+    dagger_runs,
+    job_name,
+)
 from jobs.spec import DaggerSpec, RestartPolicy
 
 RESTART_OF_TAG = "dagger/restart_of"
@@ -68,21 +73,22 @@ def plan_restart(record: RunRecord, policy: RestartPolicy) -> RestartPlan:
     )
 
 
-def rerun_request(run: DagsterRun, run_key: str, tags: dict[str, str]) -> RunRequest:
-    """A request to start `run`'s job again, with its run config and partition, tagged as its restart."""
+def rerun_request(spec: DaggerSpec, run: DagsterRun, run_key: str, tags: dict[str, str]) -> RunRequest:
+    """A request to run `spec`'s job with `run`'s config and partition, tagged as its restart (a run
+    launched from the UI as an implicit asset job is restarted as the dagger's own job)."""
     return RunRequest(
         run_key=run_key,
-        job_name=run.job_name,
+        job_name=job_name(spec),
         run_config=run.run_config,
         partition_key=run.tags.get(PARTITION_TAG),
         tags={RESTART_OF_TAG: run.run_id, **tags},
     )
 
 
-def latest_runs(instance: DagsterInstance, job: str) -> list[RunRecord]:
-    """The newest run of `job`, or of each of its partitions."""
+def latest_runs(instance: DagsterInstance, spec: DaggerSpec) -> list[RunRecord]:
+    """The newest run of the dagger, or of each of its topics for a `per_topic` template."""
     latest: dict[str | None, RunRecord] = {}
-    for record in instance.get_run_records(RunsFilter(job_name=job), limit=_RUNS_EXAMINED):
+    for record in instance.get_run_records(dagger_runs(spec), limit=_RUNS_EXAMINED):
         latest.setdefault(record.dagster_run.tags.get(PARTITION_TAG), record)
     return list(latest.values())
 
@@ -90,8 +96,6 @@ def latest_runs(instance: DagsterInstance, job: str) -> list[RunRecord]:
 def restart_sensor(
     specs: Sequence[DaggerSpec], jobs: Sequence[UnresolvedAssetJobDefinition]
 ) -> SensorDefinition:
-    policies = {job_name(spec): spec.restart for spec in specs}
-
     @sensor(
         name="dagger_restarts",
         jobs=list(jobs),
@@ -101,21 +105,24 @@ def restart_sensor(
     )
     def dagger_restarts(context: SensorEvaluationContext) -> SensorResult:
         now, requests, waiting = time.time(), [], []
-        for job, policy in policies.items():
-            for record in latest_runs(context.instance, job):
+        for spec in specs:
+            for record in latest_runs(context.instance, spec):
                 run = record.dagster_run
                 if run.status != DagsterRunStatus.FAILURE or NOT_RESTARTED_TAG in run.tags:
                     continue
-                plan = plan_restart(record, policy)
+                plan = plan_restart(record, spec.restart)
                 if plan.attempt is None:
-                    context.log.info(f"run {run.run_id} of {job} is not restarted: {plan.reason}")
+                    context.log.info(
+                        f"run {run.run_id} of dagger {spec.name} is not restarted: {plan.reason}"
+                    )
                     context.instance.add_run_tags(run.run_id, {NOT_RESTARTED_TAG: plan.reason})
                 elif plan.not_before is not None and now < plan.not_before:
-                    waiting.append(f"{job} run {run.run_id}: {plan.reason}, in {plan.not_before - now:.0f}s")
+                    wait = plan.not_before - now
+                    waiting.append(f"dagger {spec.name} run {run.run_id}: {plan.reason}, in {wait:.0f}s")
                 else:
-                    context.log.info(f"restarting run {run.run_id} of {job}: {plan.reason}")
+                    context.log.info(f"restarting run {run.run_id} of dagger {spec.name}: {plan.reason}")
                     attempt = {RESTART_ATTEMPT_TAG: str(plan.attempt)}
-                    requests.append(rerun_request(run, f"restart-of-{run.run_id}", attempt))
+                    requests.append(rerun_request(spec, run, f"restart-of-{run.run_id}", attempt))
         skip_reason = None if requests else "; ".join(waiting) or "no crashed dagger run to restart"
         return SensorResult(run_requests=requests, skip_reason=skip_reason)
 

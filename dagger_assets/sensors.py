@@ -23,7 +23,6 @@ from dagster import (
     DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
-    RunsFilter,
     SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
@@ -32,7 +31,7 @@ from dagster import (
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
 from dagger_assets.restarts import rerun_request
-from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, job_name, topic_partitions
+from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, topic_partitions
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
 from jobs.spec import DaggerSpec, KafkaStream
 from resources import KafkaStreamResource
@@ -90,9 +89,7 @@ def new_topic_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> Sen
         new = [] if seen is None else [topic for topic in topics if topic not in seen]
         if not new:
             return SensorResult(cursor=cursor, skip_reason=f"no new topic among {len(topics)} matching")
-        running = context.instance.get_runs(
-            RunsFilter(job_name=job_name(spec), statuses=IN_PROGRESS_RUN_STATUSES), limit=1
-        )
+        running = context.instance.get_runs(dagger_runs(spec, IN_PROGRESS_RUN_STATUSES), limit=1)
         if running:
             return SensorResult(
                 cursor=cursor,
@@ -118,6 +115,7 @@ def _digest(spec: DaggerSpec, location: str) -> str:
 def schema_change_sensor(
     specs: Sequence[DaggerSpec], jobs: Sequence[UnresolvedAssetJobDefinition]
 ) -> SensorDefinition:
+    by_name = {spec.name: spec for spec in specs}
     users: dict[str, list[DaggerSpec]] = {}
     for spec in specs:
         for location in spec.schema_registry.descriptor_sets:
@@ -131,9 +129,9 @@ def schema_change_sensor(
         description="Restarts the running daggers whose protobuf descriptor sets changed.",
     )
     def dagger_schema_changes(context: SensorEvaluationContext) -> SensorResult:
-        state = json.loads(context.cursor) if context.cursor else {"digests": {}, "stopping": []}
+        state = json.loads(context.cursor) if context.cursor else {"digests": {}, "stopping": {}}
         digests: dict[str, str] = state["digests"]
-        stopping: list[str] = state["stopping"]  # runs terminated for a change, to start again once stopped
+        stopping: dict[str, str] = state["stopping"]  # run id -> dagger, of runs to start again once stopped
         for location, daggers in users.items():
             try:
                 digest = _digest(daggers[0], location)
@@ -144,22 +142,21 @@ def schema_change_sensor(
             if previous is None or previous == digest:
                 continue
             for spec in daggers:
-                for run in context.instance.get_runs(
-                    RunsFilter(job_name=job_name(spec), statuses=IN_PROGRESS_RUN_STATUSES)
-                ):
+                for run in context.instance.get_runs(dagger_runs(spec, IN_PROGRESS_RUN_STATUSES)):
                     context.log.info(f"descriptor set {location} changed: stopping run {run.run_id}")
                     context.instance.run_coordinator.cancel_run(run.run_id)
-                    stopping.append(run.run_id)
+                    stopping[run.run_id] = spec.name
         requests = []
-        for run_id in list(stopping):
+        for run_id, dagger in list(stopping.items()):
             run = context.instance.get_run_by_id(run_id)
             if run is not None and run.status in IN_PROGRESS_RUN_STATUSES:
                 continue
-            stopping.remove(run_id)
-            if run is None or run.status not in (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS):
-                continue  # a crashed run is the restart sensor's business
+            del stopping[run_id]
+            stopped = run is not None and run.status in (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS)
+            if not stopped or dagger not in by_name:
+                continue  # a crashed run is the restart sensor's business; a removed dagger stays stopped
             reason = {RESTART_REASON_TAG: "descriptor set changed"}
-            requests.append(rerun_request(run, f"schema-restart-of-{run_id}", reason))
+            requests.append(rerun_request(by_name[dagger], run, f"schema-restart-of-{run_id}", reason))
         return SensorResult(
             run_requests=requests,
             cursor=json.dumps({"digests": digests, "stopping": stopping}),

@@ -13,7 +13,7 @@ template dagger is partitioned by topic (dynamic partitions): each partition is 
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from dagster import (
@@ -25,9 +25,11 @@ from dagster import (
     AssetSpec,
     Config,
     DagsterExecutionInterruptedError,
+    DagsterRunStatus,
     DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
+    RunsFilter,
     TableColumn,
     TableSchema,
     define_asset_job,
@@ -55,6 +57,9 @@ from resources.components import configure_dagger
 
 log = logging.getLogger(__name__)
 
+DAGGER_TAG = "dagger/name"
+"""On every run of a dagger, whether launched as its job or from the UI's "Materialize" (an implicit
+asset job): the sensors find a dagger's runs by it."""
 FAILURE_KIND_TAG = "dagger/failure"
 """Set to `deterministic` on a run that failed in a way a restart would repeat (bad SQL, unknown message,
 invalid dagger file); the restart sensor leaves such runs alone."""
@@ -84,6 +89,11 @@ def asset_prefix(spec: DaggerSpec) -> str:
 
 def job_name(spec: DaggerSpec) -> str:
     return f"{asset_prefix(spec)}_job"
+
+
+def dagger_runs(spec: DaggerSpec, statuses: Sequence[DagsterRunStatus] | None = None) -> RunsFilter:
+    """The runs of one dagger (with one of `statuses`, if given)."""
+    return RunsFilter(tags={DAGGER_TAG: spec.name}, statuses=list(statuses or []))
 
 
 def topic_partitions(spec: DaggerSpec) -> DynamicPartitionsDefinition | None:
@@ -206,6 +216,8 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
         kafka_sink: KafkaSinkResource,
         log_sink: LogSinkResource,
     ) -> Iterator[MaterializeResult | AssetObservation]:
+        if context.run.tags.get(DAGGER_TAG) != spec.name:  # launched from the UI, not as the dagger's job
+            context.instance.add_run_tags(context.run.run_id, {DAGGER_TAG: spec.name})
         compile_descriptor_set()
         session = spark.session()
         sql.configure(session)
@@ -317,6 +329,7 @@ def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> UnresolvedAssetJob
         name=job_name(spec),
         selection=AssetSelection.assets(*assets.keys),
         executor_def=in_process_executor,
+        tags={DAGGER_TAG: spec.name},
         description=f"Runs dagger {spec.name}; terminate the run to stop it gracefully. Crashed runs are "
         "restarted from the checkpoint by the `dagger_restarts` sensor.",
     )

@@ -22,7 +22,7 @@ from dagster import (
 
 from dagger_assets.definitions import build_definitions
 from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_ATTEMPT_TAG, RESTART_OF_TAG
-from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
+from dagger_assets.stages import DAGGER_TAG, DETERMINISTIC, FAILURE_KIND_TAG
 from jobs.spec import RestartPolicy
 from tests.dagster_deployment import write_orders_dagger
 
@@ -44,10 +44,16 @@ def evaluate(
 
 
 def failed_run(
-    definitions: Definitions, instance: DagsterInstance, job: str, tags: dict[str, str] | None = None
+    definitions: Definitions,
+    instance: DagsterInstance,
+    dagger: str,
+    tags: dict[str, str] | None = None,
+    job: str | None = None,
 ) -> DagsterRun:
+    """A failed run of `dagger`, as its job or as `job` (the UI's implicit asset job, say)."""
+    job_def = definitions.resolve_job_def(job or f"{dagger.replace('-', '_')}_job")
     run = instance.create_run_for_job(
-        definitions.resolve_job_def(job), run_config={"ops": {}}, tags=tags or {}
+        job_def, run_config={"ops": {}}, tags={DAGGER_TAG: dagger, **(tags or {})}
     )
     instance.report_run_failed(run)
     return run
@@ -68,11 +74,11 @@ def test_a_crashed_run_is_restarted_after_its_backoff_with_the_same_config(
         restart={"initial_backoff": "2s", "max_attempts": 2},
     )  # fmt: skip
     definitions = build_definitions(tmp_path)
-    crashed = failed_run(definitions, instance, "crashy_job")
+    crashed = failed_run(definitions, instance, "crashy")
 
     waiting = evaluate(definitions, "dagger_restarts", instance)
     assert waiting.run_requests == []
-    assert f"crashy_job run {crashed.run_id}: restart 1/2 after 2s" in waiting.skip_reason.skip_message
+    assert f"dagger crashy run {crashed.run_id}: restart 1/2 after 2s" in waiting.skip_reason.skip_message
 
     time.sleep(2.1)
     [request] = evaluate(definitions, "dagger_restarts", instance).run_requests
@@ -81,6 +87,20 @@ def test_a_crashed_run_is_restarted_after_its_backoff_with_the_same_config(
     assert request.run_config == crashed.run_config
     assert request.tags[RESTART_OF_TAG] == crashed.run_id
     assert request.tags[RESTART_ATTEMPT_TAG] == "1"
+
+
+def test_a_run_launched_from_the_ui_is_restarted_as_the_daggers_job(
+    tmp_path: Path, kafka, descriptor_set, instance
+):
+    write_orders_dagger(
+        tmp_path, "ui-launched", kafka.bootstrap_servers, descriptor_set, {"topics": ["t"]},
+        restart={"initial_backoff": "0s"},
+    )  # fmt: skip
+    definitions = build_definitions(tmp_path)
+    crashed = failed_run(definitions, instance, "ui-launched", job="__ASSET_JOB")
+
+    [request] = evaluate(definitions, "dagger_restarts", instance).run_requests
+    assert (request.job_name, request.tags[RESTART_OF_TAG]) == ("ui_launched_job", crashed.run_id)
 
 
 def test_restarts_stop_after_max_attempts_and_never_follow_a_deterministic_failure(
@@ -95,8 +115,8 @@ def test_restarts_stop_after_max_attempts_and_never_follow_a_deterministic_failu
         restart={"initial_backoff": "0s"},
     )  # fmt: skip
     definitions = build_definitions(tmp_path)
-    exhausted = failed_run(definitions, instance, "crashy_job", {RESTART_ATTEMPT_TAG: "2"})
-    deterministic = failed_run(definitions, instance, "bad_job", {FAILURE_KIND_TAG: DETERMINISTIC})
+    exhausted = failed_run(definitions, instance, "crashy", {RESTART_ATTEMPT_TAG: "2"})
+    deterministic = failed_run(definitions, instance, "bad", {FAILURE_KIND_TAG: DETERMINISTIC})
 
     result = evaluate(definitions, "dagger_restarts", instance)
     assert result.run_requests == []

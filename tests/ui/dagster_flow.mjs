@@ -1,0 +1,81 @@
+// Drives the Dagster UI through a dagger's life: open its asset graph, launch a materialization, watch the
+// run in progress, terminate it, and see it canceled. Screenshots go to the output folder.
+//
+//   node dagster_flow.mjs <dagster url> <asset group> <output folder>
+//
+// Prints one JSON line {"run_id": ..., "screenshots": [...]} and exits 0, or names the failed step and
+// exits 1 (with a screenshot of the page at that moment).
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [baseUrl, group, outDir] = process.argv.slice(2);
+if (!baseUrl || !group || !outDir) {
+  console.error('usage: node dagster_flow.mjs <dagster url> <asset group> <output folder>');
+  process.exit(2);
+}
+mkdirSync(outDir, { recursive: true });
+
+// Debian's Chromium, never a downloaded one; the flags keep it off the (closed) network.
+const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'chromium-')), {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1400, height: 900 },
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const page = context.pages()[0] ?? (await context.newPage());
+const screenshots = [];
+let step = 'start';
+
+async function shoot(name) {
+  const path = join(outDir, `${name}.png`);
+  await page.screenshot({ path });
+  screenshots.push(path);
+}
+
+async function dismissCommunityDialog() {
+  const skip = page.getByRole('button', { name: 'Skip' });
+  if (await skip.isVisible().catch(() => false)) await skip.click();
+}
+
+try {
+  step = 'open the asset graph';
+  await page.goto(`${baseUrl}/asset-groups/${group}`);
+  await page.getByRole('button', { name: 'Materialize all' }).waitFor({ timeout: 60_000 });
+  await dismissCommunityDialog();
+  await page.getByText('sql', { exact: true }).first().waitFor();
+  await page.getByText('Loading...').first().waitFor({ state: 'hidden', timeout: 30_000 });
+  await shoot('1-asset-graph');
+
+  step = 'launch a materialization';
+  await page.getByRole('button', { name: 'Materialize all' }).click();
+  const runLink = page.locator('a[href*="/runs/"]').filter({ hasText: /view/i }).first();
+  await runLink.waitFor({ timeout: 60_000 });
+  await runLink.click();
+  await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 30_000 });
+  const runId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
+
+  step = 'see the run in progress';
+  await page.getByText('Started', { exact: true }).first().waitFor({ timeout: 120_000 });
+  await page.getByText(/micro-batch|batch \d+ \|/).first().waitFor({ timeout: 120_000 });
+  await dismissCommunityDialog();
+  await shoot('2-run-in-progress');
+
+  step = 'terminate the run';
+  await page.getByRole('button', { name: 'Terminate' }).first().click();
+  await page.getByRole('dialog').getByRole('button', { name: /Terminate/ }).click();
+
+  step = 'see the run canceled';
+  await page.getByText('Canceled', { exact: true }).first().waitFor({ timeout: 120_000 });
+  await shoot('3-run-canceled');
+
+  console.log(JSON.stringify({ run_id: runId, screenshots }));
+} catch (error) {
+  await shoot('failure').catch(() => {});
+  console.error(`UI step failed: ${step}: ${error.message}`);
+  process.exitCode = 1;
+} finally {
+  await context.close();
+}
