@@ -28,15 +28,7 @@ from dagger_assets.sensors import new_topic_sensor, schema_change_sensor
 from dagger_assets.stages import dagger_assets, dagger_job
 from jobs.protoc import PROJECT_ROOT
 from jobs.spec import DaggerConfigError, DaggerSpec, load_dagger
-from resources import (
-    KafkaSinkResource,
-    KafkaStreamResource,
-    LogSinkResource,
-    ParquetStreamResource,
-    SchemaRegistryResource,
-    SparkResource,
-    SqlStageResource,
-)
+from resources import default_resources
 
 log = logging.getLogger(__name__)
 
@@ -96,19 +88,6 @@ def build_definitions(
         executor=in_process_executor,
         resources={**default_resources(), **(resources or {})},
     )
-
-
-def default_resources() -> dict[str, ConfigurableResource]:
-    """One resource per component kind; each holds this deployment's defaults for that kind."""
-    return {
-        "spark": SparkResource(),
-        "sql": SqlStageResource(),
-        "schema_registry": SchemaRegistryResource(),
-        "kafka_stream": KafkaStreamResource(),
-        "parquet_stream": ParquetStreamResource(),
-        "kafka_sink": KafkaSinkResource(),
-        "log_sink": LogSinkResource(),
-    }
 
 
 defs = build_definitions(dagger_folder())

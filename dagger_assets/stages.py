@@ -43,16 +43,19 @@ from pyspark.sql.types import StructType
 from jobs.protoc import compile_descriptor_set
 from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
-from jobs.spec import DaggerConfigError, DaggerSpec, KafkaSink, KafkaStream, ParquetStream
-from resources import (
-    KafkaSinkResource,
-    KafkaStreamResource,
-    LogSinkResource,
-    ParquetStreamResource,
-    SchemaRegistryResource,
-    SparkResource,
-    SqlStageResource,
+from jobs.spec import (
+    BigQuerySink,
+    DaggerConfigError,
+    DaggerSpec,
+    ElasticsearchSink,
+    InfluxSink,
+    KafkaSink,
+    KafkaStream,
+    ParquetSink,
+    ParquetStream,
+    Sink,
 )
+from resources import SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS, default_resources
 from resources.components import configure_dagger
 
 log = logging.getLogger(__name__)
@@ -159,24 +162,48 @@ def _stream_spec(
     )
 
 
-def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
-    sink = spec.sinks[index]
+_SINK_KINDS = {
+    "kafka": {"kafka", "protobuf"},
+    "influx": {"influxdb"},
+    "bigquery": {"bigquery"},
+    "elasticsearch": {"elasticsearch"},
+    "parquet": {"parquet"},
+}
+_FROM_RESOURCE = "(from the deployment's resource)"
+
+
+def sink_target(sink: Sink) -> dict[str, str | int]:
+    """Where a sink writes, for the asset's metadata; never its credentials."""
     if isinstance(sink, KafkaSink):
-        target = {
+        return {
             "topic": sink.topic,
-            "bootstrap_servers": sink.bootstrap_servers or "(kafka_sink resource)",
+            "bootstrap_servers": sink.bootstrap_servers or _FROM_RESOURCE,
             "proto_message": sink.proto_message,
         }
-        kinds = {"kafka", "protobuf"}
-    else:
-        target, kinds = {"max_rows_per_batch": sink.max_rows_per_batch}, set()
+    if isinstance(sink, InfluxSink):
+        return {
+            "url": sink.url,
+            "database": sink.bucket or sink.database or "",
+            "measurement": sink.measurement,
+        }
+    if isinstance(sink, BigQuerySink):
+        return {"table": f"{sink.project}.{sink.dataset}.{sink.table}"}
+    if isinstance(sink, ElasticsearchSink):
+        return {"hosts": ", ".join(sink.hosts), "index": sink.index}
+    if isinstance(sink, ParquetSink):
+        return {"path": sink.path}
+    return {"max_rows_per_batch": sink.max_rows_per_batch}
+
+
+def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
+    sink = spec.sinks[index]
     return AssetSpec(
         key=sink_key(spec, index),
         group_name=asset_prefix(spec),
         deps=[sql_key(spec)],
-        kinds=kinds,
+        kinds=_SINK_KINDS.get(sink.kind, set()),
         description=f"Sink {index} ({sink.kind}) of dagger {spec.name}.",
-        metadata=target,
+        metadata=sink_target(sink),
     )
 
 
@@ -203,28 +230,25 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
         specs=[*stream_specs, sql_spec, *sink_specs],
         can_subset=False,
         partitions_def=topic_partitions(spec),
+        required_resource_keys=set(default_resources()),
         description=f"Runs dagger {spec.name} as one Spark structured streaming query.",
     )
     def run_dagger_query(
-        context: AssetExecutionContext,
-        config: DaggerRunConfig,
-        spark: SparkResource,
-        sql: SqlStageResource,
-        schema_registry: SchemaRegistryResource,
-        kafka_stream: KafkaStreamResource,
-        parquet_stream: ParquetStreamResource,
-        kafka_sink: KafkaSinkResource,
-        log_sink: LogSinkResource,
+        context: AssetExecutionContext, config: DaggerRunConfig
     ) -> Iterator[MaterializeResult | AssetObservation]:
+        resources = context.resources
         if context.run.tags.get(DAGGER_TAG) != spec.name:  # launched from the UI, not as the dagger's job
             context.instance.add_run_tags(context.run.run_id, {DAGGER_TAG: spec.name})
         compile_descriptor_set()
-        session = spark.session()
-        sql.configure(session)
+        session = resources.spark.session()
+        resources.sql.configure(session)
         try:
             instance = spec.for_topic(context.partition_key) if spec.per_topic else spec
             instance = configure_dagger(
-                instance, schema_registry, kafka_stream, parquet_stream, kafka_sink, log_sink
+                instance,
+                resources.schema_registry,
+                {kind: getattr(resources, key) for kind, key in STREAM_RESOURCE_KEYS.items()},
+                {kind: getattr(resources, key) for kind, key in SINK_RESOURCE_KEYS.items()},
             )
             built = build_dagger(session, instance, log_emit=context.log.info)
         except (DaggerConfigError, DaggerBuildError):

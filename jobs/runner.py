@@ -35,7 +35,16 @@ from jobs.sinks.log import LogSinkWriter
 from jobs.sources import kafka as kafka_source
 from jobs.sources import parquet as parquet_source
 from jobs.sources.stream_batches import VALID_RECORD_COLUMN, ProtoStreamDataSource, encode_descriptor_sets
-from jobs.spec import DaggerSpec, KafkaSink, KafkaStream, LogSink, ParquetStream
+from jobs.spec import (
+    DaggerSpec,
+    ElasticsearchSink,
+    InfluxSink,
+    KafkaSink,
+    KafkaStream,
+    LogSink,
+    ParquetSink,
+    ParquetStream,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +113,7 @@ def build_dagger(
         except sql_stage.SqlError as error:
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
-    sinks = [_sink_writer(sink, registry, spec, log_emit) for sink in spec.sinks]
+    sinks = [_sink_writer(index, registry, spec, log_emit) for index in range(len(spec.sinks))]
     return BuiltDagger(spec, registry, result, sinks)
 
 
@@ -184,17 +193,35 @@ def _interval(delay: timedelta) -> str:
 
 
 def _sink_writer(
-    sink: KafkaSink | LogSink,
+    index: int,
     registry: SchemaRegistry,
     spec: DaggerSpec,
     log_emit: Callable[[str], None] | None,
 ) -> SinkWriter:
-    if isinstance(sink, KafkaSink):
-        try:
+    """The writer of `spec.sinks[index]`; client libraries of the other sink kinds are never imported."""
+    sink = spec.sinks[index]
+    try:
+        if isinstance(sink, KafkaSink):
             return KafkaSinkWriter(sink, registry)
-        except LookupError as error:
-            raise DaggerBuildError(f"dagger {spec.name}: kafka sink {sink.topic!r}: {error}") from None
-    return LogSinkWriter(sink, log_emit)
+        if isinstance(sink, LogSink):
+            return LogSinkWriter(sink, log_emit)
+        if isinstance(sink, ParquetSink):
+            from jobs.sinks.parquet import ParquetSinkWriter
+
+            return ParquetSinkWriter(sink, spec)
+        if isinstance(sink, InfluxSink):
+            from jobs.sinks.influx import InfluxSinkWriter
+
+            return InfluxSinkWriter(sink, spec)
+        if isinstance(sink, ElasticsearchSink):
+            from jobs.sinks.elasticsearch import ElasticsearchSinkWriter
+
+            return ElasticsearchSinkWriter(sink, spec)
+        from jobs.sinks.bigquery import BigQuerySinkWriter
+
+        return BigQuerySinkWriter(sink, spec)
+    except (LookupError, ValueError) as error:
+        raise DaggerBuildError(f"dagger {spec.name}: sinks[{index}] ({sink.kind}): {error}") from None
 
 
 # --------------------------------------------------------------------------------------------------------

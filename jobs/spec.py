@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -208,7 +209,113 @@ class LogSink(_Model):
     max_rows_per_batch: PositiveInt = 20
 
 
-Sink = Annotated[KafkaSink | LogSink, Field(discriminator="kind")]
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+        raise ValueError("expected an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+class _BatchedSink(_Model):
+    """Settings shared by the sinks that write over HTTP in batches."""
+
+    batch_size: PositiveInt = 5000
+    """Rows per request."""
+    max_retries: int = Field(default=3, ge=0)
+    """Retries of a failed request (with exponential back-off) before the micro-batch fails."""
+    retry_backoff: Duration = timedelta(seconds=1)
+    """Wait before the first retry; doubled for each further one."""
+    timeout: Duration = timedelta(seconds=30)
+    """Timeout of one request."""
+
+
+class InfluxSink(_BatchedSink):
+    """Writes each result row as one InfluxDB point, mapped as Dagger does: `tag_*` columns are tags
+    (prefix kept), `label_*` columns tags without the prefix, `time_column` the point's time, every other
+    non-null column a field."""
+
+    kind: Literal["influx"]
+    url: HttpUrl
+    api: Literal["v1", "v2"] = "v1"
+    """`v1`: `/write?db=&rp=` (InfluxDB 1.x); `v2`: the influxdb-client write API (2.x, 3.x, 1.8+)."""
+    measurement: str = Field(min_length=1)
+    database: str | None = None
+    """v1 database (v2: the default bucket is `database/retention_policy`)."""
+    retention_policy: str = ""
+    username: str | None = None
+    password: str | None = None
+    bucket: str | None = None
+    """v2 bucket; default `database/retention_policy` (the 1.8+ compatibility mapping)."""
+    org: str = ""
+    token: str | None = None
+    """v2 token; default `username:password` (the 1.8+ compatibility mapping)."""
+    time_column: str = "window_timestamp"
+    """Column holding each point's time; rows without it are written without a time (server time)."""
+
+    @model_validator(mode="after")
+    def _target_named(self) -> InfluxSink:
+        if self.api == "v1" and not self.database:
+            raise ValueError("api 'v1' needs 'database'")
+        if self.api == "v2" and not (self.bucket or self.database):
+            raise ValueError("api 'v2' needs 'bucket' (or 'database' for the 1.8+ compatibility mapping)")
+        return self
+
+
+class BigQuerySink(_BatchedSink):
+    """Appends result rows to a BigQuery table, created from the result's schema when missing."""
+
+    kind: Literal["bigquery"]
+    project: str = Field(min_length=1)
+    dataset: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")
+    table: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_$-]+$")
+    location: str | None = None
+    endpoint: HttpUrl | None = None
+    """API endpoint, for emulators; default Google's. Credentials come from the environment."""
+    create_table: bool = True
+    partition_field: str | None = None
+    """TIMESTAMP/DATE column to partition the table by; none means an unpartitioned table."""
+    partition_type: Literal["HOUR", "DAY", "MONTH", "YEAR"] = "DAY"
+    clustering_fields: list[str] = Field(default_factory=list, max_length=4)
+
+
+class ElasticsearchSink(_BatchedSink):
+    """Indexes result rows as documents through the bulk API (Elasticsearch 7/8, OpenSearch)."""
+
+    kind: Literal["elasticsearch"]
+    hosts: list[HttpUrl] = Field(min_length=1)
+    index: str = Field(min_length=1)
+    """Index name; `{column:%Y.%m.%d}` inserts a date/time column's value in that format (UTC)."""
+    id_column: str | None = None
+    """Column whose value is the document id, so a replayed micro-batch overwrites instead of adding."""
+    username: str | None = None
+    password: str | None = None
+    api_key: str | None = None
+
+
+class ParquetSink(_Model):
+    """Writes result rows to a Parquet lake partitioned by `dt=YYYY-MM-DD/hr=HH` of an event-time column."""
+
+    kind: Literal["parquet"]
+    path: str = Field(min_length=1)
+    """Folder (or URI) of the lake."""
+    time_column: str | None = None
+    """TIMESTAMP column that picks each row's partition; default the dagger's `rowtime_column`."""
+    partition_by_hour: bool = True
+    """`dt=/hr=` folders; false: `dt=` only."""
+    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        return _resolve_path(value, info)
+
+
+Sink = Annotated[
+    KafkaSink | LogSink | InfluxSink | BigQuerySink | ElasticsearchSink | ParquetSink,
+    Field(discriminator="kind"),
+]
 
 
 class SchemaRegistryConfig(_Model):
@@ -384,7 +491,7 @@ def _key_path(location: tuple[int | str, ...], tags: set[str]) -> str:
 
 
 def format_validation_error(source: str, error: ValidationError) -> str:
-    tags = {"kafka", "parquet", "log"}
+    tags = {"kafka", "parquet", "log", "influx", "bigquery", "elasticsearch"}
     lines = [f"{source}: invalid dagger ({error.error_count()} problem(s))"]
     for item in error.errors():
         where = _key_path(item["loc"], tags)

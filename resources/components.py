@@ -9,6 +9,7 @@ key by key. Secrets belong in resources as `EnvVar`s, which Dagster never shows 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from dagster import ConfigurableResource
@@ -42,20 +43,20 @@ def overlay(component: Component, defaults: dict[str, Any]) -> Component:
 def configure_dagger(
     spec: DaggerSpec,
     schema_registry: ComponentDefaults,
-    kafka_stream: ComponentDefaults,
-    parquet_stream: ComponentDefaults,
-    kafka_sink: ComponentDefaults,
-    log_sink: ComponentDefaults,
+    streams: Mapping[str, ComponentDefaults],
+    sinks: Mapping[str, ComponentDefaults],
 ) -> DaggerSpec:
-    """The dagger as it runs in this deployment: every component overlaid on its resource's defaults."""
-    stream_defaults = {"kafka": kafka_stream, "parquet": parquet_stream}
-    sink_defaults = {"kafka": kafka_sink, "log": log_sink}
+    """The dagger as it runs in this deployment: every component overlaid on its resource's defaults.
+    `streams` and `sinks` map a component kind (`kafka`, `log`...) to its resource."""
+
+    def configured(component: Component, resources: Mapping[str, ComponentDefaults]) -> Component:
+        resource = resources.get(component.kind)  # type: ignore[attr-defined]
+        return overlay(component, resource.component_defaults()) if resource is not None else component
+
     return spec.model_copy(
         update={
             "schema_registry": overlay(spec.schema_registry, schema_registry.component_defaults()),
-            "streams": [
-                overlay(stream, stream_defaults[stream.kind].component_defaults()) for stream in spec.streams
-            ],
-            "sinks": [overlay(sink, sink_defaults[sink.kind].component_defaults()) for sink in spec.sinks],
+            "streams": [configured(stream, streams) for stream in spec.streams],
+            "sinks": [configured(sink, sinks) for sink in spec.sinks],
         }
     )

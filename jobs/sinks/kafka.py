@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame
 
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.schema_registry import SchemaRegistry
+from jobs.sinks.partitions import write_partitions
 from jobs.sources.stream_batches import encode_descriptor_sets, registry_from_option
 from jobs.spec import KafkaSink
 
@@ -66,16 +67,7 @@ class KafkaSinkWriter:
         return True
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
-        writer = KafkaPartitionWriter(self.sink, self._descriptor_sets, batch_id)
-        names = batch.columns
-
-        def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            renamed = (arrow_batch.rename_columns(names) for arrow_batch in batches)
-            yield pa.RecordBatch.from_pydict({"records": [writer.write(renamed)]})
-
-        # Dotted result names (`point.x`) would be read as struct fields by mapInArrow: go positional.
-        positional = batch.toDF(*(f"_{index}" for index in range(len(names))))
-        positional.mapInArrow(write_partition, "records long").collect()
+        write_partitions(batch, KafkaPartitionWriter(self.sink, self._descriptor_sets, batch_id).write)
 
 
 class KafkaPartitionWriter:
