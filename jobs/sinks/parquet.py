@@ -1,0 +1,174 @@
+"""Parquet lake sink: result rows as Parquet files partitioned by `dt=YYYY-MM-DD/hr=HH` of an event time.
+
+Layout, readable by the Parquet stream source and by any Parquet reader (folders and files starting with
+`_` or `.` are hidden by convention):
+
+    <path>/dt=2026-11-21/hr=05/part-b0000000042-t00001.parquet    rows of batch 42 written by task 1
+    <path>/_dagger/started/42                                      batch 42 began writing
+    <path>/_dagger/committed/42                                    batch 42 is complete (files and rows)
+
+Exactly once: each task writes its rows per partition folder into a hidden temporary file and renames it
+into place, so a reader never sees half a file. When every task has finished, the driver writes the
+batch's `committed` marker. A micro-batch replayed after a crash (same batch id, same rows) first finds
+its `started` marker without a `committed` one and deletes every file of that batch id, then writes the
+batch again; a batch already committed is skipped. The lake thus holds every row exactly once after any
+crash; while a crashed batch waits for its replay, a reader may see part of it, never a duplicate.
+Rows whose time is null go to the epoch partition (`dt=1970-01-01/hr=00`), as Dagger treats events
+without a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+from jobs.sinks.partitions import write_partitions
+from jobs.spec import DaggerSpec, ParquetSink
+
+_MARKERS = "_dagger"
+_KEPT_MARKERS = 100  # the checkpoint replays at most the latest batch; older markers are pruned
+
+
+class ParquetSinkError(RuntimeError):
+    """Rows that cannot be written to the lake; the micro-batch fails and is replayed."""
+
+
+def _filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    if "://" in path:
+        return pafs.FileSystem.from_uri(path)
+    return pafs.LocalFileSystem(), path
+
+
+def _batch_prefix(batch_id: int) -> str:
+    return f"part-b{batch_id:010d}-"
+
+
+@dataclass(frozen=True)
+class ParquetPartitionWriter:
+    """Executor side: writes one task's rows, one file per partition folder it has rows for."""
+
+    path: str
+    time_column: str
+    by_hour: bool
+    compression: str
+    batch_id: int
+
+    def write(self, batches: Iterator[pa.RecordBatch]) -> int:
+        filesystem, root = _filesystem(self.path)
+        task = TaskContext.get()
+        file_name = f"{_batch_prefix(self.batch_id)}t{task.partitionId() if task else 0:05d}.parquet"
+        writers: dict[str, pq.ParquetWriter] = {}
+        rows = 0
+        try:
+            for batch in batches:
+                for folder, part in self._split_by_folder(batch):
+                    writer = writers.get(folder)
+                    if writer is None:
+                        filesystem.create_dir(f"{root}/{folder}", recursive=True)
+                        writer = writers[folder] = pq.ParquetWriter(
+                            f"{root}/{folder}/.{file_name}.tmp",
+                            part.schema,
+                            filesystem=filesystem,
+                            compression=self.compression,
+                        )
+                    writer.write_batch(part)
+                    rows += part.num_rows
+        finally:
+            for writer in writers.values():
+                writer.close()
+        for folder in writers:  # only complete files become visible
+            filesystem.move(f"{root}/{folder}/.{file_name}.tmp", f"{root}/{folder}/{file_name}")
+        return rows
+
+    def _split_by_folder(self, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+        times = batch.column(self.time_column)
+        if pa.types.is_timestamp(times.type) and times.type.tz is not None:
+            times = times.cast(pa.timestamp(times.type.unit))  # wall-clock UTC
+        times = pc.fill_null(times.cast(pa.timestamp("us")), pa.scalar(0, pa.timestamp("us")))
+        form = "dt=%Y-%m-%d/hr=%H" if self.by_hour else "dt=%Y-%m-%d"
+        folders = pc.strftime(times, format=form)
+        for folder in pc.unique(folders).to_pylist():
+            yield folder, batch.filter(pc.equal(folders, folder))
+
+
+class ParquetSinkWriter:
+    """Driver side: one `write` per micro-batch, bracketed by the batch's markers."""
+
+    def __init__(self, sink: ParquetSink, spec: DaggerSpec) -> None:
+        self.sink = sink
+        self.time_column = sink.time_column or spec.rowtime_column
+        self._filesystem, self._root = _filesystem(sink.path)
+        try:
+            for kind in ("started", "committed"):
+                self._filesystem.create_dir(f"{self._root}/{_MARKERS}/{kind}", recursive=True)
+        except OSError as error:
+            raise ValueError(f"cannot create the lake at {sink.path}: {error}") from None
+
+    @property
+    def reads_whole_batch(self) -> bool:
+        return True
+
+    def write(self, batch: DataFrame, batch_id: int) -> None:
+        self._check_time_column(batch)
+        started = f"{self._root}/{_MARKERS}/started/{batch_id}"
+        committed = f"{self._root}/{_MARKERS}/committed/{batch_id}"
+        if self._exists(committed):
+            # Written in full before a crash that came ahead of the checkpoint's commit. The batch still
+            # runs, so state, metrics and the watermark advance as for any batch; nothing is written.
+            batch.count()
+            return
+        if self._exists(started):
+            self._delete_batch_files(batch_id)
+        self._write_marker(started, {})
+        writer = ParquetPartitionWriter(
+            self.sink.path,
+            self.time_column,
+            self.sink.partition_by_hour,
+            self.sink.compression,
+            batch_id,
+        )
+        rows = write_partitions(batch, writer.write)
+        self._write_marker(committed, {"rows": rows})
+        self._prune_markers(batch_id)
+
+    def _check_time_column(self, batch: DataFrame) -> None:
+        fields = {field.name: field.dataType for field in batch.schema.fields}
+        if self.time_column not in fields:
+            raise ParquetSinkError(
+                f"parquet sink {self.sink.path}: the result has no column {self.time_column!r} to partition "
+                f"by (columns: {', '.join(fields)}); set the sink's time_column"
+            )
+        if not isinstance(fields[self.time_column], TimestampType | TimestampNTZType | DateType):
+            raise ParquetSinkError(
+                f"parquet sink {self.sink.path}: column {self.time_column!r} is "
+                f"{fields[self.time_column].simpleString()}, not a timestamp or date"
+            )
+
+    def _exists(self, path: str) -> bool:
+        return self._filesystem.get_file_info(path).type != pafs.FileType.NotFound
+
+    def _write_marker(self, path: str, content: dict) -> None:
+        with self._filesystem.open_output_stream(path) as stream:
+            stream.write(json.dumps(content).encode())
+
+    def _delete_batch_files(self, batch_id: int) -> None:
+        prefix = _batch_prefix(batch_id)
+        selector = pafs.FileSelector(self._root, recursive=True)
+        for info in self._filesystem.get_file_info(selector):
+            if info.type == pafs.FileType.File and info.base_name.lstrip(".").startswith(prefix):
+                self._filesystem.delete_file(info.path)
+
+    def _prune_markers(self, batch_id: int) -> None:
+        for kind in ("started", "committed"):
+            old = f"{self._root}/{_MARKERS}/{kind}/{batch_id - _KEPT_MARKERS}"
+            if self._exists(old):
+                self._filesystem.delete_file(old)
