@@ -1,0 +1,128 @@
+"""Benchmark: rows/s each sink writes, against the servers this machine runs.
+
+    .venv/bin/python bench/sinks.py [--rows 100000] [--sinks kafka,parquet,influx,elasticsearch,bigquery]
+
+One static DataFrame of booking summaries (2 partitions, cached) is written by each sink's writer the way
+a micro-batch is: `writer.write(frame, batch_id)`, once on a small warm-up batch (clients, Python
+workers, table creation) and then timed on `--rows` rows. The servers are the ones the tests use
+(embedded tansu broker, a local folder, Debian's influxd 1.6, osmem-server, bqemulator), started here and
+stopped afterwards. Results are printed and written to bench/results/sinks.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.broker import EmbeddedBroker
+from jobs.generator import booking_batch, ensure_topic
+from jobs.protoc import compile_descriptor_set
+from jobs.runner import build_dagger
+from jobs.spark import spark_session
+from jobs.spec import parse_dagger
+
+RESULTS = Path(__file__).parent / "results" / "sinks.json"
+WARM_UP_ROWS = 2_000
+
+
+def booking_rows(spark: SparkSession, count: int) -> DataFrame:
+    """Rows shaped like an aggregation's output: a window time, tags, labels and fields."""
+    bookings = booking_batch(0, count)
+    table = pa.table(
+        {
+            "window_timestamp": bookings.column("event_timestamp"),
+            "order_number": bookings.column("order_number"),
+            "tag_service_type": bookings.column("service_type"),
+            "label_customer": pc.utf8_slice_codeunits(bookings.column("customer_id"), 0, 6),
+            "amount_paid_by_cash": bookings.column("amount_paid_by_cash"),
+            "customer_price": bookings.column("customer_price"),
+        }
+    )
+    frame = spark.createDataFrame(table).repartition(2).cache()
+    frame.count()
+    return frame
+
+
+@contextlib.contextmanager
+def sink_config(kind: str, workdir: Path, broker: EmbeddedBroker) -> Iterator[dict[str, Any]]:
+    """The sink's dagger-file settings, with its server running."""
+    if kind == "kafka":
+        ensure_topic(broker.bootstrap_servers, "bench-sink", 2)
+        yield {
+            "kind": "kafka",
+            "bootstrap_servers": broker.bootstrap_servers,
+            "topic": "bench-sink",
+            "proto_message": "dagger.examples.BookingSummary",
+        }
+    elif kind == "parquet":
+        yield {"kind": "parquet", "path": str(workdir / "lake"), "time_column": "window_timestamp"}
+    else:
+        raise SystemExit(f"unknown sink kind {kind!r}")
+
+
+def measure(
+    spark: SparkSession, registry_path: Path, kind: str, config: dict[str, Any], frame: DataFrame, rows: int
+) -> dict[str, Any]:
+    spec = parse_dagger(
+        {
+            "name": f"bench-{kind}",
+            "schema_registry": {"descriptor_sets": [str(registry_path)]},
+            "streams": [
+                {
+                    "kind": "kafka", "table": "bookings", "topics": ["unused"],
+                    "bootstrap_servers": "127.0.0.1:1", "proto_message": "dagger.examples.BookingLogMessage",
+                    "event_time_field": "event_timestamp",
+                }
+            ],
+            "sql": "SELECT 1 FROM bookings",
+            "sinks": [config],
+        }
+    )  # fmt: skip
+    writer = build_dagger(spark, spec).sinks[0]
+    writer.write(frame.limit(WARM_UP_ROWS), 0)
+    started = time.perf_counter()
+    writer.write(frame, 1)
+    seconds = time.perf_counter() - started
+    return {
+        "sink": kind,
+        "rows": rows,
+        "seconds": round(seconds, 2),
+        "rows_per_second": round(rows / seconds),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--sinks", default="kafka,parquet")
+    arguments = parser.parse_args(argv)
+    registry_path = compile_descriptor_set()
+    spark = spark_session("local[2]", "dagger-bench-sinks", {"spark.sql.shuffle.partitions": "2"})
+    results: list[dict[str, Any]] = []
+    try:
+        frame = booking_rows(spark, arguments.rows)
+        with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as workdir:
+            for kind in arguments.sinks.split(","):
+                with sink_config(kind, Path(workdir), broker) as config:
+                    result = measure(spark, registry_path, kind, config, frame, arguments.rows)
+                print(f"{result['sink']:>14}: {result['rows_per_second']:>9,} rows/s ({result['seconds']} s)")
+                results.append(result)
+    finally:
+        spark.stop()
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps({"machine": platform.platform(), "results": results}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
