@@ -7,13 +7,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The browser test drives Debian's Chromium with playwright-core (npm); neither downloads a browser.
 UI_STAMP := tests/ui/node_modules/.installed
+# The InfluxDB sink tests run Debian's InfluxDB 1.6 server, installed when missing.
+INFLUXD := /usr/bin/influxd
 
 .PHONY: run test lint bench protos clean
 
 run: $(STAMP) protos
 	$(BIN)/python -m jobs demo
 
-test: $(STAMP) $(UI_STAMP) protos
+test: $(STAMP) $(UI_STAMP) $(INFLUXD) protos
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -36,6 +38,9 @@ $(UI_STAMP): tests/ui/package.json tests/ui/package-lock.json
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+$(INFLUXD):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq influxdb influxdb-client
 
 clean:
 	rm -rf build .dagger .pytest_cache test-artifacts
