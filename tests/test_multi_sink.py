@@ -60,3 +60,40 @@ def test_a_failing_sink_fails_the_batch_and_the_replay_completes_every_sink(
     assert [report.batch_id for report in restarted.run.reports if report.input_rows] == [0, 1]
     assert kafka_order_ids(kafka, registry, output) == ids(0, 12)
     assert [row["order_id"] for row in lake_rows(lake)] == ids(0, 12)
+
+
+def test_kafka_influxdb_and_parquet_sinks_receive_identical_rows_across_a_restart(
+    kafka, registry, make_dagger, start_dagger, tmp_path, influxdb
+):
+    source, output, lake = kafka.new_topic("three-in"), kafka.new_topic("three-out"), tmp_path / "lake"
+    database = influxdb.create_database()
+    sinks = [
+        kafka_sink(kafka.bootstrap_servers, output, "dagger.testing.Order"),
+        {
+            "kind": "influx", "url": influxdb.url, "database": database, "measurement": "orders",
+            "username": influxdb.username, "password": influxdb.password,
+        },
+        {"kind": "parquet", "path": str(lake), "time_column": "created_at"},
+    ]  # fmt: skip
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[source]
+    )
+    spec = make_dagger(
+        streams=[stream],
+        sql="SELECT order_id AS tag_order_id, order_id, customer_id, amount, created_at, "
+        "created_at AS window_timestamp FROM orders",
+        sinks=sinks,
+    )
+    kafka.produce(source, order_payloads(registry, 0, 6))
+    first = start_dagger(spec)
+    first.process_available()
+    first.run.stop()
+    kafka.produce(source, order_payloads(registry, 6, 6))
+    start_dagger(spec).process_available()  # resumes from the checkpoint
+
+    from_kafka = kafka_order_ids(kafka, registry, output)
+    from_influx = sorted((point["tag_order_id"] for point in influxdb.rows(database, "orders")), key=_index)
+    from_lake = [row["order_id"] for row in lake_rows(lake)]
+    assert from_kafka == from_influx == from_lake == ids(0, 12)
+    amounts = {point["tag_order_id"]: point["amount"] for point in influxdb.rows(database, "orders")}
+    assert amounts == {row["order_id"]: row["amount"] for row in lake_rows(lake)}
