@@ -1,12 +1,11 @@
-"""Benchmark: rows/s each sink writes, against the servers this machine runs.
+"""Benchmark: rows/s the Kafka and Parquet sinks write (the other sinks have their own bench/sink_*.py).
 
-    .venv/bin/python bench/sinks.py [--rows 100000] [--sinks kafka,parquet,influx,elasticsearch,bigquery]
+    .venv/bin/python bench/sink_kafka_parquet.py [--rows 100000] [--sinks kafka,parquet]
 
 One static DataFrame of booking summaries (2 partitions, cached) is written by each sink's writer the way
 a micro-batch is: `writer.write(frame, batch_id)`, once on a small warm-up batch (clients, Python
-workers, table creation) and then timed on `--rows` rows. The servers are the ones the tests use
-(embedded tansu broker, a local folder, Debian's influxd 1.6, osmem-server, bqemulator), started here and
-stopped afterwards. Results are printed and written to bench/results/sinks.json.
+workers) and then timed on `--rows` rows, into the embedded tansu broker and a local folder. Results
+are printed and written to bench/results/sink_kafka_parquet.json.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from jobs.runner import build_dagger
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
 
-RESULTS = Path(__file__).parent / "results" / "sinks.json"
+RESULTS = Path(__file__).parent / "results" / "sink_kafka_parquet.json"
 WARM_UP_ROWS = 2_000
 
 
