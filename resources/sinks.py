@@ -34,6 +34,9 @@ class BigQuerySinkResource(ComponentDefaults):
     project: str | None = Field(default=None, description="Google Cloud project.")
     location: str | None = Field(default=None, description="Dataset location, e.g. `EU`.")
     endpoint: str | None = Field(default=None, description="API endpoint, for emulators.")
+    write_endpoint: str | None = Field(
+        default=None, description="Storage Write API (gRPC) endpoint, for emulators: `http://host:port`."
+    )
 
 
 class ElasticsearchSinkResource(ComponentDefaults):

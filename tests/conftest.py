@@ -26,7 +26,12 @@ from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spec import DaggerSpec, parse_dagger
 
-pytest_plugins = ["tests.dagster_deployment"]  # the `dagster` deployment fixture
+pytest_plugins = [
+    "tests.dagster_deployment",  # the `dagster` deployment fixture
+    "tests.servers.bigquery",  # `bigquery`: a bqemulator (REST + gRPC Storage Write API)
+    "tests.servers.elasticsearch",  # `elasticsearch`: an osmem-server (Elasticsearch/OpenSearch REST)
+    "tests.servers.influxdb",  # `influxdb`: Debian's influxd 1.6, with a v2 compatibility proxy
+]
 
 
 @pytest.fixture(scope="session")
