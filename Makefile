@@ -21,8 +21,9 @@ test: $(STAMP) $(UI_STAMP) $(INFLUXD) protos
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-bench: $(STAMP) protos
+bench: $(STAMP) $(INFLUXD) protos
 	$(BIN)/python bench/kafka_filter.py
+	for sink in kafka_parquet influx elasticsearch bigquery; do $(BIN)/python bench/sink_$$sink.py || exit 1; done
 
 protos: $(STAMP)
 	$(BIN)/python -m jobs.protoc
