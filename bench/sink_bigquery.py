@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import sink_only_dagger
 from jobs.sinks.bigquery import BigQuerySinkWriter, RowEncoder, row_descriptor, wire_columns
 from jobs.spark import spark_session
-from jobs.spec import parse_dagger
 from tests.servers.bigquery import start_emulator, stop_emulator
 
 RESULTS = Path(__file__).parent / "results" / "sink_bigquery.json"
@@ -49,35 +49,18 @@ SQL = """
 
 
 def sink_writer(emulator: Any, table: str) -> BigQuerySinkWriter:
-    spec = parse_dagger(
+    spec = sink_only_dagger(
+        "bench-bigquery",
         {
-            "name": "bench-bigquery",
-            "schema_registry": {"descriptor_sets": ["unused.pb"]},
-            "streams": [
-                {
-                    "kind": "parquet",
-                    "table": "t",
-                    "proto_message": "x.Y",
-                    "event_time_field": "t",
-                    "paths": ["."],
-                }
-            ],
-            "sql": "SELECT 1",
-            "checkpoint_location": tempfile.mkdtemp(prefix="bench-bigquery-"),
-            "sinks": [
-                {
-                    "kind": "bigquery",
-                    "project": emulator.project,
-                    "dataset": "bench",
-                    "table": table,
-                    "endpoint": emulator.endpoint,
-                    "write_endpoint": emulator.write_endpoint,
-                    "partition_field": "created_at",
-                    "timeout": "60s",
-                }
-            ],
+            "kind": "bigquery",
+            "project": emulator.project,
+            "dataset": "bench",
+            "table": table,
+            "endpoint": emulator.endpoint,
+            "write_endpoint": emulator.write_endpoint,
+            "partition_field": "created_at",
+            "timeout": "60s",
         },
-        "bench",
     )
     return BigQuerySinkWriter(spec.sinks[0], spec)
 

@@ -26,11 +26,10 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import sink_only_dagger
 from jobs.generator import booking_batch
-from jobs.protoc import compile_descriptor_set
 from jobs.sinks.elasticsearch import ElasticsearchSinkWriter, documents
 from jobs.spark import spark_session
-from jobs.spec import parse_dagger
 from tests.servers.elasticsearch import start_server
 
 WARM_UP_DOCS = 1_000
@@ -84,31 +83,15 @@ def main() -> None:
         baseline_rate = baseline(server.url, table, "raw-baseline", arguments.batch_size)
         assert server.count("raw-baseline") == arguments.docs
 
-        spec = parse_dagger(
+        spec = sink_only_dagger(
+            "bench-elasticsearch",
             {
-                "name": "bench-elasticsearch",
-                "schema_registry": {"descriptor_sets": [str(compile_descriptor_set())]},
-                "streams": [
-                    {
-                        "kind": "parquet",
-                        "table": "bookings",
-                        "proto_message": "dagger.examples.BookingLogMessage",
-                        "event_time_field": "event_timestamp",
-                        "paths": ["unused"],
-                    }
-                ],
-                "sql": "SELECT 1",
-                "sinks": [
-                    {
-                        "kind": "elasticsearch",
-                        "hosts": [server.url],
-                        "index": "bench-{window_timestamp:%Y.%m.%d}",
-                        "id_column": "order_number",
-                        "batch_size": arguments.batch_size,
-                    }
-                ],
+                "kind": "elasticsearch",
+                "hosts": [server.url],
+                "index": "bench-{window_timestamp:%Y.%m.%d}",
+                "id_column": "order_number",
+                "batch_size": arguments.batch_size,
             },
-            "bench",
         )
         writer = ElasticsearchSinkWriter(spec.sinks[0], spec)
         writer.write(spark.createDataFrame(table.slice(0, WARM_UP_DOCS)).repartition(2), 0)

@@ -29,9 +29,9 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import sink_only_dagger
 from jobs.sinks.influx import InfluxPartitionWriter, InfluxSinkWriter
 from jobs.spark import spark_session
-from jobs.spec import parse_dagger
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER, running_influxdb
 
 MEASUREMENT = "bench"
@@ -45,32 +45,17 @@ SQL = """
 
 
 def sink_writer(url: str, database: str, api: str) -> InfluxSinkWriter:
-    spec = parse_dagger(
+    spec = sink_only_dagger(
+        "bench-influx",
         {
-            "name": "bench-influx",
-            "schema_registry": {"descriptor_sets": ["unused.pb"]},
-            "streams": [
-                {
-                    "kind": "parquet",
-                    "table": "t",
-                    "proto_message": "x.Y",
-                    "event_time_field": "t",
-                    "paths": ["unused"],
-                }
-            ],
-            "sql": "SELECT 1",
-            "sinks": [
-                {
-                    "kind": "influx",
-                    "url": url,
-                    "api": api,
-                    "database": database,
-                    "measurement": MEASUREMENT,
-                    "username": ADMIN_USER,
-                    "password": ADMIN_PASSWORD,
-                }
-            ],
-        }
+            "kind": "influx",
+            "url": url,
+            "api": api,
+            "database": database,
+            "measurement": MEASUREMENT,
+            "username": ADMIN_USER,
+            "password": ADMIN_PASSWORD,
+        },
     )
     return InfluxSinkWriter(spec.sinks[0], spec)
 
