@@ -112,6 +112,23 @@ def sql_key(spec: DaggerSpec) -> AssetKey:
     return AssetKey([asset_prefix(spec), "sql"])
 
 
+def preprocessed_key(spec: DaggerSpec, stream: KafkaStream | ParquetStream) -> AssetKey:
+    return AssetKey([asset_prefix(spec), "preprocessed", stream.table])
+
+
+def postprocessed_key(spec: DaggerSpec) -> AssetKey:
+    return AssetKey([asset_prefix(spec), "postprocessed"])
+
+
+def has_post_processors(spec: DaggerSpec) -> bool:
+    return spec.post_processors.reshapes_output or bool(spec.post_processors.transformers)
+
+
+def result_key(spec: DaggerSpec) -> AssetKey:
+    """The stage the sinks read: the post-processed result, or the SQL result."""
+    return postprocessed_key(spec) if has_post_processors(spec) else sql_key(spec)
+
+
 def sink_key(spec: DaggerSpec, index: int) -> AssetKey:
     return AssetKey([asset_prefix(spec), "sink", f"{index}_{spec.sinks[index].kind}"])
 
@@ -200,7 +217,7 @@ def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
     return AssetSpec(
         key=sink_key(spec, index),
         group_name=asset_prefix(spec),
-        deps=[sql_key(spec)],
+        deps=[result_key(spec)],
         kinds=_SINK_KINDS.get(sink.kind, set()),
         description=f"Sink {index} ({sink.kind}) of dagger {spec.name}.",
         metadata=sink_target(sink),
@@ -210,10 +227,36 @@ def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
 def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
     columns = _stream_columns(spec)
     stream_specs = [_stream_spec(spec, stream, columns.get(stream.table)) for stream in spec.streams]
+    processor_specs = [
+        AssetSpec(
+            key=preprocessed_key(spec, stream),
+            group_name=asset_prefix(spec),
+            deps=[stream_key(spec, stream)],
+            kinds={"spark"},
+            description=f"Stream `{stream.table}` after its pre-processors.",
+            metadata={"pre_processors": " -> ".join(step.kind for step in stream.pre_processors)},
+        )
+        for stream in spec.streams
+        if stream.pre_processors
+    ]
+    if has_post_processors(spec):
+        processor_specs.append(
+            AssetSpec(
+                key=postprocessed_key(spec),
+                group_name=asset_prefix(spec),
+                deps=[sql_key(spec)],
+                kinds={"spark"},
+                description="The SQL result after the post-processors.",
+                metadata={"post_processors": _post_processor_summary(spec)},
+            )
+        )
     sql_spec = AssetSpec(
         key=sql_key(spec),
         group_name=asset_prefix(spec),
-        deps=[stream.key for stream in stream_specs],
+        deps=[
+            preprocessed_key(spec, stream) if stream.pre_processors else stream_key(spec, stream)
+            for stream in spec.streams
+        ],
         kinds={"spark"},
         description=spec.description or f"The SQL stage of dagger {spec.name}.",
         metadata={
@@ -227,7 +270,7 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
 
     @multi_asset(
         name=f"{asset_prefix(spec)}_query",
-        specs=[*stream_specs, sql_spec, *sink_specs],
+        specs=[*stream_specs, *processor_specs, sql_spec, *sink_specs],
         can_subset=False,
         partitions_def=topic_partitions(spec),
         required_resource_keys=set(default_resources()),
@@ -285,7 +328,9 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
         finally:
             run.stop()
         yield from new_observations()
-        yield from _materializations(spec, built.result.schema, run, stream_specs, sink_specs)
+        yield from _materializations(
+            spec, built.result.schema, run, [*stream_specs, *processor_specs], sink_specs
+        )
 
     return run_dagger_query
 
@@ -327,14 +372,14 @@ def _materializations(
     spec: DaggerSpec,
     result_schema: StructType,
     run: DaggerRun,
-    stream_specs: list[AssetSpec],
+    input_specs: list[AssetSpec],
     sink_specs: list[AssetSpec],
 ) -> Iterator[MaterializeResult]:
     input_rows = sum(report.input_rows for report in run.reports)
     invalid = sum(sum(report.invalid_records.values()) for report in run.reports)
     result_columns = table_schema(result_schema)
-    for stream_spec in stream_specs:
-        yield MaterializeResult(asset_key=stream_spec.key)
+    for input_spec in input_specs:
+        yield MaterializeResult(asset_key=input_spec.key)
     yield MaterializeResult(
         asset_key=sql_key(spec),
         metadata={
@@ -346,6 +391,16 @@ def _materializations(
     )
     for sink_spec in sink_specs:
         yield MaterializeResult(asset_key=sink_spec.key, metadata={"dagster/column_schema": result_columns})
+
+
+def _post_processor_summary(spec: DaggerSpec) -> str:
+    post = spec.post_processors
+    parts = [f"{kind} x{len(items)}" for kind, items in (
+        ("http", post.http), ("elasticsearch", post.elasticsearch), ("postgres", post.postgres),
+        ("grpc", post.grpc), ("internal", post.internal),
+    ) if items]  # fmt: skip
+    parts += [step.kind for step in post.transformers]
+    return " -> ".join(parts)
 
 
 def dagger_job(spec: DaggerSpec, assets: AssetsDefinition) -> UnresolvedAssetJobDefinition:

@@ -17,7 +17,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -29,6 +29,9 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructType
 
 from jobs import sql as sql_stage
+from jobs.processors.enrichment.engine import EnrichmentError
+from jobs.processors.post import POST_TABLE, apply_post_processors
+from jobs.processors.transformers import ProcessorError, TransformContext, apply_transformer
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka import KafkaSinkWriter
 from jobs.sinks.log import LogSinkWriter
@@ -113,6 +116,11 @@ def build_dagger(
         except sql_stage.SqlError as error:
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
+    post = spec.post_processors
+    if post.reshapes_output or post.transformers:
+        with _processor_errors():
+            context = _transform_context(spark, spec, registry, "post_processors", POST_TABLE)
+            result = apply_post_processors(result, post, context)
     sinks = [_sink_writer(index, registry, spec, log_emit) for index in range(len(spec.sinks))]
     return BuiltDagger(spec, registry, result, sinks)
 
@@ -150,6 +158,8 @@ def _fields_to_decode(
     registry: SchemaRegistry, sql: str, stream: KafkaStream | ParquetStream
 ) -> list[str] | None:
     """Only the fields the query may read are decoded and passed to Spark (None: all of them)."""
+    if stream.pre_processors:
+        return None  # pre-processors may read (or produce) fields the SQL names or not
     names = [field.name for field in registry.message(stream.proto_message).fields]
     fields = sql_stage.referenced_fields(sql, names)
     if fields is None:
@@ -185,7 +195,30 @@ def _stream_frame(
     invalid = F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count")
     frame = frame.observe(f"{INVALID_RECORDS_METRIC}.{stream.table}", invalid)
     frame = frame.where(F.col(VALID_RECORD_COLUMN)).drop(VALID_RECORD_COLUMN)
-    return frame.withWatermark(spec.rowtime_column, _interval(spec.watermark_delay))
+    frame = frame.withWatermark(spec.rowtime_column, _interval(spec.watermark_delay))
+    position = spec.streams.index(stream)
+    for index, step in enumerate(stream.pre_processors):
+        key = f"streams[{position}].pre_processors[{index}]"
+        with _processor_errors():
+            frame = apply_transformer(
+                frame, step, _transform_context(spark, spec, registry, key, stream.table)
+            )
+    return frame
+
+
+def _transform_context(
+    spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, key: str, table: str
+) -> TransformContext:
+    return TransformContext(spark, spec.name, key, table, spec.rowtime_column, registry)
+
+
+@contextlib.contextmanager
+def _processor_errors() -> Iterator[None]:
+    """A processor that cannot be applied makes the dagger unable to start (a deterministic failure)."""
+    try:
+        yield
+    except (ProcessorError, EnrichmentError) as error:
+        raise DaggerBuildError(str(error)) from None
 
 
 def _interval(delay: timedelta) -> str:
@@ -202,7 +235,7 @@ def _sink_writer(
     sink = spec.sinks[index]
     try:
         if isinstance(sink, KafkaSink):
-            return KafkaSinkWriter(sink, registry)
+            return KafkaSinkWriter(sink, registry, spec, index)
         if isinstance(sink, LogSink):
             return LogSinkWriter(sink, log_emit)
         if isinstance(sink, ParquetSink):

@@ -14,69 +14,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    PositiveInt,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PositiveInt, ValidationError, ValidationInfo, field_validator, model_validator
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+from jobs.config import ClientConfigValue, Duration, HttpUrl, SqlIdentifier
+from jobs.config import ConfigModel as _Model
+from jobs.config import resolve_path as _resolve_path
+from jobs.processors.config import InvalidRecordFilter, PostProcessors, Transformer
+
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-_MAX_DURATION_S = 365 * 86400
 
 
 class DaggerConfigError(ValueError):
     """A dagger file that cannot be used; the message names the file and the key at fault."""
-
-
-def _parse_duration(value: Any) -> Any:
-    """Accept `10s`, `500ms`, `2m`, `1h`, `1d` or a number of seconds."""
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION.match(value)):
-        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    else:
-        raise ValueError("expected a duration such as '10s', '500ms', '2m' or '1h'")
-    if not 0 <= seconds <= _MAX_DURATION_S:
-        raise ValueError(f"duration must be between 0 and {_MAX_DURATION_S // 86400} days")
-    return timedelta(seconds=seconds)
-
-
-Duration = Annotated[timedelta, BeforeValidator(_parse_duration)]
-SqlIdentifier = Annotated[str, Field(pattern=_SQL_IDENTIFIER)]
-
-
-def _client_config_value(value: Any) -> str | int | float | bool:
-    if isinstance(value, str | int | float | bool):
-        return value
-    raise ValueError("expected a string, number or boolean")
-
-
-ClientConfigValue = Annotated[str | int | float | bool, PlainValidator(_client_config_value)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _resolve_path(value: str, info: ValidationInfo) -> str:
-    """Paths and URLs as given; relative local paths against the dagger file's folder."""
-    if "://" in value or os.path.isabs(value):
-        return value
-    base_dir = (info.context or {}).get("base_dir")
-    return str(Path(base_dir, value).resolve()) if base_dir else value
 
 
 class InvalidRecordPolicy(_Model):
@@ -101,6 +50,8 @@ class _StreamBase(_Model):
     """Full name of the protobuf message of each record, e.g. `dagger.examples.BookingLogMessage`."""
     event_time_field: str = Field(min_length=1)
     """A `google.protobuf.Timestamp` field (dotted path for nested fields) copied into the rowtime column."""
+    pre_processors: list[Transformer] = Field(default_factory=list)
+    """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
 
 
 class KafkaStream(_StreamBase):
@@ -142,6 +93,16 @@ class KafkaStream(_StreamBase):
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value
+
+    @model_validator(mode="after")
+    def _invalid_record_filter_drops(self) -> KafkaStream:
+        """Dagger's invalid-record filter is this stream's `drop` policy (records counted per table)."""
+        if any(isinstance(step, InvalidRecordFilter) for step in self.pre_processors):
+            if "invalid_records" not in self.model_fields_set:
+                object.__setattr__(self, "invalid_records", InvalidRecordPolicy(action="drop"))
+            elif self.invalid_records.action == "fail":
+                raise ValueError("an invalid_record_filter pre-processor needs invalid_records.action 'drop'")
+        return self
 
     @model_validator(mode="after")
     def _one_topic_selector(self) -> KafkaStream:
@@ -200,6 +161,38 @@ class KafkaSink(_Model):
     key_proto_message: str | None = None
     """Optional key message, filled from the same columns; without it records have no key."""
     producer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
+    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
+    a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka.py`)."""
+    marker_topic: str | None = Field(default=None, min_length=1)
+    """exactly_once only: topic of the commit markers, on the same cluster; default
+    `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
+
+    @model_validator(mode="after")
+    def _delivery_settings(self) -> KafkaSink:
+        if self.delivery == "at_least_once":
+            if self.marker_topic is not None:
+                raise ValueError("'marker_topic' is only used with delivery: exactly_once")
+            return self
+        config = {key.strip(): value for key, value in self.producer_config.items()}
+        if "transactional.id" in config:
+            raise ValueError(
+                "producer_config 'transactional.id' conflicts with delivery: exactly_once, which sets one "
+                "per Spark partition (it fences earlier attempts of the same task)"
+            )
+        if str(config.get("enable.idempotence", "true")).strip().lower() not in ("true", "1"):
+            raise ValueError(
+                "producer_config 'enable.idempotence' must stay true with delivery: exactly_once "
+                "(Kafka transactions need the idempotent producer)"
+            )
+        for key in ("acks", "request.required.acks"):
+            if str(config.get(key, "all")).strip().lower() not in ("all", "-1"):
+                raise ValueError(f"producer_config '{key}' must be 'all' with delivery: exactly_once")
+        return self
+
+    @property
+    def resolved_marker_topic(self) -> str:
+        return self.marker_topic or f"{self.topic}.dagger-commits"
 
 
 class LogSink(_Model):
@@ -207,15 +200,6 @@ class LogSink(_Model):
 
     kind: Literal["log"]
     max_rows_per_batch: PositiveInt = 20
-
-
-def _http_url(value: str) -> str:
-    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-        raise ValueError("expected an http:// or https:// URL")
-    return value.rstrip("/")
-
-
-HttpUrl = Annotated[str, AfterValidator(_http_url)]
 
 
 class _BatchedSink(_Model):
@@ -273,11 +257,23 @@ class BigQuerySink(_BatchedSink):
     location: str | None = None
     endpoint: HttpUrl | None = None
     """API endpoint, for emulators; default Google's. Credentials come from the environment."""
+    write_endpoint: HttpUrl | None = None
+    """Storage Write API (gRPC) endpoint as `http://host:port` (plaintext) or `https://host:port`, for
+    emulators; default Google's. Required when `endpoint` is plaintext `http://`."""
     create_table: bool = True
     partition_field: str | None = None
     """TIMESTAMP/DATE column to partition the table by; none means an unpartitioned table."""
     partition_type: Literal["HOUR", "DAY", "MONTH", "YEAR"] = "DAY"
     clustering_fields: list[str] = Field(default_factory=list, max_length=4)
+
+    @model_validator(mode="after")
+    def _write_endpoint_with_emulator(self) -> BigQuerySink:
+        if self.endpoint and self.endpoint.startswith("http://") and not self.write_endpoint:
+            raise ValueError(
+                "a plaintext 'endpoint' (an emulator) needs 'write_endpoint' too: rows are written through "
+                "the Storage Write API (gRPC), which would otherwise go to Google"
+            )
+        return self
 
 
 class ElasticsearchSink(_BatchedSink):
@@ -389,6 +385,8 @@ class DaggerSpec(_Model):
     window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
     sinks: list[Sink] = Field(min_length=1)
     checks: DaggerChecks = Field(default_factory=DaggerChecks)
+    post_processors: PostProcessors = Field(default_factory=PostProcessors)
+    """Enrichment and transformers on the SQL result, before the sinks (Dagger's order; see README)."""
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
     per_topic: bool = False
     """Template dagger: one instance per topic matching the Kafka stream's `topic_pattern`, each with its
@@ -491,7 +489,10 @@ def _key_path(location: tuple[int | str, ...], tags: set[str]) -> str:
 
 
 def format_validation_error(source: str, error: ValidationError) -> str:
-    tags = {"kafka", "parquet", "log", "influx", "bigquery", "elasticsearch"}
+    tags = {
+        *("kafka", "parquet", "log", "influx", "bigquery", "elasticsearch"),
+        *("invalid_record_filter", "deduplicate", "hash", "clear_column", "sql", "custom", "plugin"),
+    }
     lines = [f"{source}: invalid dagger ({error.error_count()} problem(s))"]
     for item in error.errors():
         where = _key_path(item["loc"], tags)

@@ -281,3 +281,23 @@ def test_client_settings_merge_key_by_key_and_the_dagger_file_wins(descriptor_se
         "security.protocol": "SSL",
         "sasl.mechanism": "SCRAM-SHA-512",
     }
+
+
+def test_processors_become_stages_between_the_stream_the_sql_and_the_sinks(
+    tmp_path: Path, kafka, descriptor_set
+):
+    stream = {"topics": ["t"], "pre_processors": [{"kind": "clear_column", "column": "customer_id"}]}
+    post = {"internal": [{"output_field": "id", "type": "sql", "value": "order_id"}]}
+    write_orders_dagger(
+        tmp_path, "processed", kafka.bootstrap_servers, descriptor_set, stream, post_processors=post
+    )
+    graph = build_definitions(tmp_path).resolve_asset_graph()
+
+    def key(*path: str) -> AssetKey:
+        return AssetKey(["processed", *path])
+
+    assert graph.get(key("preprocessed", "orders")).parent_keys == {key("stream", "orders")}
+    assert graph.get(key("sql")).parent_keys == {key("preprocessed", "orders")}
+    assert graph.get(key("postprocessed")).parent_keys == {key("sql")}
+    assert graph.get(key("sink", "0_log")).parent_keys == {key("postprocessed")}
+    assert graph.get(key("postprocessed")).metadata["post_processors"] == "internal x1"

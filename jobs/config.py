@@ -1,0 +1,76 @@
+"""Value types shared by every part of a dagger file: strict models, durations, identifiers, URLs, paths."""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationInfo,
+)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_DURATION_S = 365 * 86400
+
+
+class ConfigModel(BaseModel):
+    """A part of a dagger file: unknown keys are errors, values never change after validation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _parse_duration(value: Any) -> Any:
+    """Accept `10s`, `500ms`, `2m`, `1h`, `1d` or a number of seconds."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value)):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise ValueError("expected a duration such as '10s', '500ms', '2m' or '1h'")
+    if not 0 <= seconds <= MAX_DURATION_S:
+        raise ValueError(f"duration must be between 0 and {MAX_DURATION_S // 86400} days")
+    return timedelta(seconds=seconds)
+
+
+Duration = Annotated[timedelta, BeforeValidator(_parse_duration)]
+SqlIdentifier = Annotated[str, Field(pattern=_SQL_IDENTIFIER)]
+
+
+def _client_config_value(value: Any) -> str | int | float | bool:
+    if isinstance(value, str | int | float | bool):
+        return value
+    raise ValueError("expected a string, number or boolean")
+
+
+ClientConfigValue = Annotated[str | int | float | bool, PlainValidator(_client_config_value)]
+"""A librdkafka-style client setting, passed through as it is."""
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+        raise ValueError("expected an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+def resolve_path(value: str, info: ValidationInfo) -> str:
+    """Paths and URLs as given; relative local paths against the dagger file's folder."""
+    if "://" in value or os.path.isabs(value):
+        return value
+    base_dir = (info.context or {}).get("base_dir")
+    return str(Path(base_dir, value).resolve()) if base_dir else value

@@ -1,0 +1,94 @@
+"""Post-processors on the SQL result, in Dagger's order: external enrichments (http, elasticsearch,
+postgres, grpc), internal sources, transformers.
+
+With any external or internal source, the output is rebuilt as in Dagger: the enrichments' output fields
+(in that order), then the internal sources' fields; an internal `sql` source with `output_field: "*"` and
+`value: "*"` puts every SQL column there instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.processors.config import (
+    ElasticsearchEnrichment,
+    GrpcEnrichment,
+    HttpEnrichment,
+    InternalSource,
+    PostgresEnrichment,
+    PostProcessors,
+)
+from jobs.processors.transformers import TransformContext, apply_transformer
+
+POST_TABLE = "data_stream"
+
+
+def apply_post_processors(frame: DataFrame, post: PostProcessors, context: TransformContext) -> DataFrame:
+    sql_columns = frame.columns
+    kinds = [
+        ("http", post.http),
+        ("elasticsearch", post.elasticsearch),
+        ("postgres", post.postgres),
+        ("grpc", post.grpc),
+    ]
+    for kind, enrichments in kinds:
+        for index, enrichment in enumerate(enrichments):
+            frame = _enrich(frame, enrichment, replace(context, key=f"post_processors.{kind}[{index}]"))
+    if post.reshapes_output:
+        outputs = [
+            F.col(f"`{name}`") for enrichment in post.enrichments for name in enrichment.output_mapping
+        ]
+        for index, source in enumerate(post.internal):
+            outputs.extend(
+                _internal(source, sql_columns, replace(context, key=f"post_processors.internal[{index}]"))
+            )
+        frame = frame.select(*outputs)
+    for index, transformer in enumerate(post.transformers):
+        frame = apply_transformer(
+            frame, transformer, replace(context, key=f"post_processors.transformers[{index}]")
+        )
+    return frame
+
+
+def _enrich(
+    frame: DataFrame,
+    enrichment: HttpEnrichment | ElasticsearchEnrichment | PostgresEnrichment | GrpcEnrichment,
+    context: TransformContext,
+) -> DataFrame:
+    if isinstance(enrichment, HttpEnrichment):
+        from jobs.processors.enrichment.http import enrich_http
+
+        return enrich_http(frame, enrichment, context)
+    if isinstance(enrichment, ElasticsearchEnrichment):
+        from jobs.processors.enrichment.elasticsearch import enrich_elasticsearch
+
+        return enrich_elasticsearch(frame, enrichment, context)
+    if isinstance(enrichment, PostgresEnrichment):
+        from jobs.processors.enrichment.postgres import enrich_postgres
+
+        return enrich_postgres(frame, enrichment, context)
+    from jobs.processors.enrichment.grpc import enrich_grpc
+
+    return enrich_grpc(frame, enrichment, context)
+
+
+def _internal(source: InternalSource, sql_columns: list[str], context: TransformContext) -> list[Column]:
+    if source.type == "sql":
+        if source.value == "*":
+            every = [F.col(f"`{name}`") for name in sql_columns]
+            return every if source.output_field == "*" else [F.struct(*every).alias(source.output_field)]
+        if source.value not in sql_columns:
+            raise context.error(
+                f"internal sql source: no column {source.value!r} in the SQL result "
+                f"(columns: {', '.join(sql_columns)})"
+            )
+        return [F.col(f"`{source.value}`").alias(source.output_field)]
+    if source.type == "constant":
+        return [F.lit(source.value).alias(source.output_field)]
+    if source.value == "CURRENT_TIMESTAMP":
+        return [F.current_timestamp().alias(source.output_field)]
+    every = [F.col(f"`{name}`") for name in sql_columns]
+    return [F.to_json(F.struct(*every)).alias(source.output_field)]  # JSON_PAYLOAD
