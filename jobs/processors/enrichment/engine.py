@@ -111,7 +111,7 @@ def enrich(frame: DataFrame, plan: EnrichmentPlan) -> DataFrame:
     check_variables(frame, plan.name, plan.variables)
     schema = output_schema(frame, plan.outputs, plan.name)
     input_names = frame.columns
-    output_types = [to_arrow_type(schema[name].dataType) for name in plan.outputs]
+    output_types = [to_arrow_type(schema[name].dataType, timezone="UTC") for name in plan.outputs]
 
     def enrich_partition(batches):
         for batch in batches:
