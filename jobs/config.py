@@ -15,6 +15,8 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
+    TypeAdapter,
+    ValidationError,
     ValidationInfo,
 )
 
@@ -22,6 +24,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_DURATION_S = 365 * 86400
+_ISO_DURATION = TypeAdapter(timedelta)
 
 
 class ConfigModel(BaseModel):
@@ -38,6 +41,12 @@ def _parse_duration(value: Any) -> Any:
         seconds = float(value)
     elif isinstance(value, str) and (match := _DURATION.match(value)):
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    elif isinstance(value, str) and value.startswith("P"):
+        # ISO 8601 (`PT30S`): how a validated model's durations come back from JSON, e.g. on executors.
+        try:
+            seconds = _ISO_DURATION.validate_python(value).total_seconds()
+        except ValidationError:
+            raise ValueError("expected a duration such as '10s', '500ms', '2m' or '1h'") from None
     else:
         raise ValueError("expected a duration such as '10s', '500ms', '2m' or '1h'")
     if not 0 <= seconds <= MAX_DURATION_S:

@@ -735,3 +735,15 @@ def test_restart_policy_keys_are_validated() -> None:
         "restart.max_attempts: Input should be greater than or equal to 0 (got -1)",
         "restart.backoff_factor: Input should be greater than or equal to 1 (got 0.5)",
     ]
+
+
+def test_durations_survive_a_json_round_trip_to_the_executors() -> None:
+    # Streams travel to Spark's executors as JSON, where durations come back as ISO 8601 (`PT1M30S`).
+    stream = parse_dagger(
+        document(
+            streams=[kafka_stream(pre_processors=[{"kind": "deduplicate", "key_column": "k", "ttl": "90s"}])]
+        ),
+        SOURCE,
+    ).streams[0]
+
+    assert KafkaStream.model_validate_json(stream.model_dump_json()) == stream

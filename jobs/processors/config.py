@@ -49,6 +49,11 @@ class Deduplicate(ConfigModel):
     key_column: str = Field(min_length=1)
     ttl: Duration
 
+    @field_serializer("ttl")
+    def _ttl_seconds(self, value: timedelta) -> float:
+        """Seconds, which `Duration` reads back (a stream travels to the executors as JSON)."""
+        return value.total_seconds()
+
 
 class Hash(ConfigModel):
     """Masks columns with SHA-256 as Dagger does: strings become 64 hex digits; INT and BIGINT become the
@@ -93,7 +98,8 @@ class PluginTransformer(ConfigModel):
     name: str | None = None
     """Name used in errors and logs; default the program's file name."""
     output_schema: str | None = None
-    """The rows the plugin returns, as a Spark DDL schema (`a STRING, b DOUBLE`); default the input's."""
+    """The rows the plugin returns, as a Spark DDL schema (`a STRING, b DOUBLE`); default the input's. A
+    leading `*` stands for the input's columns (`*, tier STRING`)."""
     batch_size: PositiveInt = 1000
     timeout: Duration = timedelta(seconds=30)
     environment: dict[str, str] = Field(default_factory=dict)
