@@ -133,6 +133,9 @@ def dagster(
     daggers.mkdir()
     (home / "dagster.yaml").write_text(_DAGSTER_YAML)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    # The instance's storage is created here, before `dagster dev` starts: two processes creating the same
+    # new SQLite database at once can record two schema heads, and `dagster dev` then refuses to start.
+    instance = DagsterInstance.get()
     port = free_port()
     log = open(tmp_path / "dagster-dev.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
@@ -143,7 +146,7 @@ def dagster(
     )  # fmt: skip
     try:
         client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-        yield DagsterDeployment(client, port, daggers, DagsterInstance.get())
+        yield DagsterDeployment(client, port, daggers, instance)
     finally:
         os.killpg(process.pid, signal.SIGTERM)  # dagster dev and every process it started
         try:

@@ -6,6 +6,7 @@ graceful stop, and the dagger delivered its rows. Screenshots land in `test-arti
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from jobs.schema_registry import SchemaRegistry
 UI_DRIVER = PROJECT_ROOT / "tests" / "ui" / "dagster_flow.mjs"
 ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "ui"
 BOOKINGS = 30  # every third booking is a GO_RIDE, which the example dagger keeps
+DRIVER_TIMEOUT_S = 600  # beyond the sum of the driver's own step timeouts, so its message names the step
 
 
 @pytest.fixture
@@ -50,9 +52,10 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     producer.close()
     dagster.wait_until_up()
 
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # a screenshot left by an earlier run would mislead
     driven = subprocess.run(
         ["node", str(UI_DRIVER), f"http://127.0.0.1:{dagster.port}", "booking_filter", str(ARTIFACTS)],
-        cwd=UI_DRIVER.parent, capture_output=True, text=True, timeout=480,
+        cwd=UI_DRIVER.parent, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S,
     )  # fmt: skip
     assert driven.returncode == 0, f"{driven.stderr}\n(screenshots in {ARTIFACTS})"
     seen = json.loads(driven.stdout.strip().splitlines()[-1])
@@ -61,10 +64,10 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     assert run.status == DagsterRunStatus.CANCELED
     messages = [entry.user_message for entry in dagster.instance.all_logs(run.run_id)]
     assert any("finishing the current micro-batch" in message for message in messages)
-    assert (
-        len([message for message in messages if message.startswith("batch 0 | ")]) == 3
-    )  # max_rows_per_batch
+    first_batch = [message for message in messages if message.startswith("batch 0 | ")]
+    assert len(first_batch) == 3  # the example dagger's log sink shows max_rows_per_batch rows
     assert len(kafka.read_all(topics["output"])) == BOOKINGS // 3
+    assert len(seen["screenshots"]) == 3  # graph, run in progress, run canceled
     for screenshot in map(Path, seen["screenshots"]):
         assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert screenshot.stat().st_size > 20_000  # a rendered page, not a blank one

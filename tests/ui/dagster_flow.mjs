@@ -35,16 +35,17 @@ async function shoot(name) {
   screenshots.push(path);
 }
 
-async function dismissCommunityDialog() {
-  const skip = page.getByRole('button', { name: 'Skip' });
-  if (await skip.isVisible().catch(() => false)) await skip.click();
-}
+// On localhost Dagster opens a "Join the Dagster community" dialog a second after load, at any point of
+// the flow, and its backdrop swallows clicks. The browser remembers a dismissal in localStorage, so a
+// fresh profile says it was dismissed; should the key ever change, the handler clicks "Skip" before any
+// action the dialog would block.
+await context.addInitScript(() => window.localStorage.setItem('communityNux', '"1"'));
+await page.addLocatorHandler(page.getByRole('button', { name: 'Skip', exact: true }), (skip) => skip.click());
 
 try {
   step = 'open the asset graph';
   await page.goto(`${baseUrl}/asset-groups/${group}`);
   await page.getByRole('button', { name: 'Materialize all' }).waitFor({ timeout: 60_000 });
-  await dismissCommunityDialog();
   await page.getByText('sql', { exact: true }).first().waitFor();
   await page.getByText('Loading...').first().waitFor({ state: 'hidden', timeout: 30_000 });
   await shoot('1-asset-graph');
@@ -60,7 +61,6 @@ try {
   step = 'see the run in progress';
   await page.getByText('Started', { exact: true }).first().waitFor({ timeout: 120_000 });
   await page.getByText(/micro-batch|batch \d+ \|/).first().waitFor({ timeout: 120_000 });
-  await dismissCommunityDialog();
   await shoot('2-run-in-progress');
 
   step = 'terminate the run';
