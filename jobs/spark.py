@@ -21,6 +21,11 @@ _DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # transformWithState (the `deduplicate` transformer) runs on RocksDB only; a checkpoint keeps the
+    # provider it was created with, so existing queries are not affected.
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
     "spark.ui.enabled": "false",

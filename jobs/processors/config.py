@@ -19,7 +19,6 @@ from pydantic import (
     Field,
     PositiveInt,
     ValidationInfo,
-    field_serializer,
     field_validator,
     model_validator,
 )
@@ -48,11 +47,6 @@ class Deduplicate(ConfigModel):
     kind: Literal["deduplicate"]
     key_column: str = Field(min_length=1)
     ttl: Duration
-
-    @field_serializer("ttl")
-    def _ttl_seconds(self, value: timedelta) -> float:
-        """Seconds, which `Duration` reads back (a stream travels to the executors as JSON)."""
-        return value.total_seconds()
 
 
 class Hash(ConfigModel):
@@ -105,11 +99,6 @@ class PluginTransformer(ConfigModel):
     environment: dict[str, str] = Field(default_factory=dict)
     arguments: dict[str, Any] = Field(default_factory=dict)
     """Sent to the plugin in `initialize`, as JSON."""
-
-    @field_serializer("timeout")
-    def _timeout_seconds(self, value: timedelta) -> float:
-        """Seconds, which `Duration` reads back (a stream travels to the executors as JSON)."""
-        return value.total_seconds()
 
     @field_validator("command")
     @classmethod
