@@ -147,7 +147,7 @@ def _output_mapping(value: Any) -> Any:
     return value
 
 
-class _Enrichment(ConfigModel):
+class Enrichment(ConfigModel):
     """What every external enrichment shares (Dagger's names)."""
 
     capacity: PositiveInt = 20
@@ -180,7 +180,7 @@ def _check_variables(pattern: str | None, variables: list[str], pattern_key: str
         )
 
 
-class HttpEnrichment(_Enrichment):
+class HttpEnrichment(Enrichment):
     """A call to an HTTP API per row; `%s` in the patterns are filled from the row's columns."""
 
     endpoint: HttpUrl
@@ -207,7 +207,7 @@ class HttpEnrichment(_Enrichment):
         return self
 
 
-class ElasticsearchEnrichment(_Enrichment):
+class ElasticsearchEnrichment(Enrichment):
     """A document looked up per row: GET `endpoint_pattern` (e.g. `/customers/_doc/%s`) on `hosts`."""
 
     hosts: list[HttpUrl] = Field(min_length=1)
@@ -224,7 +224,7 @@ class ElasticsearchEnrichment(_Enrichment):
         return self
 
 
-class PostgresEnrichment(_Enrichment):
+class PostgresEnrichment(Enrichment):
     """A query per row; each `%s` in `query_pattern` is a bound parameter (never spliced into the SQL)."""
 
     host: str = Field(min_length=1)
@@ -242,7 +242,7 @@ class PostgresEnrichment(_Enrichment):
         return self
 
 
-class GrpcEnrichment(_Enrichment):
+class GrpcEnrichment(Enrichment):
     """A unary gRPC call per row; the request is `request_pattern` (JSON) with `%s` filled from columns,
     parsed into `request_message`; the response is mapped as JSON."""
 

@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
-from jobs.processors.config import OutputField
+from jobs.processors.config import Enrichment, OutputField
 
 
 class EnrichmentError(RuntimeError):
@@ -79,6 +79,31 @@ class EnrichmentPlan:
     make_caller: Callable[[], Caller]
     extract: Callable[[Any, str], Any]
     """The value at an output path in an answer; raise `KeyError` when the path is missing."""
+
+    @classmethod
+    def for_config(
+        cls,
+        config: Enrichment,
+        key: str,
+        variables: Sequence[str],
+        caller_key: str,
+        make_caller: Callable[[], Caller],
+        extract: Callable[[Any, str], Any],
+    ) -> EnrichmentPlan:
+        """The plan of an enrichment configured at `key`, with the settings every kind shares."""
+        return cls(
+            name=key,
+            variables=list(variables),
+            outputs=dict(config.output_mapping),
+            capacity=config.capacity,
+            timeout_s=config.stream_timeout.total_seconds(),
+            max_retries=config.max_retries,
+            retry_backoff_s=config.retry_backoff.total_seconds(),
+            fail_on_errors=config.fail_on_errors,
+            caller_key=caller_key,
+            make_caller=make_caller,
+            extract=extract,
+        )
 
 
 def output_schema(frame: DataFrame, outputs: dict[str, OutputField], name: str) -> StructType:

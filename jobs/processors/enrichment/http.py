@@ -364,15 +364,10 @@ def enrich_http(frame: DataFrame, config: HttpEnrichment, context: TransformCont
         connect_timeout_s=config.connect_timeout.total_seconds(),
         timeout_s=config.stream_timeout.total_seconds(),
     )
-    plan = EnrichmentPlan(
-        name=context.key,
-        variables=[*config.endpoint_variables, *config.request_variables, *config.header_variables],
-        outputs=dict(config.output_mapping),
-        capacity=config.capacity,
-        timeout_s=config.stream_timeout.total_seconds(),
-        max_retries=config.max_retries,
-        retry_backoff_s=config.retry_backoff.total_seconds(),
-        fail_on_errors=config.fail_on_errors,
+    plan = EnrichmentPlan.for_config(
+        config,
+        context.key,
+        [*config.endpoint_variables, *config.request_variables, *config.header_variables],
         caller_key=settings.key,
         make_caller=functools.partial(HttpCaller, settings),
         extract=extract_json_path,

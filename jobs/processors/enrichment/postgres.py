@@ -342,15 +342,10 @@ def enrich_postgres(frame: DataFrame, config: PostgresEnrichment, context: Trans
     text_columns = frozenset(
         output.path for output in config.output_mapping.values() if _TEXT_TYPE.fullmatch(output.type)
     )
-    plan = EnrichmentPlan(
-        name=context.key,
-        variables=list(config.query_variables),
-        outputs=dict(config.output_mapping),
-        capacity=config.capacity,
-        timeout_s=config.stream_timeout.total_seconds(),
-        max_retries=config.max_retries,
-        retry_backoff_s=config.retry_backoff.total_seconds(),
-        fail_on_errors=config.fail_on_errors,
+    plan = EnrichmentPlan.for_config(
+        config,
+        context.key,
+        list(config.query_variables),
         caller_key=settings.key,
         make_caller=functools.partial(PostgresCaller, settings),
         extract=functools.partial(extract_column, text_columns),
