@@ -110,12 +110,15 @@ class KafkaHelper:
             producer.produce(topic, **arguments)
         assert producer.flush(30) == 0
 
-    def read_all(self, topic: str, timeout_s: float = 30.0) -> list[Message]:
+    def read_all(
+        self, topic: str, timeout_s: float = 30.0, isolation_level: str = "read_uncommitted"
+    ) -> list[Message]:
         """Every record of every partition, read to the end (in partition, offset order)."""
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap_servers,
                 "group.id": f"reader-{uuid.uuid4().hex}",
+                "isolation.level": isolation_level,
                 "enable.partition.eof": True,
                 "enable.auto.commit": False,
                 "log_level": 3,

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Message, Producer
 
 from jobs.runner import DaggerQueryError
 from jobs.sinks import kafka as kafka_sink_module
@@ -49,33 +48,9 @@ def exactly_once_dagger(make_dagger, kafka, source: str, sink: str, sql: str = S
     )
 
 
-def read_committed(bootstrap_servers: str, topic: str, timeout_s: float = 20.0) -> list[Message]:
+def read_committed(kafka, topic: str) -> list[Message]:
     """Every record a read_committed consumer sees, in partition and offset order."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": f"reader-{uuid.uuid4().hex}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "log_level": 3,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
-        pending, records = set(partitions), []
-        deadline = time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=0.2):
-                if message.error() is None:
-                    records.append(message)
-                elif message.error().code() == KafkaError._PARTITION_EOF:
-                    pending.discard(message.partition())
-        assert not pending, f"partitions {pending} of {topic} not read to the end"
-        return sorted(records, key=lambda record: (record.partition(), record.offset()))
-    finally:
-        consumer.close()
+    return kafka.read_all(topic, isolation_level="read_committed")
 
 
 def headers(record: Message) -> dict[str, str]:
@@ -83,10 +58,7 @@ def headers(record: Message) -> dict[str, str]:
 
 
 def markers(kafka, sink_topic: str) -> list[dict]:
-    return [
-        json.loads(record.value())
-        for record in read_committed(kafka.bootstrap_servers, f"{sink_topic}.dagger-commits")
-    ]
+    return [json.loads(record.value()) for record in read_committed(kafka, f"{sink_topic}.dagger-commits")]
 
 
 def order_ids(registry, records: list[Message]) -> list[str]:
@@ -121,7 +93,7 @@ def test_every_row_is_in_one_marked_attempt_and_read_committed_once(
     kafka.produce(source, order_payloads(registry, 12, 6), partition=lambda index: index % 2)
     running.process_available()
 
-    records = read_committed(kafka.bootstrap_servers, sink)
+    records = read_committed(kafka, sink)
     marker_list = markers(kafka, sink)
     assert order_ids(registry, marked(records, marker_list)) == expected_ids(18)
     assert len(marked(records, marker_list)) == len(records)  # no crash: nothing unmarked either
@@ -154,7 +126,7 @@ def test_a_replayed_batch_whose_markers_are_committed_is_skipped(kafka, registry
     second = start_dagger(spec)
     second.process_available()
     second.run.stop()
-    before = read_committed(kafka.bootstrap_servers, sink)
+    before = read_committed(kafka, sink)
     markers_before = markers(kafka, sink)
     assert order_ids(registry, marked(before, markers_before)) == expected_ids(6)
 
@@ -163,7 +135,7 @@ def test_a_replayed_batch_whose_markers_are_committed_is_skipped(kafka, registry
     third.process_available()
     third.run.stop()
     assert [(report.batch_id, report.input_rows) for report in third.run.reports] == [(1, 3)]  # replayed
-    after = read_committed(kafka.bootstrap_servers, sink)
+    after = read_committed(kafka, sink)
     assert [(r.offset(), r.value(), headers(r)) for r in after] == [
         (r.offset(), r.value(), headers(r)) for r in before
     ]  # not one record, not one attempt more
@@ -220,7 +192,7 @@ def test_rows_of_a_transaction_cut_short_by_a_crash_are_not_counted_and_the_batc
     replay.run.stop()
     assert [(report.batch_id, report.input_rows) for report in replay.run.reports] == [(1, 4)]
 
-    records = read_committed(kafka.bootstrap_servers, sink)
+    records = read_committed(kafka, sink)
     marker_list = markers(kafka, sink)
     crashed_rows = [record for record in records if headers(record) == crashed]
     assert len(crashed_rows) in (0, 2)  # 2 on tansu, which shows aborted records; 0 on real Kafka
@@ -284,7 +256,7 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
             consumer.close()
         kafka_sink_module._consumers.clear()
 
-    records = read_committed(kafka.bootstrap_servers, sink_topic)
+    records = read_committed(kafka, sink_topic)
     marker_list = markers(kafka, sink_topic)
     assert [(m["batch"], m["partition"], m["records"]) for m in marker_list] == [(0, 0, 3), (1, 0, 3)]
     assert order_ids(registry, marked(records, marker_list)) == expected_ids(6)
