@@ -46,8 +46,8 @@ def iso(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None).isoformat()
 
 
-def dedup(key_column: str, ttl: str) -> dict:
-    return {"kind": "deduplicate", "key_column": key_column, "ttl": ttl}
+def dedup(key_column: str, ttl: str, clock: str = "processing_time") -> dict:
+    return {"kind": "deduplicate", "key_column": key_column, "ttl": ttl, "clock": clock}
 
 
 def batch_times_ms(running) -> list[int]:
@@ -158,13 +158,47 @@ def test_deduplicate_remembers_the_keys_it_has_seen_across_a_restart(
     assert rows(restarted) == [{"order_id": "o3", "customer_id": "c3"}]
 
 
-def test_pre_processors_keep_the_watermark_for_windows_in_the_sql(kafka, registry, make_dagger, start_dagger):
+def test_deduplicate_in_event_time_remembers_a_key_until_the_watermark_passes_its_first_row_plus_ttl(
+    kafka, registry, make_dagger, start_dagger
+):
+    """ttl 60 s, watermark delay 10 s: a key's duplicates are dropped until the watermark (latest event
+    time - 10 s) passes its first row's event time + 60 s, across a restart."""
+    topic = kafka.new_topic("dedup-event-time")
+    spec = make_dagger(
+        streams=[orders(kafka, topic, pre_processors=[dedup("customer_id", "60s", "event_time")])],
+        sql="SELECT order_id FROM orders",
+        watermark_delay="10s",
+        sinks=LOG,
+    )
+    running = start_dagger(spec)
+    steps = [
+        [(0, "a"), (1, "b"), (2, "a")],  # o2 repeats a within the batch
+        [(30, "a"), (40, "c")],  # watermark -> START+30: a (first at START+0) is still remembered
+        [(45, "a")],
+        [(200, "d")],  # watermark -> START+190: a and b are forgotten (START+0/1 + 60 s)
+    ]
+    for customers in steps:
+        kafka.produce(topic, orders_with(registry, customers))
+        running.process_available()
+    running.run.stop()
+
+    kafka.produce(topic, orders_with(registry, [(195, "a"), (196, "d"), (197, "b")]))
+    restarted = start_dagger(spec)  # same checkpoint: d (first at START+200) is still remembered
+    restarted.process_available()
+    passed = [row["order_id"] for row in rows(running) + rows(restarted)]
+    assert sorted(passed) == sorted(["o0", "o1", "o40", "o200", "o195", "o197"])
+
+
+@pytest.mark.parametrize("clock", ["processing_time", "event_time"])
+def test_pre_processors_keep_the_watermark_for_windows_in_the_sql(
+    kafka, registry, make_dagger, start_dagger, clock
+):
     """deduplicate and hash as pre-processors: the windows after them still close on the watermark."""
     topic = kafka.new_topic("dedup-window")
     # o0..o5 at START+0..5 s, customers c0/c1; o1 and o4 sent twice (the second copy later, another amount).
     payloads = orders_with(registry, [(index, f"c{index % 2}") for index in range(6)])
     kafka.produce(topic, [*payloads, payloads[1], payloads[4]])
-    pre = [dedup("order_id", "1h"), {"kind": "hash", "columns": ["customer_id"]}]
+    pre = [dedup("order_id", "1h", clock), {"kind": "hash", "columns": ["customer_id"]}]
     spec = make_dagger(
         streams=[orders(kafka, topic, pre_processors=pre)],
         sql="""
@@ -329,6 +363,12 @@ def test_hash_masks_string_int_bigint_and_nested_columns_as_dagger(
             {"transformers": [{"kind": "hash", "columns": ["order_id", "nope"]}]},
             r"post_processors\.transformers\[0\]: hash: no column 'nope' "
             r"\(columns: order_id, amount, created_at\)",
+        ),
+        (
+            [],
+            {"transformers": [dedup("order_id", "1m", "event_time")]},
+            r"post_processors\.transformers\[0\]: deduplicate: clock 'event_time' needs the stream's "
+            r"event-time column among the columns \(columns: order_id, amount, created_at\)",
         ),
         (
             [],

@@ -23,22 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from pyspark.sql import DataFrame
 
 from jobs.processors.config import ElasticsearchEnrichment
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
-from jobs.processors.enrichment.http import (
-    Lanes,
-    check_output_paths,
-    excerpt,
-    extract_json_path,
-    fill,
-    json_answer,
-    quoted,
-    retryable_status,
-    send,
-)
+from jobs.processors.enrichment.http import check_output_paths, extract_json_path, fill, quoted
+from jobs.processors.enrichment.transport import HttpPool, retryable_status
 from jobs.processors.transformers import TransformContext
 
 _FAILOVER_STATUSES = frozenset({502, 503, 504})
@@ -62,14 +52,19 @@ class ElasticsearchSettings:
 
 
 class ElasticsearchCaller:
-    """Up to `capacity` connections to each host (see `Lanes`; the engine keeps at most `capacity` calls in
-    flight in all), kept on the worker's event loop."""
+    """Up to `capacity` connections to each host (the engine keeps at most `capacity` calls in flight in
+    all), kept on the worker's event loop."""
 
     def __init__(self, settings: ElasticsearchSettings) -> None:
         self.settings = settings
-        auth = httpx.BasicAuth(settings.username, settings.password or "") if settings.username else None
-        self.lanes = {
-            host: Lanes(settings.capacity, settings.connect_timeout_s, settings.timeout_s, auth)
+        self.pools = {
+            host: HttpPool(
+                settings.capacity,
+                settings.connect_timeout_s,
+                settings.timeout_s,
+                settings.username,
+                settings.password,
+            )
             for host in settings.hosts
         }
         self._turns = itertools.cycle(range(len(settings.hosts)))
@@ -84,28 +79,28 @@ class ElasticsearchCaller:
             host = hosts[(first + turn) % len(hosts)]
             url = host + path
             try:
-                response = await send(self.lanes[host], "GET", url, headers={"Accept": "application/json"})
+                reply = await self.pools[host].send("GET", url, headers={"Accept": "application/json"})
             except CallFailed as error:
                 if not error.retryable:
                     raise
                 problems.append(str(error))
                 continue
-            status = response.status_code
+            status = reply.status
             if status in _FAILOVER_STATUSES:
                 problems.append(f"GET {url} answered HTTP {status}")
                 continue
             if status == 200:
-                return json_answer("GET", url, response)
+                return reply.json("GET", url)
             if 200 <= status < 300:
                 raise NoAnswer  # Dagger reads only 200 answers; the row goes on unchanged
             raise CallFailed(
-                f"GET {url} answered HTTP {status}: {excerpt(response)}", retryable=retryable_status(status)
+                f"GET {url} answered HTTP {status}: {reply.excerpt()}", retryable=retryable_status(status)
             )
         raise CallFailed("no host answered: " + "; ".join(problems))
 
     async def close(self) -> None:
-        for lanes in self.lanes.values():
-            await lanes.aclose()
+        for pool in self.pools.values():
+            await pool.close()
 
 
 def enrich_elasticsearch(

@@ -19,6 +19,8 @@ A kind plugs in a `Caller`: given one row's variables, return the answer as a JS
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -193,29 +195,32 @@ def _column(values: list[Any], arrow_type: pa.DataType, plan: EnrichmentPlan, co
 
 
 async def _call_all(plan: EnrichmentPlan, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """Every row's answer, in row order, from `capacity` lanes that each take the next row to call."""
     caller = await _worker_caller(plan)
-    limit = asyncio.Semaphore(plan.capacity)
+    answers: list[Any] = [_SKIPPED] * len(rows)
+    next_rows = iter(enumerate(rows))  # shared by the lanes: each row is taken by exactly one
 
-    async def one(variables: tuple[Any, ...]) -> Any:
-        if variables and all(value is None or value == "" for value in variables):
-            return _SKIPPED
-        async with limit:
-            return await _call_with_retries(plan, caller, variables)
+    async def lane() -> None:
+        for index, variables in next_rows:
+            if not (variables and all(value is None or value == "" for value in variables)):
+                answers[index] = await _call_with_retries(plan, caller, variables)
 
-    calls = [asyncio.ensure_future(one(variables)) for variables in rows]
+    lanes = [asyncio.ensure_future(lane()) for _ in range(min(plan.capacity, len(rows)))]
     try:
-        return await asyncio.gather(*calls)
+        await asyncio.gather(*lanes)
     except BaseException:
-        for call in calls:  # a failed batch stops its other calls rather than leave them running
-            call.cancel()
+        for running in lanes:  # a failed batch stops its other calls rather than leave them running
+            running.cancel()
         raise
+    return answers
 
 
 async def _call_with_retries(plan: EnrichmentPlan, caller: Caller, variables: tuple[Any, ...]) -> Any:
     attempt = 0
     while True:
         try:
-            return await asyncio.wait_for(caller.call(variables), plan.timeout_s)
+            async with asyncio.timeout(plan.timeout_s):
+                return await caller.call(variables)
         except NoAnswer:
             return _SKIPPED
         except (CallFailed, TimeoutError, OSError) as error:
@@ -242,7 +247,18 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
         if _loop is None:
             _loop = asyncio.new_event_loop()
             threading.Thread(target=_loop.run_forever, name="dagger-enrichment", daemon=True).start()
+            atexit.register(_close_callers)
         return _loop
+
+
+def _close_callers() -> None:
+    """Close connections and pools when the worker exits, rather than leave that to the garbage collector."""
+
+    async def close_all() -> None:
+        await asyncio.gather(*(caller.close() for caller in _callers.values()), return_exceptions=True)
+
+    with contextlib.suppress(Exception):  # the worker is exiting: nothing is left to report to
+        asyncio.run_coroutine_threadsafe(close_all(), _worker_loop()).result(timeout=5)
 
 
 def _run(coroutine: Any) -> Any:

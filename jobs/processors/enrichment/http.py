@@ -21,29 +21,25 @@ kinds that read JSON answers.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import functools
 import hashlib
-import importlib.util
 import json
 import re
-import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 from jsonpath_ng import jsonpath as jp
 from jsonpath_ng.ext import parse as parse_json_path
 from pyspark.sql import DataFrame
 
 from jobs.processors.config import HttpEnrichment, OutputField
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
+from jobs.processors.enrichment.transport import HttpPool, retryable_status
 from jobs.processors.transformers import TransformContext
 
 # --------------------------------------------------------------------------------------------------------
@@ -180,91 +176,6 @@ class HttpSettings:
         return "http:" + hashlib.sha256(repr(self).encode()).hexdigest()
 
 
-def _remember_that_sniffio_is_missing() -> None:
-    """httpcore tries `import sniffio` on every request; when the package is not installed, every failed
-    import searches `sys.path` again (a third of a call's CPU time). A `None` entry in `sys.modules` is
-    Python's own record of a module that is not there: the import then fails at once."""
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
-_remember_that_sniffio_is_missing()
-
-
-class Lanes:
-    """Up to `size` HTTP clients of one connection each, each lent to one request at a time (the most
-    recently returned first, so warm connections are reused): at most `size` connections and requests in
-    flight, like one client with a pool of `size`, but httpx's shared pool costs CPU in proportion to its
-    connections on every request (4x the CPU per call at 50 connections)."""
-
-    def __init__(
-        self, size: int, connect_timeout_s: float, timeout_s: float, auth: httpx.Auth | None = None
-    ) -> None:
-        self._free = asyncio.Semaphore(size)
-        self._idle: list[httpx.AsyncClient] = []
-        self._clients: list[httpx.AsyncClient] = []
-        self._options: dict[str, Any] = {
-            "limits": httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            "timeout": httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            # Like Dagger's client: no proxies or settings from the environment.
-            "trust_env": False,
-            "auth": auth,
-        }
-
-    @contextlib.asynccontextmanager
-    async def client(self) -> AsyncIterator[httpx.AsyncClient]:
-        async with self._free:
-            client = self._idle.pop() if self._idle else self._new()
-            try:
-                yield client
-            finally:
-                self._idle.append(client)
-
-    def _new(self) -> httpx.AsyncClient:
-        if "verify" not in self._options:  # one TLS context for every lane (each costs milliseconds)
-            self._options["verify"] = httpx.create_ssl_context(trust_env=False)
-        client = httpx.AsyncClient(**self._options)
-        self._clients.append(client)
-        return client
-
-    async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
-
-
-def excerpt(response: httpx.Response) -> str:
-    text = response.text.strip().replace("\n", " ")
-    return text if len(text) <= 200 else text[:200] + "..."
-
-
-def retryable_status(status: int) -> bool:
-    return status == 429 or status >= 500
-
-
-async def send(lanes: Lanes, method: str, url: str, **options: Any) -> httpx.Response:
-    """One request; transport errors and timeouts become retryable `CallFailed`s."""
-    try:
-        async with lanes.client() as client:
-            return await client.request(method, url, **options)
-    except httpx.TimeoutException as error:
-        raise CallFailed(f"{method} {url} timed out ({type(error).__name__})") from None
-    except httpx.TransportError as error:
-        raise CallFailed(f"{method} {url}: {type(error).__name__}: {error}") from None
-    except (httpx.HTTPError, httpx.InvalidURL) as error:
-        raise CallFailed(f"{method} {url}: {type(error).__name__}: {error}", retryable=False) from None
-
-
-def json_answer(method: str, url: str, response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise CallFailed(
-            f"{method} {url} answered HTTP {response.status_code} with a body that is not JSON: "
-            f"{excerpt(response)!r}",
-            retryable=False,
-        ) from None
-
-
 def _dynamic_headers(pattern: str, values: Sequence[Any]) -> dict[str, str]:
     filled = fill(pattern, [render(value) for value in values])
     try:
@@ -287,11 +198,11 @@ def _is_json(body: str) -> bool:
 
 
 class HttpCaller:
-    """`capacity` connections to the API (see `Lanes`), kept on the worker's event loop."""
+    """`capacity` connections to the API, kept on the worker's event loop."""
 
     def __init__(self, settings: HttpSettings) -> None:
         self.settings = settings
-        self.lanes = Lanes(settings.capacity, settings.connect_timeout_s, settings.timeout_s)
+        self.pool = HttpPool(settings.capacity, settings.connect_timeout_s, settings.timeout_s)
 
     async def call(self, variables: Sequence[Any]) -> Any:
         settings = self.settings
@@ -318,16 +229,16 @@ class HttpCaller:
         ):
             headers["Content-Type"] = "application/json"
         method = settings.verb.upper()
-        response = await send(self.lanes, method, url, content=body, headers=headers)
-        if not 200 <= response.status_code < 300:
+        reply = await self.pool.send(method, url, body, headers)
+        if not 200 <= reply.status < 300:
             raise CallFailed(
-                f"{method} {url} answered HTTP {response.status_code}: {excerpt(response)}",
-                retryable=retryable_status(response.status_code),
+                f"{method} {url} answered HTTP {reply.status}: {reply.excerpt()}",
+                retryable=retryable_status(reply.status),
             )
-        return json_answer(method, url, response)
+        return reply.json(method, url)
 
     async def close(self) -> None:
-        await self.lanes.aclose()
+        await self.pool.close()
 
 
 # --------------------------------------------------------------------------------------------------------
