@@ -278,6 +278,35 @@ def test_postgres_variables_are_bound_never_spliced_into_the_sql(
     assert pg.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone() == (2,)
 
 
+def test_postgres_makes_one_query_per_row_with_non_empty_variables(
+    kafka, registry, make_dagger, start_dagger, pg, pg_user, pg_table, tmp_path
+):
+    """Each query goes through a function that records its argument: the server's own count of calls."""
+    table = customers(pg_table)
+    calls = pg_table("customer_id text", [])
+    function = f"{calls}_lookup"
+    pg.execute(
+        sql.SQL(
+            "CREATE FUNCTION {function}(wanted text) RETURNS TABLE (name text) LANGUAGE sql AS $$ "
+            "INSERT INTO {calls} VALUES (wanted); "
+            "SELECT c.name FROM {table} c WHERE c.customer_id = wanted $$"
+        ).format(function=sql.Identifier(function), calls=sql.Identifier(calls), table=sql.Identifier(table))
+    )
+    orders = [("o1", "c1", 1.0), ("o2", "", 1.0), ("o3", "c2", 1.0), ("o4", "", 1.0), ("o5", "c1", 1.0)]
+    topic = produce_orders(kafka, registry, orders)
+    source = pg_source(pg_user, f"SELECT name FROM {function}(%s)", ["customer_id"], {"name": "name"})
+    try:
+        running = start_dagger(order_dagger(make_dagger, kafka, topic, {"postgres": [source]}, tmp_path))
+        running.process_available()
+        assert sorted(json.loads(line.split(" | ", 1)[1])["name"] or "" for line in running.logged) == [
+            "", "", "Ada", "Ada", "Bob",
+        ]  # fmt: skip
+        made = pg.execute(sql.SQL("SELECT customer_id FROM {}").format(sql.Identifier(calls))).fetchall()
+        assert sorted(row[0] for row in made) == ["c1", "c1", "c2"]  # the two empty ids made no query
+    finally:
+        pg.execute(sql.SQL("DROP FUNCTION IF EXISTS {}").format(sql.Identifier(function)))
+
+
 def test_postgres_more_than_one_row_is_invalid_configuration(
     kafka, registry, make_dagger, start_dagger, pg_user, pg_table, tmp_path
 ):
