@@ -1,11 +1,484 @@
-"""What the sink benchmarks share: a dagger that is nothing but the sink under test."""
+"""What the benchmarks share.
+
+- The machine they ran on (`machine_description`), recorded with every result: the machine is shared, so
+  the load average at the start belongs to the figures.
+- Input: bookings produced in bulk with event time advancing at a set pace (`produce_bookings`).
+- The hand-written loops' plumbing: a consumer that reads topics to their end (`consume_to_end`), a
+  producer with the dagger Kafka sink's own settings (`warmed_sink_producer`), and `produce_values`.
+- The dagger side: `run_to_end` runs a dagger over a backlog and keeps Spark's progress of every
+  micro-batch, so `PipelineResult` can say where the time went (`durationMs`), measured per batch.
+- `sink_only_dagger` for the sink benchmarks.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import shutil
+import subprocess
 import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from jobs.spec import DaggerSpec, parse_dagger
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from pyspark.sql import SparkSession
+
+from jobs.codec.protobuf import ProtoDecoder
+from jobs.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
+from jobs.runner import DaggerRun, ProgressReport, build_dagger
+from jobs.schema_registry import SchemaRegistry
+from jobs.sinks.kafka import producer_settings
+from jobs.spec import DaggerSpec, KafkaSink, parse_dagger
+
+PARTITIONS = 2
+TRIGGER_EXECUTION = "triggerExecution"
+
+
+def machine_description() -> dict[str, Any]:
+    """Cores, memory, versions and the load average now (1, 5, 15 minutes)."""
+    import pyspark
+
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    return {
+        "cpus": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "memory_gib": round(int(meminfo["MemTotal"].split()[0]) / 1024**2, 1),
+        "python": platform.python_version(),
+        "spark": pyspark.__version__,
+        "java": (java.stderr.splitlines() or ["unknown"])[0],
+        "platform": platform.platform(),
+        "load_average": [round(load, 2) for load in os.getloadavg()],
+    }
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"written to {path}")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Input
+# --------------------------------------------------------------------------------------------------------
+
+
+def produce_bookings(
+    producer: BookingProducer,
+    records: int,
+    chunk: int = 10_000,
+    first_event_time: datetime | None = None,
+    events_per_minute: float | None = None,
+    seed: int = 7,
+) -> float:
+    """`records` bookings numbered from 0; returns the produce rate (events/s, flush included).
+
+    Without `first_event_time` every chunk's event time is now. With it, chunk k is stamped
+    `first_event_time + k * chunk / events_per_minute` minutes (the generator spreads each chunk over the
+    5 s before its stamp), so windows fill and close as the stream is read.
+    """
+    started = time.perf_counter()
+    for start in range(0, records, chunk):
+        event_time = None
+        if first_event_time is not None:
+            if not events_per_minute:
+                raise ValueError("events_per_minute must be set with first_event_time")
+            event_time = first_event_time + timedelta(minutes=start / events_per_minute)
+        producer.produce(booking_batch(start, min(chunk, records - start), event_time, seed))
+    producer.flush(timeout_s=300)
+    return records / (time.perf_counter() - started)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Hand-written loops
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BaselineResult:
+    events: int
+    written: int
+    seconds: float
+    startup_seconds: float
+    """Starting the clients, not counted in `seconds`."""
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "events_per_s": round(self.events_per_s),
+            "seconds": round(self.seconds, 3),
+            "client_startup_seconds": round(self.startup_seconds, 3),
+            "records_written": self.written,
+        }
+
+
+def booking_decoder(registry: SchemaRegistry, fields: Sequence[str]) -> ProtoDecoder:
+    """Decodes only `fields` of each booking, as the dagger's source does for the fields its SQL reads."""
+    return ProtoDecoder(registry.projection(BOOKING_MESSAGE, fields))
+
+
+def fast_consumer(bootstrap_servers: str, group: str, **settings: Any) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 1,
+            "queued.min.messages": 1_000_000,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "log_level": 3,
+            **settings,
+        }
+    )
+
+
+def consume_to_end(
+    consumer: Consumer, topics: Sequence[str], read_chunk: int = 50_000, timeout_s: float = 300.0
+) -> Iterator[list[Message]]:
+    """Every record of `topics` from offset 0, in chunks of at most `read_chunk`, until each partition's end.
+
+    Ends at the partition-EOF events: the broker's ListOffsets cannot be trusted for the end.
+    """
+    pending: set[tuple[str, int]] = set()
+    for topic in topics:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        pending |= {(topic, partition) for partition in partitions}
+    consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in sorted(pending)])
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partitions {sorted(pending)} not read to the end in {timeout_s}s")
+        messages = []
+        for message in consumer.consume(num_messages=read_chunk, timeout=0.5):
+            error = message.error()
+            if error is None:
+                messages.append(message)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                pending.discard((message.topic(), message.partition()))
+            else:
+                raise KafkaException(error)
+        if messages:
+            yield messages
+
+
+def read_values(bootstrap_servers: str, topic: str, timeout_s: float = 300.0) -> list[bytes]:
+    """Every record value of `topic`."""
+    consumer = fast_consumer(bootstrap_servers, f"bench-reader-{topic}")
+    try:
+        return [
+            message.value()
+            for messages in consume_to_end(consumer, [topic], 100_000, timeout_s)
+            for message in messages
+        ]
+    finally:
+        consumer.close()
+
+
+def warmed_sink_producer(bootstrap_servers: str, topic: str, proto_message: str) -> Producer:
+    """A producer with the dagger Kafka sink's settings (the same delivery guarantees) for `topic`.
+
+    It has its producer id before the clock starts: a new idempotent producer waits ~0.5 s for it.
+    """
+    ensure_topic(bootstrap_servers, topic, PARTITIONS)
+    sink = KafkaSink(
+        kind="kafka", bootstrap_servers=bootstrap_servers, topic=topic, proto_message=proto_message
+    )
+    warmup_topic = f"{topic}-warmup"
+    ensure_topic(bootstrap_servers, warmup_topic, 1)
+    producer = Producer(producer_settings(sink))
+    producer.produce(warmup_topic, b"")
+    producer.flush(30)
+    return producer
+
+
+def produce_values(producer: Producer, topic: str, values: Sequence[bytes]) -> None:
+    """Hands `values` to the producer, waiting for deliveries whenever its local queue is full."""
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.poll(0)
+
+
+def flush_or_fail(producer: Producer, bootstrap_servers: str, timeout_s: float = 120.0) -> None:
+    if producer.flush(timeout_s):
+        raise KafkaException(f"output not acknowledged by {bootstrap_servers} within {timeout_s}s")
+
+
+# --------------------------------------------------------------------------------------------------------
+# The dagger side
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PipelineResult:
+    wall_seconds: float
+    progress: list[dict[str, Any]]
+    """The query's progress events (StreamingQueryProgress JSON) of the micro-batches that read rows."""
+
+    @property
+    def batches(self) -> list[ProgressReport]:
+        return [ProgressReport.from_progress(progress) for progress in self.progress]
+
+    @property
+    def events(self) -> int:
+        return sum(report.input_rows for report in self.batches)
+
+    @property
+    def breakdown(self) -> list[dict[str, Any]]:
+        return batch_breakdown(self.progress)
+
+    @property
+    def records_by_partition(self) -> dict[str, int]:
+        """Input records per topic partition: the larger one sets the pace of each micro-batch."""
+        counts: dict[str, int] = {}
+        for source in self.progress[-1]["sources"] if self.progress else []:
+            ends = source["endOffset"]
+            if isinstance(ends, str):  # how Spark reports a Python source's offsets
+                ends = json.loads(ends)
+            for topic, partitions in ends.items():
+                counts.update({f"{topic}[{p}]": end for p, end in partitions.items()})
+        return counts
+
+    @property
+    def overall_events_per_s(self) -> float:
+        return self.events / self.wall_seconds
+
+    @property
+    def steady_events_per_s(self) -> float:
+        """Input rows over trigger time of every micro-batch but the first (Python worker start-up)."""
+        steady = self.batches[1:]
+        if not steady:
+            raise RuntimeError(
+                "only one micro-batch ran: lower --max-records-per-batch to measure steady state"
+            )
+        rows = sum(report.input_rows for report in steady)
+        return rows / (sum(report.duration_ms for report in steady) / 1000)
+
+    def summary(self, baseline: BaselineResult, targets: ThroughputTargets) -> dict[str, Any]:
+        steady = self.steady_events_per_s
+        share = steady / baseline.events_per_s
+        return {
+            "steady_state_events_per_s": round(steady),
+            "overall_events_per_s": round(self.overall_events_per_s),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "steady_state_vs_baseline": round(share, 3),
+            "targets_met": targets.met(steady, share),
+            "steady_state_time_shares": time_shares(self.progress[1:]),
+            "input_records_by_partition": self.records_by_partition,
+            "micro_batches": self.breakdown,
+        }
+
+
+@dataclass(frozen=True)
+class ThroughputTargets:
+    """What the dagger's steady state must reach; None: no target, the figures are for comparison."""
+
+    events_per_s: float | None = None
+    share_of_baseline: float | None = None
+
+    def met(self, events_per_s: float, share_of_baseline: float) -> bool | None:
+        if self.events_per_s is None and self.share_of_baseline is None:
+            return None
+        return (self.events_per_s is None or events_per_s >= self.events_per_s) and (
+            self.share_of_baseline is None or share_of_baseline >= self.share_of_baseline
+        )
+
+    def describe(self) -> str:
+        parts = [] if self.events_per_s is None else [f">= {self.events_per_s:,.0f} events/s"]
+        if self.share_of_baseline is not None:
+            parts.append(f">= {self.share_of_baseline:.0%} of the loop")
+        return " and ".join(parts) or "none"
+
+
+def throughput_summary(
+    records: int,
+    settings: dict[str, Any],
+    machine: dict[str, Any],
+    targets: ThroughputTargets,
+    produce_rate: float,
+    baseline: BaselineResult,
+    fresh: PipelineResult,
+    warm: PipelineResult,
+) -> dict[str, Any]:
+    """A dagger run twice (fresh, then warmed session) against its hand-written loop, as JSON."""
+    return {
+        "records": records,
+        "settings": settings,
+        "machine": machine,
+        "targets": {
+            "steady_state_events_per_s": targets.events_per_s,
+            "share_of_baseline": targets.share_of_baseline,
+            "description": targets.describe(),
+        },
+        "produce_events_per_s": round(produce_rate),
+        "baseline": baseline.summary(),
+        "pipeline_fresh_session": fresh.summary(baseline, targets),
+        "pipeline_warmed_session": warm.summary(baseline, targets),
+    }
+
+
+def print_throughput_summary(summary: dict[str, Any]) -> None:
+    baseline = summary["baseline"]
+    runs = {
+        "fresh session": summary["pipeline_fresh_session"],
+        "warmed session": summary["pipeline_warmed_session"],
+    }
+    for name, run in runs.items():
+        print_batches(name, run["micro_batches"])
+    machine = summary["machine"]
+    print(
+        f"\n{summary['records']:,} bookings, {machine['cpus']} CPUs, load {machine['load_average']}, "
+        f"settings {summary['settings']}"
+    )
+    print(f"  {'':<40}{'events/s':>12}")
+    print(f"  {'produce (BookingProducer)':<40}{summary['produce_events_per_s']:>12,}")
+    print(
+        f"  {'hand-written baseline':<40}{baseline['events_per_s']:>12,}   {baseline['seconds']} s "
+        f"(+{baseline['client_startup_seconds']} s client start-up, not counted)"
+    )
+    for name, run in runs.items():
+        print(
+            f"  {'pipeline, ' + name + ', steady state':<40}{run['steady_state_events_per_s']:>12,}   "
+            f"{run['steady_state_vs_baseline']:.0%} of baseline; time: {run['steady_state_time_shares']}"
+        )
+        overall = f"{run['overall_events_per_s']:>12,}   {run['wall_seconds']} s"
+        print(f"  {'pipeline, ' + name + ', overall':<40}{overall}")
+    if summary["targets"]["description"] != "none":
+        print(
+            f"  targets (steady state {summary['targets']['description']}): "
+            + ", ".join(f"{name} {'met' if run['targets_met'] else 'NOT met'}" for name, run in runs.items())
+        )
+
+
+def batch_breakdown(progress: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where each micro-batch's time went (Spark's durationMs), with its start time and row counts."""
+    return [
+        {
+            "batch_id": p["batchId"],
+            "started": p["timestamp"],
+            "input_rows": p["numInputRows"],
+            "state_rows": sum(operator.get("numRowsTotal", 0) for operator in p.get("stateOperators", [])),
+            **p["durationMs"],
+        }
+        for p in progress
+    ]
+
+
+def time_shares(progress: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Each durationMs phase's share of the summed trigger time of these micro-batches, largest first.
+
+    `triggerExecution` spans one whole micro-batch; the phases inside it are `latestOffset` (asking the
+    broker for ends), `getBatch`, `queryPlanning`, `walCommit` (offset log), `addBatch` (running the
+    batch: read, decode, SQL, sink), `commitOffsets` (commit log); `other` is what no phase covers.
+    """
+    total = sum(p["durationMs"].get(TRIGGER_EXECUTION, 0) for p in progress)
+    if not total:
+        return {}
+    phases: dict[str, int] = {}
+    for p in progress:
+        for phase, ms in p["durationMs"].items():
+            if phase != TRIGGER_EXECUTION:
+                phases[phase] = phases.get(phase, 0) + ms
+    phases["other"] = max(0, total - sum(phases.values()))
+    ordered = sorted(phases.items(), key=lambda item: -item[1])
+    return {phase: round(ms / total, 3) for phase, ms in ordered if ms}
+
+
+def dagger_spec(name: str, descriptor_set: Path, **settings: Any) -> DaggerSpec:
+    return parse_dagger(
+        {"name": name, "schema_registry": {"descriptor_sets": [str(descriptor_set)]}, **settings}, name
+    )
+
+
+def kafka_stream(
+    table: str, topic: str, bootstrap_servers: str, max_records_per_batch: int | None, **settings: Any
+) -> dict[str, Any]:
+    return {
+        "kind": "kafka",
+        "table": table,
+        "proto_message": BOOKING_MESSAGE,
+        "event_time_field": "event_timestamp",
+        "topics": [topic],
+        "bootstrap_servers": bootstrap_servers,
+        "auto_offset_reset": "earliest",
+        "max_records_per_batch": max_records_per_batch,
+        **settings,
+    }
+
+
+def run_to_end(
+    spark: SparkSession,
+    spec: DaggerSpec,
+    registry: SchemaRegistry,
+    records: int,
+    on_batch: Callable[[ProgressReport], None] | None = None,
+) -> PipelineResult:
+    """The dagger over every record of its topics, from a fresh checkpoint; stops once all are written.
+
+    `processAllAvailable` returns only after a trigger that found nothing to run, so the batches that
+    only advance the watermark (and emit the windows it closes) have run too.
+    """
+    checkpoint = tempfile.mkdtemp(prefix="dagger-bench-")
+    try:
+        run = DaggerRun(spark, build_dagger(spark, spec, registry), checkpoint_location=checkpoint)
+        started = time.perf_counter()
+        query = run.start()
+        try:
+            run.process_available()
+            wall_seconds = time.perf_counter() - started
+            # Read from the query itself: listener events (DaggerRun.reports) may still be in flight.
+            progress = [json.loads(item.json) for item in query.recentProgress if item.numInputRows > 0]
+        finally:
+            run.stop()
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    result = PipelineResult(wall_seconds, progress)
+    if on_batch is not None:
+        for report in result.batches:
+            on_batch(report)
+    if result.events != records:
+        raise RuntimeError(f"the dagger read {result.events} records, expected {records}")
+    return result
+
+
+def print_batches(name: str, breakdown: Sequence[dict[str, Any]]) -> None:
+    """The micro-batch durations of one run (`PipelineResult.breakdown`), phase by phase (ms)."""
+    phases = sorted({phase for batch in breakdown for phase in batch} - _NOT_PHASES)
+    print(f"\n{name}: micro-batch durations (ms)")
+    print("  batch      rows" + "".join(f"{phase:>17}" for phase in phases))
+    for batch in breakdown:
+        timings = "".join(f"{batch.get(phase, 0):>17,}" for phase in phases)
+        print(f"  {batch['batch_id']:>5}  {batch['input_rows']:>8,}{timings}")
+
+
+_NOT_PHASES = {"batch_id", "started", "input_rows", "state_rows"}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Sink benchmarks
+# --------------------------------------------------------------------------------------------------------
 
 
 def sink_only_dagger(name: str, sink: dict[str, Any]) -> DaggerSpec:

@@ -32,6 +32,7 @@ from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
 from dagger_assets.restarts import rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, topic_partitions
+from jobs.kafka_errors import ClientErrors
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
 from jobs.spec import DaggerSpec, KafkaStream
 from resources import KafkaStreamResource
@@ -43,12 +44,22 @@ RESTART_REASON_TAG = "dagger/restart_reason"
 
 def list_matching_topics(stream: KafkaStream) -> list[str]:
     """Topics of the stream's cluster whose whole name matches its `topic_pattern`, sorted."""
+    client_errors = ClientErrors()
     settings = {
         **stream.consumer_config,
         "bootstrap.servers": stream.bootstrap_servers,
         "log_level": 3,
+        "error_cb": client_errors,
     }
-    metadata = AdminClient(settings).list_topics(timeout=_BROKER_TIMEOUT_S)
+    admin = AdminClient(settings)
+    try:
+        metadata = admin.list_topics(timeout=_BROKER_TIMEOUT_S)
+    except KafkaException:
+        admin.poll(0)  # serves the client's error events: a refused login says more than a timeout
+        permanent = client_errors.permanent()
+        if permanent is None:
+            raise
+        raise KafkaException(permanent) from None
     pattern = re.compile(stream.topic_pattern or "")
     return sorted(name for name in metadata.topics if pattern.fullmatch(name))
 

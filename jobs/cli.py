@@ -2,7 +2,9 @@
 
 dagger run daggers/booking_filter.yaml      run until Ctrl-C (or until a bounded dagger's files are read)
 dagger validate daggers/*.yaml              check files, descriptor sets, messages and SQL; run nothing
+dagger convert job.properties > job.yaml    a raystack Dagger job config (or env:) as a dagger file
 dagger demo                                 embedded broker + booking generator + the example dagger
+dagger sql "SELECT DistinctCount(x) ..."    batch SQL with every function registered; rows as JSON lines
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from jobs import console
 from jobs.protoc import PROJECT_ROOT, compile_descriptor_set
+from jobs.raystack import load_dagger_or_job
 from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, ProgressReport, build_dagger
 from jobs.schema_registry import SchemaRegistryError
-from jobs.spec import DaggerConfigError, load_dagger
+from jobs.spec import DaggerConfigError
 
 log = logging.getLogger("dagger")
 EXAMPLE_DAGGER = PROJECT_ROOT / "daggers" / "booking_filter.yaml"
@@ -33,7 +37,7 @@ def _print_progress(report: ProgressReport) -> None:
 def run_dagger(path: Path, master: str | None, bounded: bool | None, checkpoint: str | None = None) -> int:
     from jobs.spark import spark_session
 
-    spec = load_dagger(path)
+    spec = load_dagger_or_job(path)
     spark = spark_session(master, app_name=f"dagger-{spec.name}")
     built = build_dagger(spark, spec)
     run = DaggerRun(
@@ -59,7 +63,7 @@ def validate(paths: list[Path], master: str | None) -> int:
     failures = 0
     for path in paths:
         try:
-            spec = load_dagger(path)
+            spec = load_dagger_or_job(path)
             spark = spark or spark_session(master, app_name="dagger-validate")
             build_dagger(spark, spec)
             print(f"{path}: ok ({len(spec.streams)} stream(s), {len(spec.sinks)} sink(s))")
@@ -67,6 +71,21 @@ def validate(paths: list[Path], master: str | None) -> int:
             failures += 1
             print(error, file=sys.stderr)
     return 1 if failures else 0
+
+
+def convert(location: Path, output: Path | None) -> int:
+    """Write a Dagger job config (.properties, or env: for the environment) as a dagger file."""
+    from jobs.raystack.importer import read_job
+
+    job = read_job(location)
+    if (warning := job.warning()) is not None:
+        log.warning("%s", warning)
+    if output is None:
+        sys.stdout.write(job.to_yaml())
+    else:
+        output.write_text(job.to_yaml(), encoding="utf-8")
+        log.info("wrote %s", output)
+    return 0
 
 
 def demo(rate: int, master: str | None) -> int:
@@ -125,6 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     validate_parser = commands.add_parser("validate", help="check dagger files without running them")
     validate_parser.add_argument("daggers", type=Path, nargs="+")
+    convert_parser = commands.add_parser(
+        "convert", help="a raystack Dagger job config (.properties, or env:) as a dagger file"
+    )
+    convert_parser.add_argument("job", type=Path, help="a .properties file, or env: for the environment")
+    convert_parser.add_argument("-o", "--output", type=Path, help="write here instead of to stdout")
+    sql_parser = commands.add_parser(
+        "sql", help="evaluate batch SQL with every function registered; result rows as JSON lines"
+    )
+    console.add_arguments(sql_parser)
     demo_parser = commands.add_parser("demo", help="the example dagger on an embedded broker")
     demo_parser.add_argument("--rate", type=int, default=2000, help="generated bookings per second")
     args = parser.parse_args(argv)
@@ -137,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             compile_descriptor_set()
             return run_dagger(args.dagger, args.master, args.bounded)
+        if args.command == "convert":
+            compile_descriptor_set()  # a job without stencil URLs reads the project's protos
+            return convert(args.job, args.output)
+        if args.command == "sql":
+            return console.command(args)
         if args.command == "validate":
             compile_descriptor_set()
             return validate(args.daggers, args.master)

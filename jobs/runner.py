@@ -26,7 +26,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
 from jobs.processors.enrichment.engine import EnrichmentError
@@ -48,10 +48,12 @@ from jobs.spec import (
     ParquetSink,
     ParquetStream,
 )
+from jobs.udfs import FunctionsError, register_functions
 
 log = logging.getLogger(__name__)
 
 INVALID_RECORDS_METRIC = "invalid_records"
+DAGGER_VALIDATION_COLUMN = "__internal_validation_field__"
 
 
 class DaggerBuildError(ValueError):
@@ -99,6 +101,10 @@ def build_dagger(
         spec.schema_registry.fetch_headers,
     )
     descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+    try:  # before the SQL is analysed: it may call any of them
+        register_functions(spark, registry, spec.functions)
+    except FunctionsError as error:
+        raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
 
     def register_streams(project: bool) -> None:
         for stream in spec.streams:
@@ -151,6 +157,15 @@ def stream_view_schema(
     """The columns the SQL sees for `stream`: every message field, the source's metadata, the rowtime."""
     descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
     reader = _DATA_SOURCES[stream.kind].reader_class(stream, descriptor_sets, spec.rowtime_column)
+    if stream.row_layout == "dagger":  # Dagger shows its validity flag (always true once invalid rows stop)
+        return StructType(
+            [
+                StructField(DAGGER_VALIDATION_COLUMN, field.dataType, field.nullable)
+                if field.name == VALID_RECORD_COLUMN
+                else field
+                for field in reader.layout.spark_schema
+            ]
+        )
     return StructType([field for field in reader.layout.spark_schema if field.name != VALID_RECORD_COLUMN])
 
 
@@ -194,7 +209,11 @@ def _stream_frame(
     # Counted here (visible in every progress report), then removed with the flag before SQL sees them.
     invalid = F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count")
     frame = frame.observe(f"{INVALID_RECORDS_METRIC}.{stream.table}", invalid)
-    frame = frame.where(F.col(VALID_RECORD_COLUMN)).drop(VALID_RECORD_COLUMN)
+    frame = frame.where(F.col(VALID_RECORD_COLUMN))
+    if stream.row_layout == "dagger":  # Dagger's rows keep the flag, just before the rowtime
+        frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
+    else:
+        frame = frame.drop(VALID_RECORD_COLUMN)
     frame = frame.withWatermark(spec.rowtime_column, _interval(spec.watermark_delay))
     position = spec.streams.index(stream)
     for index, step in enumerate(stream.pre_processors):

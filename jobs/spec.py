@@ -20,6 +20,7 @@ from jobs.config import ClientConfigValue, Duration, HttpUrl, SqlIdentifier
 from jobs.config import ConfigModel as _Model
 from jobs.config import resolve_path as _resolve_path
 from jobs.processors.config import InvalidRecordFilter, PostProcessors, Transformer
+from jobs.udfs.config import FunctionsConfig
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -35,6 +36,9 @@ class InvalidRecordPolicy(_Model):
     """`fail` stops the query naming topic, partition and offset; `drop` skips and counts it;
     `dead_letter` copies the raw record to `dead_letter_topic` (error in a header), then skips it."""
     dead_letter_topic: str | None = None
+    max_record_bytes: PositiveInt | None = None
+    """A record whose value is larger than this is invalid too (handled by `action`), so one giant record
+    (a producer bug, an attack) never reaches the decoder, the SQL or the sinks. None: no limit."""
 
     @model_validator(mode="after")
     def _dead_letter_needs_topic(self) -> InvalidRecordPolicy:
@@ -52,6 +56,10 @@ class _StreamBase(_Model):
     """A `google.protobuf.Timestamp` field (dotted path for nested fields) copied into the rowtime column."""
     pre_processors: list[Transformer] = Field(default_factory=list)
     """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
+    row_layout: Literal["native", "dagger"] = "native"
+    """`dagger`: the columns as Dagger lays them out (for jobs converted from Dagger): Timestamp and
+    Duration fields as STRUCT<seconds, nanos>, wrappers as STRUCT<value>, maps as ARRAY<STRUCT<key,
+    value>>, no source metadata columns, and `__internal_validation_field__` before the rowtime."""
 
 
 class KafkaStream(_StreamBase):
@@ -75,6 +83,9 @@ class KafkaStream(_StreamBase):
     """Upper bound on records per micro-batch, spread over partitions by their backlog."""
     consumer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
     """librdkafka consumer settings passed through as they are (SASL, SSL, fetch sizes...)."""
+    broker_timeout: Duration = timedelta(minutes=2)
+    """How long the source rides out a broker that does not answer (metadata, offsets, records), retrying,
+    before the query fails and the restart policy takes over."""
     invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
 
     @field_validator("topic_pattern")
@@ -388,6 +399,8 @@ class DaggerSpec(_Model):
     post_processors: PostProcessors = Field(default_factory=PostProcessors)
     """Enrichment and transformers on the SQL result, before the sinks (Dagger's order; see README)."""
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    functions: FunctionsConfig = Field(default_factory=FunctionsConfig)
+    """The darts' store and the user's Python functions (Dagger's functions are always there)."""
     per_topic: bool = False
     """Template dagger: one instance per topic matching the Kafka stream's `topic_pattern`, each with its
     own run and checkpoint; `{topic}` in a Kafka sink's topic or the stream's `group_id` is replaced by
@@ -484,6 +497,8 @@ def _key_path(location: tuple[int | str, ...], tags: set[str]) -> str:
         elif index > 0 and isinstance(location[index - 1], int) and part in tags:
             continue  # the discriminated-union branch ("kafka", "log"...), not a key the user wrote
         else:
+            if not part or not part.isprintable() or part != part.strip():
+                part = repr(part)  # a key like "\r" or " " must not break or blur the message
             parts.append(f".{part}" if parts else part)
     return "".join(parts) or "(top level)"
 

@@ -7,6 +7,8 @@ import re
 from pyspark.errors import AnalysisException, ParseException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.udfs.aggregate import FunctionCallError, RewrittenSql, rewrite_aggregate_calls
+
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COUNT_STAR = re.compile(r"count\s*\(\s*\*\s*\)", re.IGNORECASE)
 
@@ -16,11 +18,19 @@ class SqlError(ValueError):
 
 
 def analyse(spark: SparkSession, sql: str) -> DataFrame:
-    """Parse and analyse the query against the registered views (Spark resolves names eagerly)."""
+    """Parse and analyse the query against the registered views (Spark resolves names eagerly).
+
+    Calls of Dagger's aggregates are expanded first (`jobs.udfs.aggregate`); error positions are those of
+    `sql` as written.
+    """
     try:
-        return spark.sql(sql)
+        rewritten = rewrite_aggregate_calls(sql)
+    except FunctionCallError as error:
+        raise SqlError(f"SQL error{_at(sql, error.position)}: {error}") from None
+    try:
+        return spark.sql(rewritten.text)
     except (AnalysisException, ParseException) as error:
-        raise SqlError(f"SQL error{_position(sql, error)}: {_without_plan(str(error))}") from None
+        raise SqlError(f"SQL error{_position(rewritten, error)}: {_without_plan(str(error))}") from None
 
 
 def _without_plan(message: str) -> str:
@@ -28,15 +38,24 @@ def _without_plan(message: str) -> str:
     return message.split(";\n", 1)[0].strip()
 
 
-def _position(sql: str, error: PySparkException) -> str:
-    """' at line L, column C' of the first position Spark reports, if any."""
+def _position(rewritten: RewrittenSql, error: PySparkException) -> str:
+    """' at line L, column C' (in the query as written) of the first position Spark reports, if any."""
     for context in error.getQueryContext() or []:
         start = context.startIndex()
         if start is not None and start >= 0:
-            line = sql.count("\n", 0, start) + 1
-            column = start - (sql.rfind("\n", 0, start) + 1) + 1
-            return f" at line {line}, column {column} ({context.fragment()!r})"
+            original_start = rewritten.original_index(start)
+            stop = context.stopIndex()
+            fragment = context.fragment()
+            if stop is not None and stop >= start and rewritten.text != rewritten.original:
+                fragment = rewritten.original[original_start : rewritten.original_index(stop) + 1] or fragment
+            return _at(rewritten.original, original_start, fragment)
     return ""
+
+
+def _at(sql: str, start: int, fragment: str | None = None) -> str:
+    line = sql.count("\n", 0, start) + 1
+    column = start - (sql.rfind("\n", 0, start) + 1) + 1
+    return f" at line {line}, column {column}" + (f" ({fragment!r})" if fragment else "")
 
 
 def referenced_fields(sql: str, field_names: list[str]) -> list[str] | None:

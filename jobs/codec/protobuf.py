@@ -19,9 +19,14 @@ Decoding gives Arrow columns that Spark accepts as they are:
 | repeated T                        | list / ARRAY<T>                                 |
 | map<K, V>                         | map / MAP<K, V>                                 |
 
-Encoding fills an output message from result columns by name; `a.b` columns fill nested fields. Columns
-that name no field are ignored (a SQL result usually carries helper columns); a column whose type cannot
-fill its field is an `EncodeError` naming the column, the field and both types.
+`DaggerRowLayout` re-shapes decoded columns the way Dagger (Flink) lays out rows, for daggers converted
+from Dagger jobs: Timestamp and Duration fields as STRUCT<seconds BIGINT, nanos INT>, wrappers as
+STRUCT<value>, maps as ARRAY<STRUCT<key, value>>.
+
+Encoding fills an output message from result columns by name; `a.b` columns fill nested fields; values in
+Dagger's layout are accepted too. Columns that name no field are ignored (a SQL result usually carries
+helper columns); a column whose type cannot fill its field is an `EncodeError` naming the column, the
+field and both types.
 """
 
 from __future__ import annotations
@@ -40,6 +45,13 @@ JSON_WELL_KNOWN_TYPES = frozenset(
     {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
 )
 TIMESTAMP = "google.protobuf.Timestamp"
+DURATION = "google.protobuf.Duration"
+WRAPPERS = frozenset(
+    f"google.protobuf.{kind}Value"
+    for kind in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
+)
+SECONDS_NANOS = pa.struct([pa.field("seconds", pa.int64()), pa.field("nanos", pa.int32())])
+_MICROS_PER_SECOND = 1_000_000
 _CODEC_CONFIG = ptars.PtarsConfig(
     timestamp_unit="us", timestamp_tz="UTC", duration_unit="us", enum_repr="string", time_unit="us"
 )
@@ -305,6 +317,110 @@ def timestamp_field_at_path(descriptor: Descriptor, dotted_path: str) -> FieldDe
     return field
 
 
+class DaggerRowLayout:
+    """Decoded message columns re-shaped into Dagger's row layout (its protobuf type handlers' rows).
+
+    | protobuf                     | native layout     | Dagger's layout                        |
+    |------------------------------|-------------------|----------------------------------------|
+    | google.protobuf.Timestamp    | TIMESTAMP         | STRUCT<seconds BIGINT, nanos INT>      |
+    | google.protobuf.Duration     | INTERVAL          | STRUCT<seconds BIGINT, nanos INT>      |
+    | wrappers (`Int64Value`...)   | the scalar        | STRUCT<value>                          |
+    | map<K, V>                    | MAP<K, V>         | ARRAY<STRUCT<key K, value V>>          |
+
+    Nested and repeated fields are re-shaped at every depth; everything else is unchanged. Timestamps are
+    decoded to microseconds first, so `nanos` is a multiple of 1000.
+    """
+
+    def __init__(self, descriptor: Descriptor, native: pa.Schema) -> None:
+        self._plans = [
+            _plan_dagger_layout(field.type, descriptor.fields_by_name[field.name]) for field in native
+        ]
+        self.schema = pa.schema(
+            [pa.field(field.name, plan.target) for field, plan in zip(native, self._plans, strict=True)]
+        )
+
+    def convert(self, columns: Sequence[pa.Array]) -> list[pa.Array]:
+        return [
+            plan.convert(column) if plan.convert else column
+            for column, plan in zip(columns, self._plans, strict=True)
+        ]
+
+
+def _plan_dagger_layout(arrow_type: pa.DataType, field: FieldDescriptor) -> _TypePlan:
+    message = field.message_type
+    if _is_map(field):
+        value_plan = _plan_dagger_layout(arrow_type.item_type, message.fields_by_name["value"])
+        entry = pa.struct([pa.field("key", arrow_type.key_type), pa.field("value", value_plan.target)])
+        target = pa.list_(entry)
+
+        def map_to_entries(array: pa.MapArray) -> pa.Array:
+            items = value_plan.convert(array.items) if value_plan.convert else array.items
+            entries = pa.StructArray.from_arrays([array.keys, items], fields=list(entry))
+            offsets = pc.subtract(array.offsets, array.offsets[0])
+            return pa.ListArray.from_arrays(offsets, entries, type=target, mask=array.is_null())
+
+        return _TypePlan(target, map_to_entries)
+    if _is_repeated(field):
+        element = _plan_dagger_layout(arrow_type.value_type, _element_view(field))
+        if element.convert is None:
+            return _TypePlan(arrow_type, None)
+        target, convert_values = pa.list_(element.target), element.convert
+        return _TypePlan(target, lambda array: _rebuild_list(array, convert_values(array.flatten()), target))
+    if message is None:
+        return _TypePlan(arrow_type, None)
+    if message.full_name in (TIMESTAMP, DURATION):
+        floor = message.full_name == TIMESTAMP  # a Timestamp's nanos are never negative, a Duration's may be
+        return _TypePlan(SECONDS_NANOS, lambda array: _to_seconds_nanos(array, floor))
+    if message.full_name in WRAPPERS:
+        wrapped = pa.struct([pa.field("value", arrow_type)])
+        return _TypePlan(
+            wrapped,
+            lambda array: pa.StructArray.from_arrays([array], fields=list(wrapped), mask=array.is_null()),
+        )
+    if pa.types.is_struct(arrow_type):
+        children = [
+            _plan_dagger_layout(child.type, message.fields_by_name[child.name]) for child in arrow_type
+        ]
+        if all(plan.convert is None for plan in children):
+            return _TypePlan(arrow_type, None)
+        target = pa.struct(
+            [pa.field(child.name, plan.target) for child, plan in zip(arrow_type, children, strict=True)]
+        )
+
+        def convert_struct(array: pa.StructArray) -> pa.Array:
+            converted = [
+                plan.convert(array.field(index)) if plan.convert else array.field(index)
+                for index, plan in enumerate(children)
+            ]
+            return pa.StructArray.from_arrays(converted, fields=list(target), mask=array.is_null())
+
+        return _TypePlan(target, convert_struct)
+    return _TypePlan(arrow_type, None)
+
+
+def _to_seconds_nanos(array: pa.Array, floor: bool) -> pa.StructArray:
+    micros = pc.cast(array, pa.int64())
+    seconds = pc.divide(micros, _MICROS_PER_SECOND)  # truncates towards zero
+    remainder = pc.subtract(micros, pc.multiply(seconds, _MICROS_PER_SECOND))
+    if floor:
+        negative = pc.less(remainder, 0)
+        seconds = pc.if_else(negative, pc.subtract(seconds, 1), seconds)
+        remainder = pc.if_else(negative, pc.add(remainder, _MICROS_PER_SECOND), remainder)
+    nanos = pc.cast(pc.multiply(remainder, 1000), pa.int32())
+    return pa.StructArray.from_arrays([seconds, nanos], fields=list(SECONDS_NANOS), mask=array.is_null())
+
+
+def _from_seconds_nanos(array: pa.StructArray, target: pa.DataType) -> pa.Array:
+    """STRUCT<seconds, nanos> (Dagger's Timestamp / Duration row) -> microseconds of `target`'s type."""
+    seconds, nanos = (pc.cast(child, pa.int64()) for child in array.flatten())
+    micros = pc.add(pc.multiply(seconds, _MICROS_PER_SECOND), pc.divide(nanos, 1000))
+    return pc.cast(micros, target)
+
+
+def is_seconds_nanos(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_struct(arrow_type) and [field.name for field in arrow_type] == ["seconds", "nanos"]
+
+
 # --------------------------------------------------------------------------------------------------------
 # Encoding
 # --------------------------------------------------------------------------------------------------------
@@ -393,6 +509,11 @@ class ProtoEncoder:
             return pa.nulls(len(array), target)
         message = field.message_type
         if _is_map(field):
+            if _is_entry_list(array.type):  # Dagger's layout: ARRAY<STRUCT<key, value>>
+                entries = array.flatten()
+                keys, values = entries.flatten()
+                offsets = pc.subtract(array.offsets, array.offsets[0])
+                array = pa.MapArray.from_arrays(offsets, keys, values, mask=array.is_null())
             if not pa.types.is_map(array.type):
                 raise self._mismatch(column, array, field)
             key_field, value_field = message.fields_by_name["key"], message.fields_by_name["value"]
@@ -419,6 +540,13 @@ class ProtoEncoder:
                 f"column {column!r}: {message.full_name} fields are written only at the top level of the "
                 f"output message, not inside {field.containing_type.full_name}"
             )
+        seconds_and_nanos = message is not None and message.full_name in (TIMESTAMP, DURATION)
+        if seconds_and_nanos and is_seconds_nanos(array.type):
+            return _from_seconds_nanos(array, target)
+        if message is not None and message.full_name in WRAPPERS and pa.types.is_struct(array.type):
+            if [child.name for child in array.type] != ["value"]:
+                raise self._mismatch(column, array, field, " (expects a value or a STRUCT<value>)")
+            return self._conform_scalar(array.flatten()[0], target, field, column)
         if message is not None and message.full_name == TIMESTAMP:
             if not pa.types.is_timestamp(array.type):
                 raise self._mismatch(column, array, field)
@@ -500,6 +628,14 @@ class ProtoEncoder:
                 f"(field {field.name}; values: {', '.join(enum.values_by_name)})"
             )
         return array
+
+
+def _is_entry_list(arrow_type: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(arrow_type)
+        and pa.types.is_struct(arrow_type.value_type)
+        and [child.name for child in arrow_type.value_type] == ["key", "value"]
+    )
 
 
 def _nullable(field: pa.Field) -> pa.Field:

@@ -87,6 +87,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
 from jobs.codec.protobuf import ProtoEncoder
+from jobs.kafka_errors import ClientErrors, flush_or_fail
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.partitions import write_partitions
 from jobs.sources.stream_batches import encode_descriptor_sets, registry_from_option
@@ -194,8 +195,9 @@ class KafkaPartitionWriter:
             else None
         )
         settings = producer_settings(self.sink)
-        producer, failures = _worker_producer(settings)
-        failures.clear()  # a worker runs one task at a time: the list belongs to this task
+        producer, failures, client_errors = _worker_producer(settings)
+        failures.clear()  # a worker runs one task at a time: the lists belong to this task
+        client_errors.clear()
         records = 0
         topic = self.sink.topic
         for batch in batches:
@@ -209,39 +211,44 @@ class KafkaPartitionWriter:
                         break
                     except BufferError:
                         producer.poll(0.05)  # local queue full: let deliveries drain
+                        if client_errors.permanent() is not None:
+                            break  # nothing will drain: the flush below reports why
             producer.poll(0)
             records += len(values)
-            if failures:
+            if failures or client_errors.permanent() is not None:
                 break
-        remaining = producer.flush(_FLUSH_TIMEOUT_S)
+        remaining, permanent = flush_or_fail(producer, client_errors, _FLUSH_TIMEOUT_S)
         if failures or remaining:
             _producers.pop(_settings_key(settings), None)  # it may be unusable now: the retry starts afresh
-            reason = failures[0].str() if failures else f"{remaining} record(s) unacknowledged after flush"
+            failure = permanent or (failures[0] if failures else None)
+            reason = failure.str() if failure else f"{remaining} record(s) unacknowledged after flush"
             raise KafkaSinkError(
                 f"kafka sink topic {topic!r}: delivery failed in batch {self.batch_id}: {reason}"
             )
         return records
 
 
-_producers: dict[str, tuple[Producer, list[KafkaError]]] = {}
+_producers: dict[str, tuple[Producer, list[KafkaError], ClientErrors]] = {}
 
 
 def _settings_key(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
-def _worker_producer(settings: dict[str, Any]) -> tuple[Producer, list[KafkaError]]:
-    """This worker's producer for these settings, with the list its failed deliveries land in."""
+def _worker_producer(settings: dict[str, Any]) -> tuple[Producer, list[KafkaError], ClientErrors]:
+    """This worker's producer for these settings, with the list its failed deliveries land in and its
+    client's error events."""
     cached = _producers.get(_settings_key(settings))
     if cached is None:
         failures: list[KafkaError] = []
+        client_errors = ClientErrors()
 
         def on_failed_delivery(error: KafkaError | None, message: Message) -> None:
             if error is not None:
                 failures.append(error)
 
-        producer = Producer({**settings, "on_delivery": on_failed_delivery})
-        cached = _producers[_settings_key(settings)] = (producer, failures)
+        producer = Producer({**settings, "on_delivery": on_failed_delivery, "error_cb": client_errors})
+        cached = _producers[_settings_key(settings)] = (producer, failures, client_errors)
     return cached
 
 

@@ -18,15 +18,16 @@ import bisect
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from jobs.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors, flush_or_fail
 from jobs.sources.stream_batches import ProtoStreamDataSource, ProtoStreamReader, StreamLayout
 from jobs.spec import KafkaStream
 
@@ -47,6 +48,11 @@ Offsets = dict[str, dict[str, int]]
 _METADATA_TIMEOUT_S = 15.0
 _READ_CHUNK = 50_000
 _STALL_TIMEOUT_S = 120.0
+_MAX_RETRY_WAIT_S = 5.0
+_DEAD_LETTER_FLUSH_TIMEOUT_S = 60.0
+# The largest record librdkafka can produce: a dead letter is as large as the record it copies.
+_MAX_PRODUCER_MESSAGE_BYTES = 1_000_000_000
+_Answer = TypeVar("_Answer")
 # consume() returns when it has num_messages or when this passes: short polls keep probes quick.
 _PROBE_POLL_S = 0.02
 
@@ -102,11 +108,13 @@ class KafkaStreamReader(ProtoStreamReader):
     ) -> None:
         super().__init__(stream, descriptor_sets, rowtime_column, fields)
         self._consumer: Consumer | None = None  # driver side only, created on first use
+        self._client_errors = ClientErrors()  # what the consumer reported since the last call
         self._latest: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_consumer"] = None  # a client never travels with the pickled reader
+        state["_client_errors"] = ClientErrors()
         return state
 
     # ---- driver side -----------------------------------------------------------------------------
@@ -114,17 +122,48 @@ class KafkaStreamReader(ProtoStreamReader):
     @property
     def consumer(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(consumer_settings(self.stream, **{"enable.partition.eof": True}))
+            self._consumer = Consumer(
+                consumer_settings(
+                    self.stream, **{"enable.partition.eof": True, "error_cb": self._client_errors}
+                )
+            )
         return self._consumer
 
     def _where(self) -> str:
         return f"stream {self.stream.table!r} ({self.stream.bootstrap_servers})"
 
+    def _ask_broker(self, what: str, call: Callable[[float], _Answer]) -> _Answer:
+        """`call(timeout_s)`, retried while the broker does not answer, for up to the stream's
+        `broker_timeout`: a broker restart or a network blip is ridden out without failing the query.
+        Wrong credentials or settings fail at once, with the client's own words."""
+        patience = self.stream.broker_timeout.total_seconds()
+        deadline = time.monotonic() + patience
+        # A first short call lets a refused login show within seconds; a slow broker gets longer ones.
+        call_timeout_s, wait_s = 2.0, 0.5
+        while True:
+            self._client_errors.clear()
+            try:
+                return call(max(1.0, min(call_timeout_s, deadline - time.monotonic())))
+            except KafkaException as exception:
+                error: KafkaError = exception.args[0]
+            call_timeout_s = min(call_timeout_s * 2, _METADATA_TIMEOUT_S)
+            self.consumer.poll(0)  # serves the client's error events: they say why it got no answer
+            permanent = self._client_errors.permanent()
+            if permanent is not None or error.code() in PERMANENT_ERROR_CODES:
+                raise KafkaSourceError(f"{self._where()}: {what}: {(permanent or error).str()}") from None
+            if time.monotonic() + wait_s >= deadline:
+                raise KafkaSourceError(
+                    f"{self._where()}: {what}: no answer from the broker within broker_timeout "
+                    f"({patience:g}s): {error.str()}"
+                ) from None
+            log.warning("%s: %s: %s; retrying in %.1fs", self._where(), what, error.str(), wait_s)
+            time.sleep(wait_s)
+            wait_s = min(wait_s * 2, _MAX_RETRY_WAIT_S)
+
     def _discover(self) -> dict[str, list[int]]:
-        try:
-            metadata = self.consumer.list_topics(timeout=_METADATA_TIMEOUT_S)
-        except KafkaException as error:
-            raise KafkaSourceError(f"{self._where()}: cannot list topics: {error}") from None
+        metadata = self._ask_broker(
+            "cannot list topics", lambda timeout: self.consumer.list_topics(timeout=timeout)
+        )
         if self.stream.topic_pattern is not None:
             pattern = re.compile(self.stream.topic_pattern)
             names = sorted(name for name in metadata.topics if pattern.fullmatch(name))
@@ -142,12 +181,12 @@ class KafkaStreamReader(ProtoStreamReader):
         return found
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        try:
-            return self.consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False
-            )
-        except KafkaException as error:
-            raise KafkaSourceError(f"{self._where()}: offsets of {topic}[{partition}]: {error}") from None
+        return self._ask_broker(
+            f"offsets of {topic}[{partition}]",
+            lambda timeout: self.consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout, cached=False
+            ),
+        )
 
     def _end_offsets(self, partitions: dict[str, list[int]]) -> Offsets:
         """True end offsets: ListOffsets, then read to the partition-EOF event from just before it."""
@@ -216,7 +255,11 @@ class KafkaStreamReader(ProtoStreamReader):
         if self.stream.group_id and self.stream.start_timestamp is None:
             tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
             if tps:
-                for tp in self.consumer.committed(tps, timeout=_METADATA_TIMEOUT_S):
+                group_offsets = self._ask_broker(
+                    f"offsets of group {self.stream.group_id}",
+                    lambda timeout: self.consumer.committed(tps, timeout=timeout),
+                )
+                for tp in group_offsets:
                     if tp.offset >= 0:
                         committed[(tp.topic, tp.partition)] = tp.offset
         for topic, partition_list in partitions.items():
@@ -381,6 +424,7 @@ class _PartitionReader:
         self.consumer.assign([TopicPartition(partition.topic, partition.partition, partition.from_offset)])
         self._dead_letters: Producer | None = None
         self._dead_letter_error: KafkaError | None = None
+        self._dead_letter_client_errors = ClientErrors()
 
     def _where(self, offset: int | None = None) -> str:
         at = f"@{offset}" if offset is not None else ""
@@ -392,13 +436,14 @@ class _PartitionReader:
         pending_offsets: list[int] = []
         next_offset = self.range.from_offset
         last_progress = time.monotonic()
+        patience = self.stream.broker_timeout.total_seconds()
         while next_offset < until:
             messages = self.consumer.consume(num_messages=min(_READ_CHUNK, until - next_offset), timeout=1.0)
             if not messages:
-                if time.monotonic() - last_progress > _STALL_TIMEOUT_S:
+                if time.monotonic() - last_progress > patience:
                     raise KafkaSourceError(
-                        f"{self._where(next_offset)}: no records for {_STALL_TIMEOUT_S:.0f}s while "
-                        f"reading up to offset {until}"
+                        f"{self._where(next_offset)}: no records within broker_timeout ({patience:g}s) "
+                        f"while reading up to offset {until}"
                     )
                 continue
             last_progress = time.monotonic()
@@ -438,13 +483,21 @@ class _PartitionReader:
 
     def _to_batch(self, messages: list[Message], offsets: list[int]) -> pa.RecordBatch:
         values = [message.value() for message in messages]
-        tombstones = {
+        unreadable = {
             index: "record has no value (tombstone)" for index, value in enumerate(values) if value is None
         }
-        if tombstones:
-            values = [b"" if value is None else value for value in values]
+        limit = self.stream.invalid_records.max_record_bytes
+        if limit is not None:
+            too_large = "bytes is larger than invalid_records.max_record_bytes"
+            unreadable.update(
+                (index, f"record of {len(value)} {too_large} ({limit})")
+                for index, value in enumerate(values)
+                if value is not None and len(value) > limit
+            )
+        if unreadable:  # never handed to the decoder
+            values = [b"" if index in unreadable else value for index, value in enumerate(values)]
         decoded, invalid = self.layout.decoder.decode(values)
-        invalid.update(tombstones)
+        invalid.update(unreadable)
         valid = None
         if invalid:
             valid = self._apply_invalid_record_policy(messages, invalid)
@@ -485,22 +538,42 @@ class _PartitionReader:
                 for key, value in consumer_settings(self.stream).items()
                 if key.startswith(("security.", "sasl.", "ssl.", "bootstrap."))
             }
-            self._dead_letters = Producer({**settings, "enable.idempotence": True, "linger.ms": 5})
+            self._dead_letters = Producer(
+                {
+                    **settings,
+                    "enable.idempotence": True,
+                    "linger.ms": 5,
+                    # Whatever the stream could read must fit: the broker still applies its own limit.
+                    "message.max.bytes": _MAX_PRODUCER_MESSAGE_BYTES,
+                    "error_cb": self._dead_letter_client_errors,
+                }
+            )
         topic = self.stream.invalid_records.dead_letter_topic
         for message, error in records:
-            self._dead_letters.produce(
-                topic,
-                value=message.value(),
-                key=message.key(),
-                headers=[
-                    ("dagger.error", error.encode()),
-                    ("dagger.source.topic", message.topic().encode()),
-                    ("dagger.source.partition", str(message.partition()).encode()),
-                    ("dagger.source.offset", str(message.offset()).encode()),
-                    ("dagger.stream", self.stream.table.encode()),
-                ],
-                on_delivery=self._on_dead_letter_delivery,
-            )
+            headers = [
+                ("dagger.error", error.encode()),
+                ("dagger.source.topic", message.topic().encode()),
+                ("dagger.source.partition", str(message.partition()).encode()),
+                ("dagger.source.offset", str(message.offset()).encode()),
+                ("dagger.stream", self.stream.table.encode()),
+            ]
+            while True:
+                try:
+                    self._dead_letters.produce(
+                        topic,
+                        value=message.value(),
+                        key=message.key(),
+                        headers=headers,
+                        on_delivery=self._on_dead_letter_delivery,
+                    )
+                    break
+                except BufferError:
+                    self._dead_letters.poll(0.05)  # local queue full: let deliveries drain
+                except KafkaException as exception:
+                    raise KafkaSourceError(
+                        f"{self._where(message.offset())}: could not write the record to dead-letter "
+                        f"topic {topic}: {exception.args[0].str()}"
+                    ) from None
             self._dead_letters.poll(0)
 
     def _on_dead_letter_delivery(self, error: KafkaError | None, message: Message) -> None:
@@ -509,13 +582,17 @@ class _PartitionReader:
 
     def _flush_dead_letters(self) -> None:
         """Dead letters are durable before the batch counts as read: a failure fails the task."""
-        remaining = self._dead_letters.flush(60)
-        if remaining or self._dead_letter_error is not None:
+        remaining, permanent = flush_or_fail(
+            self._dead_letters, self._dead_letter_client_errors, _DEAD_LETTER_FLUSH_TIMEOUT_S
+        )
+        failure = permanent or self._dead_letter_error
+        if remaining or failure is not None:
             raise KafkaSourceError(
                 f"{self._where()}: could not write dead letters to "
                 f"{self.stream.invalid_records.dead_letter_topic}: "
-                f"{self._dead_letter_error.str() if self._dead_letter_error else f'{remaining} unsent'}"
+                f"{failure.str() if failure else f'{remaining} unacknowledged'}"
             )
 
     def close(self) -> None:
         self.consumer.close()
+        self._dead_letters = None  # flushed or failed by now: its connections go with it

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from jobs.codec.protobuf import ProtoDecoder, column_at_path, timestamp_field_at_path
+from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, column_at_path, timestamp_field_at_path
 from jobs.schema_registry import SchemaRegistry
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
@@ -77,9 +77,20 @@ class StreamLayout:
     """The column layout of one stream: message fields + metadata + validity flag + rowtime."""
 
     def __init__(
-        self, decoder: ProtoDecoder, metadata: pa.Schema, event_time_field: str, rowtime_column: str
+        self,
+        decoder: ProtoDecoder,
+        metadata: pa.Schema,
+        event_time_field: str,
+        rowtime_column: str,
+        row_layout: str = "native",
     ) -> None:
         timestamp_field_at_path(decoder.descriptor, event_time_field)  # raises naming the field if unusable
+        # Dagger's layout: its type handlers' shapes, and no source metadata (Dagger's rows have none).
+        self.dagger_layout = (
+            DaggerRowLayout(decoder.descriptor, decoder.schema) if row_layout == "dagger" else None
+        )
+        if self.dagger_layout is not None:
+            metadata = pa.schema([])
         reserved = [*metadata.names, VALID_RECORD_COLUMN, rowtime_column]
         clashes = sorted(set(decoder.schema.names) & set(reserved))
         if clashes:
@@ -92,7 +103,7 @@ class StreamLayout:
         self.event_time_field = event_time_field
         self.schema = pa.schema(
             [
-                *decoder.schema,
+                *(self.dagger_layout.schema if self.dagger_layout else decoder.schema),
                 *metadata,
                 pa.field(VALID_RECORD_COLUMN, pa.bool_(), nullable=False),
                 pa.field(rowtime_column, ROWTIME_TYPE),
@@ -114,7 +125,10 @@ class StreamLayout:
         rowtime = pc.fill_null(column_at_path(decoded, self.event_time_field), _EPOCH)
         if valid is None:
             valid = pa.repeat(True, decoded.num_rows)
-        return pa.RecordBatch.from_arrays([*decoded.columns, *metadata, valid, rowtime], schema=self.schema)
+        columns = decoded.columns
+        if self.dagger_layout is not None:
+            columns, metadata = self.dagger_layout.convert(columns), []
+        return pa.RecordBatch.from_arrays([*columns, *metadata, valid, rowtime], schema=self.schema)
 
 
 class ProtoStreamReader(DataSourceStreamReader):
@@ -137,7 +151,13 @@ class ProtoStreamReader(DataSourceStreamReader):
     @property
     def layout(self) -> StreamLayout:
         decoder = decoder_for(self.descriptor_sets, self.stream.proto_message, self.fields)
-        return StreamLayout(decoder, self.metadata_schema, self.stream.event_time_field, self.rowtime_column)
+        return StreamLayout(
+            decoder,
+            self.metadata_schema,
+            self.stream.event_time_field,
+            self.rowtime_column,
+            self.stream.row_layout,
+        )
 
 
 class ProtoStreamDataSource(DataSource):

@@ -1,0 +1,315 @@
+"""Benchmark: a two-stream join Kafka -> Kafka with an event-time bound, against a hand-written loop.
+
+    .venv/bin/python bench/join.py [--orders 500000] [--minutes 10]
+
+1. Two 2-partition topics of the embedded broker: `bookings-created` gets `--orders` bookings, and
+   `bookings-completed` the same order numbers again (other statuses and amounts), each 25-35 s of
+   event time after its creation. Event time advances evenly over `--minutes` minutes.
+2. The dagger: a stream-stream inner join on `order_number` within one minute of event time,
+
+       SELECT c.order_number, c.customer_id, d.amount_paid_by_cash, d.event_timestamp, c.service_type
+       FROM created c JOIN completed d ON c.order_number = d.order_number
+        AND d.rowtime BETWEEN c.rowtime AND c.rowtime + INTERVAL 1 MINUTE
+
+   written as `dagger.examples.BookingSummary`; Spark keeps both sides in its state store and drops
+   what the watermark (the slower stream's latest event time minus 10 s) puts out of reach. Run twice,
+   like bench/kafka_filter.py: in a fresh Spark session, then in the warmed one.
+3. The baseline, one Python process: one consumer on both topics; each chunk's new rows of either side
+   are joined (`pyarrow.Table.join`) with the other side's buffered and new rows, filtered by the time
+   bound, encoded and produced; both buffers drop rows by the same watermark rule. Then flush.
+
+Every output must hold each order once, with the same row from both. Events/s count the records of both
+input topics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    PARTITIONS,
+    BaselineResult,
+    PipelineResult,
+    ThroughputTargets,
+    booking_decoder,
+    consume_to_end,
+    dagger_spec,
+    fast_consumer,
+    flush_or_fail,
+    kafka_stream,
+    machine_description,
+    print_throughput_summary,
+    produce_bookings,
+    produce_values,
+    read_values,
+    run_to_end,
+    throughput_summary,
+    warmed_sink_producer,
+    write_summary,
+)
+from jobs.broker import EmbeddedBroker
+from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
+from jobs.generator import BookingProducer, ensure_topic
+from jobs.protoc import compile_descriptor_set
+from jobs.schema_registry import SchemaRegistry
+from jobs.spark import spark_session
+
+CREATED_TOPIC = "bookings-created"
+COMPLETED_TOPIC = "bookings-completed"
+BASELINE_TOPIC = "join-baseline-out"
+PIPELINE_TOPICS = {"fresh session": "join-out", "warmed session": "join-out-warm"}
+SUMMARY_MESSAGE = "dagger.examples.BookingSummary"
+FIRST_EVENT_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+COMPLETION_DELAY = timedelta(seconds=30)
+JOIN_BOUND = timedelta(minutes=1)
+WATERMARK_DELAY = timedelta(seconds=10)
+SQL = """
+SELECT c.order_number, c.customer_id, d.amount_paid_by_cash, d.event_timestamp, c.service_type
+FROM created c JOIN completed d
+  ON c.order_number = d.order_number
+ AND d.rowtime BETWEEN c.rowtime AND c.rowtime + INTERVAL 1 MINUTE
+"""
+CREATED_FIELDS = ["order_number", "customer_id", "service_type", "event_timestamp"]
+COMPLETED_FIELDS = ["order_number", "amount_paid_by_cash", "event_timestamp"]
+OUTPUT = ["order_number", "customer_id", "amount_paid_by_cash", "event_timestamp", "service_type"]
+TARGETS = ThroughputTargets()  # no target for the join: compared with the loop only
+RESULTS = Path(__file__).resolve().parent / "results" / "join.json"
+_TIMESTAMP = pa.timestamp("us", "UTC")
+
+
+class JoinBuffers:
+    """The hand-written loop's join state: rows of each side that may still find a partner."""
+
+    def __init__(self, created: pa.Schema, completed: pa.Schema) -> None:
+        self.created = created.empty_table().rename_columns({"event_timestamp": "created_at"})
+        self.completed = completed.empty_table()
+        self.latest_created: datetime | None = None
+        self.latest_completed: datetime | None = None
+
+    def add(self, created: pa.Table, completed: pa.Table) -> pa.Table:
+        """The joined rows the new rows of both sides make; then buffers them and drops unreachable rows."""
+        created = created.rename_columns({"event_timestamp": "created_at"})
+        joined = pa.concat_tables(
+            [
+                created.join(pa.concat_tables([self.completed, completed]), "order_number"),
+                self.created.join(completed, "order_number"),
+            ]
+        )
+        completed_at, created_at = joined.column("event_timestamp"), joined.column("created_at")
+        in_time = pc.and_(
+            pc.greater_equal(completed_at, created_at),
+            pc.less_equal(completed_at, pc.add(created_at, pa.scalar(JOIN_BOUND))),
+        )
+        self.created = pa.concat_tables([self.created, created])
+        self.completed = pa.concat_tables([self.completed, completed])
+        self.latest_created = _latest(self.latest_created, created.column("created_at"))
+        self.latest_completed = _latest(self.latest_completed, completed.column("event_timestamp"))
+        self._evict()
+        return joined.filter(in_time).select(OUTPUT)
+
+    def _evict(self) -> None:
+        """Future rows are at or after the watermark: a created row is out of reach once the watermark
+        is past its bound, a completed row once the watermark is past it."""
+        if self.latest_created is None or self.latest_completed is None:
+            return
+        watermark = pa.scalar(min(self.latest_created, self.latest_completed) - WATERMARK_DELAY, _TIMESTAMP)
+        reach = pc.add(self.created.column("created_at"), pa.scalar(JOIN_BOUND))
+        self.created = self.created.filter(pc.greater_equal(reach, watermark))
+        self.completed = self.completed.filter(
+            pc.greater_equal(self.completed.column("event_timestamp"), watermark)
+        )
+
+
+def _latest(current: datetime | None, times: pa.ChunkedArray) -> datetime | None:
+    latest = pc.max(times).as_py()
+    if latest is None:
+        return current
+    return latest if current is None else max(current, latest)
+
+
+def run_baseline(
+    bootstrap_servers: str, registry: SchemaRegistry, records: int, read_chunk: int
+) -> BaselineResult:
+    """Consume both topics -> decode -> join with the buffers -> encode -> produce, then flush."""
+    decoders = {
+        CREATED_TOPIC: booking_decoder(registry, CREATED_FIELDS),
+        COMPLETED_TOPIC: booking_decoder(registry, COMPLETED_FIELDS),
+    }
+    encoder = ProtoEncoder(registry.message(SUMMARY_MESSAGE))
+    startup = time.perf_counter()
+    producer = warmed_sink_producer(bootstrap_servers, BASELINE_TOPIC, SUMMARY_MESSAGE)
+    consumer = fast_consumer(bootstrap_servers, "join-baseline")
+    buffers = JoinBuffers(decoders[CREATED_TOPIC].schema, decoders[COMPLETED_TOPIC].schema)
+    consumed = written = 0
+    started = time.perf_counter()
+    try:
+        for messages in consume_to_end(consumer, list(decoders), read_chunk):
+            consumed += len(messages)
+            sides = {}
+            for topic, decoder in decoders.items():
+                decoded, invalid = decoder.decode([m.value() for m in messages if m.topic() == topic])
+                if invalid:
+                    raise ValueError(f"{len(invalid)} record(s) of {topic} do not decode")
+                sides[topic] = pa.Table.from_batches([decoded])
+            joined = buffers.add(sides[CREATED_TOPIC], sides[COMPLETED_TOPIC])
+            produce_values(producer, BASELINE_TOPIC, encoder.encode(joined).to_pylist())
+            written += joined.num_rows
+        flush_or_fail(producer, bootstrap_servers)
+    finally:
+        consumer.close()
+    seconds = time.perf_counter() - started
+    if consumed != records:
+        raise RuntimeError(f"baseline read {consumed} records, expected {records}")
+    return BaselineResult(consumed, written, seconds, startup_seconds=started - startup)
+
+
+def run_pipeline(
+    spark: SparkSession,
+    bootstrap_servers: str,
+    descriptor_set: Path,
+    registry: SchemaRegistry,
+    records: int,
+    max_records_per_batch: int,
+    output_topic: str,
+) -> PipelineResult:
+    ensure_topic(bootstrap_servers, output_topic, PARTITIONS)
+    spec = dagger_spec(
+        "bench-join",
+        descriptor_set,
+        streams=[
+            kafka_stream("created", CREATED_TOPIC, bootstrap_servers, max_records_per_batch),
+            kafka_stream("completed", COMPLETED_TOPIC, bootstrap_servers, max_records_per_batch),
+        ],
+        sql=SQL,
+        watermark_delay=f"{WATERMARK_DELAY.total_seconds()}s",
+        sinks=[
+            {
+                "kind": "kafka",
+                "bootstrap_servers": bootstrap_servers,
+                "topic": output_topic,
+                "proto_message": SUMMARY_MESSAGE,
+            }
+        ],
+    )
+    return run_to_end(spark, spec, registry, records)
+
+
+def read_joined(bootstrap_servers: str, topic: str, registry: SchemaRegistry, orders: int) -> dict[str, dict]:
+    """The rows of `topic` by order number: every order exactly once."""
+    decoded, invalid = ProtoDecoder(registry.message(SUMMARY_MESSAGE)).decode(
+        read_values(bootstrap_servers, topic)
+    )
+    if invalid:
+        raise RuntimeError(f"{topic}: {len(invalid)} record(s) are not {SUMMARY_MESSAGE}")
+    rows = {row["order_number"]: row for row in decoded.to_pylist()}
+    expected = {f"ORD-{index}" for index in range(orders)}
+    if decoded.num_rows != orders or rows.keys() != expected:
+        raise RuntimeError(
+            f"{topic}: {decoded.num_rows} rows ({len(rows)} orders), "
+            f"expected each of the {orders} orders once"
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--orders", type=int, default=500_000, help="bookings per topic")
+    parser.add_argument("--minutes", type=float, default=10, help="event time the input spans")
+    parser.add_argument("--produce-chunk", type=int, default=10_000, help="bookings per event-time step")
+    parser.add_argument(
+        "--max-records-per-batch", type=int, default=100_000, help="dagger micro-batch size, per topic"
+    )
+    parser.add_argument(
+        "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
+    )
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    spark_conf = dict(item.split("=", 1) for item in args.conf)
+    settings: dict[str, Any] = {
+        "master": args.master,
+        "orders": args.orders,
+        "minutes": args.minutes,
+        "max_records_per_batch_per_topic": args.max_records_per_batch,
+        "baseline_read_chunk": args.baseline_read_chunk,
+        "watermark_delay_s": WATERMARK_DELAY.total_seconds(),
+        "spark_conf": spark_conf,
+    }
+    records = 2 * args.orders
+
+    machine = machine_description()
+    descriptor_set = compile_descriptor_set()
+    registry = SchemaRegistry.load([str(descriptor_set)])
+    with EmbeddedBroker() as broker:
+        servers = broker.bootstrap_servers
+        print(f"producing {args.orders:,} created and {args.orders:,} completed bookings ...", flush=True)
+        pace = args.orders / args.minutes
+        produce_seconds = 0.0
+        for topic, first_event_time, seed in (
+            (CREATED_TOPIC, FIRST_EVENT_TIME, 7),
+            (COMPLETED_TOPIC, FIRST_EVENT_TIME + COMPLETION_DELAY, 8),
+        ):
+            producer = BookingProducer(servers, topic, registry, partitions=PARTITIONS)
+            rate = produce_bookings(producer, args.orders, args.produce_chunk, first_event_time, pace, seed)
+            producer.close()
+            produce_seconds += args.orders / rate
+        produce_rate = records / produce_seconds
+        print(f"  {produce_rate:,.0f} events/s", flush=True)
+
+        print("hand-written baseline ...", flush=True)
+        baseline = run_baseline(servers, registry, records, args.baseline_read_chunk)
+        print(f"  {baseline.events_per_s:,.0f} events/s, {baseline.written} joined rows", flush=True)
+
+        spark = spark_session(args.master, app_name="dagger-bench-join", extra_conf=spark_conf)
+        runs: dict[str, PipelineResult] = {}
+        try:
+            for name, topic in PIPELINE_TOPICS.items():
+                print(f"dagger pipeline, {name} ...", flush=True)
+                runs[name] = run_pipeline(
+                    spark, servers, descriptor_set, registry, records, args.max_records_per_batch, topic
+                )
+                for report in runs[name].batches:
+                    print(f"  {report.summary()}", flush=True)
+        finally:
+            spark.stop()
+
+        expected = read_joined(servers, BASELINE_TOPIC, registry, args.orders)
+        for topic in PIPELINE_TOPICS.values():
+            if read_joined(servers, topic, registry, args.orders) != expected:
+                raise RuntimeError(f"{topic}: the joined rows differ from the baseline's")
+            print(f"verified {topic}: each of the {args.orders:,} orders once, rows equal", flush=True)
+
+    summary = throughput_summary(
+        records,
+        settings,
+        machine,
+        TARGETS,
+        produce_rate,
+        baseline,
+        runs["fresh session"],
+        runs["warmed session"],
+    )
+    summary["verified"] = "every order joined exactly once, rows equal to the hand-written loop's"
+    print_throughput_summary(summary)
+    write_summary(args.output, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""The SQL console: batch SQL with every function registered, result rows printed as JSON lines.
+
+    dagger sql "SELECT Distance(-6.2, 106.8, -6.3, 106.9) AS km"
+    dagger sql -f checks.sql          (statements separated by ';')
+    echo "SELECT 1 AS one" | dagger sql
+
+Each row is one JSON object, columns in order. Timestamps are ISO 8601 in UTC (`2024-01-01T00:00:00Z`),
+dates `2024-01-01`, decimals strings (every digit kept), binary base64, maps objects, NaN and infinities
+the strings "NaN", "Infinity", "-Infinity". Statements that return nothing (CREATE TEMPORARY VIEW, SET)
+print nothing. The first failing statement stops the run: exit status 2 for SQL that cannot be analysed
+(the message gives line and column), 1 for a failure while computing rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow as pa
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs import sql as sql_stage
+from jobs.schema_registry import SchemaRegistry
+from jobs.spec import load_dagger
+from jobs.udfs import FunctionsError, register_functions
+from jobs.udfs.config import DartStoreConfig, FunctionsConfig
+from jobs.udfs.sql_text import split_statements
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+
+
+class ConsoleError(Exception):
+    """A statement that failed; `exit_status` is 2 for bad SQL, 1 for a failure computing its rows."""
+
+    def __init__(self, message: str, exit_status: int) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def run_statements(spark: SparkSession, text: str, out: TextIO) -> int:
+    """Run every statement of `text` in order, printing result rows to `out`; returns how many ran."""
+    statements = split_statements(text)
+    for number, (offset, statement) in enumerate(statements, start=1):
+        where = f"statement {number}: " if len(statements) > 1 else ""
+        # Blanked text before the statement keeps Spark's line and column those of the whole input.
+        padded = "".join(char if char == "\n" else " " for char in text[:offset]) + statement
+        try:
+            frame = sql_stage.analyse(spark, padded)
+        except sql_stage.SqlError as error:
+            raise ConsoleError(f"{where}{error}", 2) from None
+        try:
+            for line in json_lines(frame):
+                out.write(line + "\n")
+        except PySparkException as error:
+            raise ConsoleError(f"{where}{failure_reason(str(error))}", 1) from None
+        out.flush()
+    return len(statements)
+
+
+def failure_reason(message: str) -> str:
+    """The line of a Spark failure that says what went wrong: a Python worker's exception when there is
+    one, else Spark's own first line (`[ERROR_CLASS] ...`), without stack traces."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    python_errors = [
+        line
+        for line in lines
+        if _EXCEPTION_LINE.match(line) and not line.startswith(("org.", "java.", "py4j.", "scala."))
+    ]
+    return python_errors[-1] if python_errors else (lines[0] if lines else message)
+
+
+def json_lines(frame: DataFrame) -> Iterator[str]:
+    """Each row of `frame` as a JSON object, columns in their order (duplicate names kept)."""
+    table = frame.toArrow()
+    columns = [(field.name, field.type, table.column(index)) for index, field in enumerate(table.schema)]
+    for row in range(table.num_rows):
+        pairs = (
+            f"{json.dumps(name, ensure_ascii=False)}: "
+            f"{json.dumps(_json_value(column[row].as_py(), kind), ensure_ascii=False)}"
+            for name, kind, column in columns
+        )
+        yield "{" + ", ".join(pairs) + "}"
+
+
+def _json_value(value: Any, kind: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_map(kind):
+        return {
+            str(_json_value(key, kind.key_type)): _json_value(item, kind.item_type) for key, item in value
+        }
+    if pa.types.is_struct(kind):
+        return {field.name: _json_value(value[field.name], field.type) for field in kind}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return [_json_value(item, kind.value_type) for item in value]
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        return (
+            value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z") if value.tzinfo else value.isoformat()
+        )
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `dagger sql` command line."""
+    parser.add_argument("statement", nargs="?", help="SQL text; without it, -f or stdin is read")
+    parser.add_argument("-f", "--file", type=Path, help="a file of statements separated by ';'")
+    parser.add_argument(
+        "--dagger", type=Path, help="use the functions: section and descriptor sets of this dagger file"
+    )
+    parser.add_argument("--darts", help="the darts' store: a folder, an http(s):// or a gs:// prefix")
+    parser.add_argument(
+        "--python-udfs",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a .py file, a folder or a .zip of Python functions (Dagger's convention; repeatable)",
+    )
+    parser.add_argument(
+        "--python-module",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an importable module of @dagger_function functions (repeatable)",
+    )
+
+
+def command(args: argparse.Namespace) -> int:
+    """`dagger sql`: returns the exit status."""
+    from jobs.spark import spark_session
+
+    if args.statement is not None:
+        text = args.statement
+    elif args.file is not None:
+        try:
+            text = args.file.read_text(encoding="utf-8")
+        except OSError as error:
+            print(f"error: cannot read {args.file}: {error.strerror}", file=sys.stderr)
+            return 2
+    else:
+        text = sys.stdin.read()
+    registry: SchemaRegistry | None = None
+    functions = FunctionsConfig()
+    if args.dagger is not None:
+        spec = load_dagger(args.dagger)
+        functions = spec.functions
+        settings = spec.schema_registry
+        registry = SchemaRegistry.load(
+            settings.descriptor_sets, settings.fetch_timeout.total_seconds(), settings.fetch_headers
+        )
+    python_udfs = functions.python_udfs.model_copy(
+        update={
+            "files": [
+                *functions.python_udfs.files,
+                *(str(Path(path).resolve()) for path in args.python_udfs),
+            ],
+            "modules": [*functions.python_udfs.modules, *args.python_module],
+        }
+    )
+    darts = DartStoreConfig(location=args.darts) if args.darts else functions.darts
+    functions = functions.model_copy(update={"python_udfs": python_udfs, "darts": darts})
+    spark = spark_session(args.master, app_name="dagger-sql")
+    try:
+        register_functions(spark, registry, functions)
+        run_statements(spark, text, sys.stdout)
+    except FunctionsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ConsoleError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_status
+    finally:
+        spark.stop()
+    return 0

@@ -1,0 +1,29 @@
+"""SingleFeatureWithType: Feast feature rows from (name, value, type) triplets of one row."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from jobs.udfs.feature_rows import FEATURE_ROWS_DDL, FeatureValueError, feature_rows
+from jobs.udfs.registration import UdfError, register_arrow
+
+
+def single_feature_with_type(*arguments: pa.Array) -> pa.Array:
+    """One feature row per triplet, in argument order; `type` is a Dagger ValueEnum name
+    ('StringType', 'DoubleType', ...) that picks the slot and the conversion."""
+    if not arguments or len(arguments) % 3:
+        raise UdfError(  # after the function's name, Dagger's message word for word
+            "SingleFeatureWithType: Invalid number of arguments given to Udf. "
+            "Requires arguments that is divisible by 3."
+        )
+    try:
+        return feature_rows(
+            "SingleFeatureWithType", list(arguments[0::3]), list(arguments[1::3]), list(arguments[2::3])
+        )
+    except FeatureValueError as error:
+        raise UdfError(f"SingleFeatureWithType: {error}") from None
+
+
+def register(spark: SparkSession) -> None:
+    register_arrow(spark, "SingleFeatureWithType", single_feature_with_type, FEATURE_ROWS_DDL)

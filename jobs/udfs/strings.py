@@ -1,0 +1,35 @@
+"""Dagger's Split (as DaggerSplit) and ByteToString: built-in expressions with Java's semantics.
+
+Spark resolves its own `split` before any session function, so Dagger's Split cannot have its name: an
+unchanged `Split(text, regex)` runs Spark's, which keeps trailing empty strings, splits `''` into
+characters and returns NULL for NULL. `DaggerSplit` is Dagger's.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from jobs.udfs.registration import create_sql_function
+
+
+def _java_split(parts: str) -> str:
+    """Java's `String.split(regex)` drops trailing empty strings (Spark's `split` keeps them), and an
+    input of nothing but delimiters gives no element at all."""
+    last_non_empty = f"array_position(reverse(transform({parts}, part -> part <> '')), true)"
+    kept = (
+        f"CASE WHEN exists({parts}, part -> part <> '') THEN size({parts}) + 1 - {last_non_empty} ELSE 0 END"
+    )
+    return f"slice({parts}, 1, {kept})"
+
+
+def register(spark: SparkSession) -> None:
+    parts = "split(input, CASE WHEN delimiter = '' THEN ' ' ELSE delimiter END, -1)"
+    create_sql_function(
+        spark,
+        "DaggerSplit",
+        "input STRING, delimiter STRING",
+        "ARRAY<STRING>",
+        "CASE WHEN input IS NULL OR delimiter IS NULL THEN CAST(array() AS ARRAY<STRING>) "
+        f"WHEN input = '' THEN array('') ELSE {_java_split(parts)} END",
+    )
+    create_sql_function(spark, "ByteToString", "bytes BINARY", "STRING", "CAST(bytes AS STRING)")

@@ -1,0 +1,438 @@
+"""Crash-test harness: a dagger run through Dagster whose Spark driver is killed again and again.
+
+The dagger reads `dagger.testing.Order`s from Kafka, filters and projects them in SQL, and writes the
+result to an exactly-once Kafka sink and to a Parquet lake. It runs as its Dagster job in a real
+deployment (`tests/dagster_deployment.py`); every kill is a SIGKILL of the run worker, the process that
+holds the Spark driver (in-process executor), at a moment drawn from a seeded RNG; the deployment's
+`dagger_restarts` sensor starts the next run from the checkpoint. At the end the last run drains the
+input and is stopped gracefully, and each sink's committed output is compared with the output computed
+here, in Python, from what was produced.
+
+What counts as committed output is what each sink itself records, never the broker's isolation (the
+embedded broker shows aborted transactions to read_committed consumers):
+  * Kafka: the rows whose `dagger.attempt` header names an attempt with a committed marker;
+  * Parquet: the files of batches that have a `committed` marker (or were committed and then pruned:
+    batch b's markers go once batch b + 100 is committed, which needs b committed first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC
+from pathlib import Path
+
+import pyarrow.dataset as ds
+from dagster import DagsterRunStatus, RunsFilter
+
+from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
+from jobs.schema_registry import SchemaRegistry
+from tests.conftest import KafkaHelper, kafka_sink, message_class
+from tests.dagster_deployment import DagsterDeployment, wait_for, write_orders_dagger
+from tests.test_kafka_exactly_once import headers, marked, markers
+
+SEED_VARIABLE = "DAGGER_CRASH_SEED"
+ORDER = "dagger.testing.Order"
+START_SECONDS = 1_700_000_000  # created_at of order 0; orders are 7 s apart, so the lake gets many hours
+SQL = (
+    "SELECT order_id, upper(customer_id) AS customer_id, amount * 2 AS amount, created_at "
+    "FROM orders WHERE customer_id <> 'c3'"
+)
+
+OutputRow = tuple[str, str, float, int]
+"""order_id, customer_id, amount, created_at (epoch seconds)."""
+
+
+def crash_seed() -> int:
+    """The RNG seed of a crash run: `$DAGGER_CRASH_SEED` to replay one, else a fresh one."""
+    value = os.environ.get(SEED_VARIABLE, "").strip()
+    if not value:
+        return random.SystemRandom().randrange(2**32)
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{SEED_VARIABLE}={value!r}: the crash seed must be an integer") from None
+
+
+# --------------------------------------------------------------------------------------------------------
+# Input and the expected output
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Order:
+    index: int
+
+    @property
+    def order_id(self) -> str:
+        return f"o{self.index}"
+
+    @property
+    def customer_id(self) -> str:
+        return f"c{self.index % 5}"
+
+    @property
+    def amount(self) -> float:
+        return (self.index % 1000) / 4  # quarters: exact in binary, so doubling them is exact too
+
+    @property
+    def created_at(self) -> int:
+        return START_SECONDS + 7 * self.index
+
+
+def order_payloads(registry: SchemaRegistry, orders: Iterable[Order]) -> list[bytes]:
+    message_type = message_class(registry, ORDER)
+    payloads = []
+    for order in orders:
+        message = message_type(order_id=order.order_id, customer_id=order.customer_id, amount=order.amount)
+        message.created_at.FromSeconds(order.created_at)
+        payloads.append(message.SerializeToString())
+    return payloads
+
+
+def expected_output(orders: Iterable[Order]) -> Counter[OutputRow]:
+    """The dagger's SQL, computed row by row here: customer c3 filtered out, customer upper-cased, amount
+    doubled."""
+    return Counter(
+        (order.order_id, order.customer_id.upper(), order.amount * 2, order.created_at)
+        for order in orders
+        if order.customer_id != "c3"
+    )
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A sink's committed output against the expected output."""
+
+    sink: str
+    kills: int
+    missing: int
+    duplicated: int
+    unexpected: int
+    rows: int
+
+    @classmethod
+    def of(cls, sink: str, kills: int, expected: Counter[OutputRow], actual: list[OutputRow]) -> Tally:
+        seen = Counter(actual)
+        return cls(
+            sink=sink,
+            kills=kills,
+            missing=sum(1 for row in expected if row not in seen),
+            duplicated=sum(count - 1 for row, count in seen.items() if row in expected and count > 1),
+            unexpected=sum(count for row, count in seen.items() if row not in expected),
+            rows=len(actual),
+        )
+
+    @property
+    def exact(self) -> bool:
+        return self.missing == self.duplicated == self.unexpected == 0
+
+    def line(self) -> str:
+        extra = f", {self.unexpected} unexpected" if self.unexpected else ""
+        return (
+            f"{self.sink}: {self.kills} kills, {self.missing} missing, {self.duplicated} duplicated"
+            f"{extra} ({self.rows} committed rows)"
+        )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Reading what the sinks committed
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KafkaOutput:
+    committed: list[OutputRow]
+    """Rows of attempts with a committed marker."""
+    attempts: int
+    """Attempts that wrote rows."""
+    cut_short: int
+    """Attempts whose rows are there but whose marker is not: aborted or killed transactions."""
+    incomplete_markers: list[str]
+    """Markers whose attempt has fewer or more rows than the marker counts (a loss, or a bug)."""
+
+
+def read_kafka_output(kafka: KafkaHelper, registry: SchemaRegistry, topic: str) -> KafkaOutput:
+    records = kafka.read_all(topic, isolation_level="read_committed")
+    marker_list = markers(kafka, topic)
+    decode = message_class(registry, ORDER).FromString
+    committed = []
+    for record in marked(records, marker_list):
+        order = decode(record.value())
+        committed.append((order.order_id, order.customer_id, order.amount, order.created_at.seconds))
+    rows_per_attempt = Counter(headers(record)["dagger.attempt"] for record in records)
+    incomplete = [
+        f"batch {marker['batch']} partition {marker['partition']}: marker counts {marker['records']}, "
+        f"{rows_per_attempt[marker['attempt']]} rows carry its attempt"
+        for marker in marker_list
+        if rows_per_attempt[marker["attempt"]] != marker["records"]
+    ]
+    marked_attempts = {marker["attempt"] for marker in marker_list}
+    return KafkaOutput(
+        committed=committed,
+        attempts=len(rows_per_attempt),
+        cut_short=len(rows_per_attempt.keys() - marked_attempts),
+        incomplete_markers=incomplete,
+    )
+
+
+@dataclass(frozen=True)
+class LakeOutput:
+    committed: list[OutputRow]
+    uncommitted_files: int
+    """Visible files of batches without a committed marker (a crashed batch not yet replayed)."""
+
+
+def lake_batch_id(path: str) -> int:
+    """The batch id in a lake file's name: `part-b0000000042-t00001.parquet` -> 42."""
+    name = Path(path).name
+    return int(name.removeprefix("part-b").split("-", 1)[0])
+
+
+def _marker_ids(lake: Path, kind: str) -> set[int]:
+    folder = lake / "_dagger" / kind
+    return {int(path.name) for path in folder.iterdir() if path.name.isdigit()} if folder.is_dir() else set()
+
+
+def read_lake_output(lake: Path) -> LakeOutput:
+    started, committed = _marker_ids(lake, "started"), _marker_ids(lake, "committed")
+    latest = max(committed, default=-1)
+
+    def is_committed(batch: int) -> bool:
+        # A batch older than the newest committed one whose markers are gone was pruned after its commit.
+        return batch in committed or (batch < latest and batch not in started)
+
+    rows: list[OutputRow] = []
+    uncommitted = 0
+    dataset = ds.dataset(lake, format="parquet", partitioning="hive")  # skips `_` and `.` entries
+    for fragment in dataset.get_fragments():
+        if not is_committed(lake_batch_id(fragment.path)):
+            uncommitted += 1
+            continue
+        table = fragment.to_table(columns=["order_id", "customer_id", "amount", "created_at"])
+        for row in table.to_pylist():
+            created = (
+                row["created_at"].replace(tzinfo=UTC)
+                if row["created_at"].tzinfo is None
+                else row["created_at"]
+            )
+            rows.append((row["order_id"], row["customer_id"], row["amount"], int(created.timestamp())))
+    return LakeOutput(committed=rows, uncommitted_files=uncommitted)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The checkpoint: where the query is
+# --------------------------------------------------------------------------------------------------------
+
+
+def _batch_ids(folder: Path) -> list[int]:
+    return (
+        sorted(int(path.name) for path in folder.iterdir() if path.name.isdigit()) if folder.is_dir() else []
+    )
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    planned: int
+    """Latest batch whose offsets are logged (-1: none)."""
+    committed: int
+    """Latest batch the checkpoint recorded as done (-1: none)."""
+
+    @property
+    def mid_batch(self) -> bool:
+        return self.planned > self.committed
+
+    @classmethod
+    def read(cls, checkpoint: Path) -> CheckpointState:
+        planned, committed = _batch_ids(checkpoint / "offsets"), _batch_ids(checkpoint / "commits")
+        return cls(planned[-1] if planned else -1, committed[-1] if committed else -1)
+
+
+def committed_end_offsets(checkpoint: Path) -> int:
+    """Records the query has read to the end of its latest committed batch (all partitions)."""
+    state = CheckpointState.read(checkpoint)
+    if state.committed < 0:
+        return 0
+    lines = (checkpoint / "offsets" / str(state.committed)).read_text().splitlines()
+    source_offsets = json.loads(lines[2])  # version, batch metadata, then the one source's offsets
+    return sum(offset for partitions in source_offsets.values() for offset in partitions.values())
+
+
+# --------------------------------------------------------------------------------------------------------
+# The input, produced up front and while the dagger runs
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class OrderFeed:
+    """Produces orders o0, o1, ... to a two-partition topic (order i to partition i % 2)."""
+
+    kafka: KafkaHelper
+    registry: SchemaRegistry
+    topic: str
+    produced: int = 0
+
+    @property
+    def orders(self) -> list[Order]:
+        return [Order(index) for index in range(self.produced)]
+
+    def produce(self, count: int) -> None:
+        start = self.produced
+        self.kafka.produce(
+            self.topic,
+            order_payloads(self.registry, (Order(index) for index in range(start, start + count))),
+            partition=lambda offset: (start + offset) % 2,
+        )
+        self.produced += count
+
+
+# --------------------------------------------------------------------------------------------------------
+# Runs, kills and restarts through Dagster
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kill:
+    run_id: str
+    pid: int
+    delay_s: float
+    """How long after the run's progress (and the orders produced then) the kill came."""
+    at: CheckpointState
+    parquet_mid_write: bool
+    """The lake had a batch started and not committed when the driver died."""
+
+
+@dataclass
+class CrashDagger:
+    """One dagger in a Dagster deployment, and the runs that crash and restart it."""
+
+    dagster: DagsterDeployment
+    kafka: KafkaHelper
+    name: str
+    source: str
+    output: str
+    lake: Path
+    checkpoint: Path
+    rng: random.Random
+    kills: list[Kill] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+
+    @classmethod
+    def deploy(
+        cls,
+        dagster: DagsterDeployment,
+        kafka: KafkaHelper,
+        descriptor_set: Path,
+        rng: random.Random,
+        max_records_per_batch: int,
+        trigger_interval: str,
+    ) -> CrashDagger:
+        name = "crash-orders"
+        source, output = kafka.new_topic("crash-in", partitions=2), kafka.new_topic("crash-out")
+        lake, checkpoint = dagster.daggers.parent / "lake", dagster.daggers / f"{name}.checkpoint"
+        write_orders_dagger(
+            dagster.daggers,
+            name,
+            kafka.bootstrap_servers,
+            descriptor_set,
+            {"topics": [source], "max_records_per_batch": max_records_per_batch},
+            sql=SQL,
+            trigger_interval=trigger_interval,
+            checkpoint_location=str(checkpoint),
+            sinks=[
+                kafka_sink(kafka.bootstrap_servers, output, ORDER, delivery="exactly_once"),
+                {"kind": "parquet", "path": str(lake), "time_column": "created_at"},
+            ],
+            # Every crash is restarted after ~1 s (the sensor ticks every 5 s), however many came before.
+            restart={"max_attempts": 1000, "initial_backoff": "1s", "backoff_factor": 1},
+        )
+        return cls(dagster, kafka, name, source, output, lake, checkpoint, rng)
+
+    @property
+    def job(self) -> str:
+        return f"{self.name.replace('-', '_')}_job"
+
+    def launch(self) -> str:
+        self.dagster.wait_until_up()
+        run_id = self.dagster.client.submit_job_execution(self.job)
+        self.run_ids.append(run_id)
+        return run_id
+
+    def state(self) -> CheckpointState:
+        return CheckpointState.read(self.checkpoint)
+
+    def wait_for_progress(self, run_id: str, beyond: int, timeout_s: float = 180) -> int:
+        """Waits until the run has committed a batch after `beyond`; returns the run worker's pid."""
+        wait_for(
+            lambda: self.state().committed > beyond or self._ended(run_id),
+            timeout_s,
+            f"run {run_id} to commit a batch after {beyond}",
+        )
+        status = self.dagster.instance.get_run_by_id(run_id).status
+        assert status == DagsterRunStatus.STARTED, f"run {run_id} ended {status} instead of making progress"
+        return self.dagster.run_worker_pid(run_id)
+
+    def _ended(self, run_id: str) -> bool:
+        return self.dagster.instance.get_run_by_id(run_id).status not in (
+            DagsterRunStatus.QUEUED,
+            DagsterRunStatus.NOT_STARTED,
+            DagsterRunStatus.STARTING,
+            DagsterRunStatus.STARTED,
+        )
+
+    def kill_at_random_moment(self, run_id: str, feed: OrderFeed, orders: int, max_delay_s: float) -> Kill:
+        """Waits for the run to make progress, produces `orders` more while it runs, waits a random delay,
+        then SIGKILLs its worker."""
+        pid = self.wait_for_progress(run_id, self.state().committed)
+        feed.produce(orders)
+        delay = self.rng.uniform(0, max_delay_s)
+        time.sleep(delay)
+        at = self.state()
+        parquet_mid_write = bool(_marker_ids(self.lake, "started") - _marker_ids(self.lake, "committed"))
+        os.kill(pid, signal.SIGKILL)
+        kill = Kill(run_id, pid, delay, at, parquet_mid_write)
+        self.kills.append(kill)
+        return kill
+
+    def restart_of(self, run_id: str, timeout_s: float = 120) -> str:
+        """The run the restart sensor launched for the crashed `run_id`."""
+
+        def restart() -> str | None:
+            runs = self.dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: run_id}))
+            return runs[0].run_id if runs else None
+
+        wait_for(lambda: restart() is not None, timeout_s, f"the restart of crashed run {run_id}")
+        restarted = restart()
+        assert restarted is not None
+        failed = self.dagster.instance.get_run_by_id(run_id)
+        assert failed.status == DagsterRunStatus.FAILURE, f"killed run {run_id} is {failed.status}"
+        self.run_ids.append(restarted)
+        return restarted
+
+    def restart_attempts(self) -> list[int]:
+        return [
+            int(self.dagster.instance.get_run_by_id(run_id).tags.get(RESTART_ATTEMPT_TAG, "0"))
+            for run_id in self.run_ids
+        ]
+
+    def drain_and_stop(self, run_id: str, records: int, timeout_s: float = 180) -> None:
+        """Lets the run read the input to its end (`records` in all), then stops it gracefully."""
+        wait_for(
+            lambda: committed_end_offsets(self.checkpoint) >= records or self._ended(run_id),
+            timeout_s,
+            f"run {run_id} to read all {records} records",
+        )
+        assert committed_end_offsets(self.checkpoint) == records, (
+            f"run {run_id} is {self.dagster.instance.get_run_by_id(run_id).status} "
+            f"after reading {committed_end_offsets(self.checkpoint)} of {records} records"
+        )
+        self.dagster.client.terminate_run(run_id)
+        wait_for(lambda: self._ended(run_id), 90, f"run {run_id} to stop")
+        status = self.dagster.instance.get_run_by_id(run_id).status
+        assert status == DagsterRunStatus.CANCELED, f"the last run ended {status}, not CANCELED"

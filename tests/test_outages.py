@@ -1,0 +1,222 @@
+"""Outages while a dagger runs, against real servers: the broker frozen for 30 s, a sink server stopped.
+
+The broker outage uses a broker of its own, frozen with SIGSTOP (the embedded broker keeps its data in
+memory only, so a restart would lose the topics; a frozen process keeps its connections and data, and
+answers nothing, like a host that vanished). The sink outage stops a real InfluxDB of its own and starts
+it again on the same ports and data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from jobs.broker import EmbeddedBroker, free_port
+from jobs.runner import DaggerQueryError
+from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
+from tests.servers.influxdb import (
+    _CONFIG,
+    ADMIN_PASSWORD,
+    ADMIN_USER,
+    InfluxServer,
+    _create_admin,
+    _influxd,
+    _ping,
+    _stop,
+)
+
+ORDER = "dagger.testing.Order"
+FREEZE_S = 30.0
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+        time.sleep(0.5)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The broker frozen for 30 s
+# --------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_broker() -> Iterator[EmbeddedBroker]:
+    """A broker only this test freezes (requested before `start_dagger`, so it outlives the dagger)."""
+    with EmbeddedBroker() as broker:
+        yield broker
+        os.kill(broker.pid, signal.SIGCONT)  # never leave it frozen, whatever failed
+
+
+@pytest.mark.slow
+def test_a_broker_frozen_for_30_seconds_is_ridden_out_without_loss_or_duplicates(
+    own_broker, registry, make_dagger, start_dagger, caplog
+):
+    caplog.set_level(logging.WARNING, logger="jobs.sources.kafka")
+    kafka = KafkaHelper(own_broker.bootstrap_servers)
+    source, sink = kafka.new_topic("frozen-in", partitions=2), kafka.new_topic("frozen-out")
+    spec = make_dagger(
+        streams=[
+            kafka_stream(
+                kafka.bootstrap_servers, "orders", ORDER, "created_at", topics=[source], broker_timeout="5s"
+            )
+        ],
+        sql="SELECT order_id, customer_id, amount, created_at FROM orders",
+        sinks=[kafka_sink(kafka.bootstrap_servers, sink, ORDER)],
+        trigger_interval="1s",
+    )
+    running = start_dagger(spec)
+    decode = message_class(registry, ORDER).FromString
+
+    def delivered() -> list[str]:
+        return [decode(record.value()).order_id for record in kafka.read_all(sink)]
+
+    kafka.produce(source, order_payloads(registry, 0, 100), partition=lambda index: index % 2)
+    wait_until(lambda: len(delivered()) >= 100, 120, "the first 100 orders")
+
+    # Records the dagger has not read yet when the broker stops, and records sent while it is stopped
+    # (queued by their producer until it answers again).
+    kafka.produce(source, order_payloads(registry, 100, 50), partition=lambda index: index % 2)
+    os.kill(own_broker.pid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 0})
+    for index, payload in enumerate(order_payloads(registry, 150, 50)):
+        producer.produce(source, payload, partition=index % 2)
+    producer.poll(0)
+    time.sleep(FREEZE_S - (time.monotonic() - frozen_at))
+    os.kill(own_broker.pid, signal.SIGCONT)
+    assert producer.flush(60) == 0
+
+    expected = Counter(f"o{index}" for index in range(200))
+    wait_until(lambda: Counter(delivered()) == expected, 180, "all 200 orders once each after the thaw")
+    time.sleep(3)  # a few more triggers: nothing else may arrive (no replayed batch)
+    assert Counter(delivered()) == expected
+    assert running.run.query.isActive and running.run.query.exception() is None
+    retried = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert retried, "the dagger never asked the frozen broker anything: the outage was not exercised"
+    assert all(f"stream 'orders' ({kafka.bootstrap_servers})" in message for message in retried)
+    running.run.wait(timeout_s=0.1)  # collects the progress reports
+    assert sum(report.input_rows for report in running.run.reports) == 200  # no record read twice
+
+
+# --------------------------------------------------------------------------------------------------------
+# A sink server stopped
+# --------------------------------------------------------------------------------------------------------
+
+
+class StoppableInfluxDB:
+    """influxd on fixed ports and a data folder of its own, so it can stop and come back unchanged."""
+
+    def __init__(self, root: Path) -> None:
+        self.http_port, rpc_port = free_port(), free_port()
+        self.config = root / "influxdb.conf"
+        self.config.write_text(_CONFIG.format(root=root, http_port=self.http_port, rpc_port=rpc_port))
+        self.log = root / "influxd.log"
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.server = InfluxServer(self.url, proxy=None)  # queries only: no v2 compatibility proxy
+        self._process = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self._process = subprocess.Popen(
+                [_influxd(), "-config", str(self.config)], stdout=log, stderr=subprocess.STDOUT
+            )
+        wait_until(lambda: _ping(self.url), 30, f"influxd on {self.url}")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            _stop(self._process)
+            self._process = None
+
+
+@pytest.fixture
+def stoppable_influxdb() -> Iterator[StoppableInfluxDB]:
+    with tempfile.TemporaryDirectory(prefix="influxdb-outage-") as folder:
+        influxdb = StoppableInfluxDB(Path(folder))
+        influxdb.start()
+        _create_admin(influxdb.url)
+        try:
+            yield influxdb
+        finally:
+            influxdb.stop()
+
+
+def group_offset(bootstrap_servers: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, "log_level": 3})
+    try:
+        [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        return committed.offset
+    finally:
+        consumer.close()
+
+
+def test_a_stopped_sink_server_fails_the_batch_after_bounded_retries_and_a_restart_loses_nothing(
+    stoppable_influxdb, kafka, registry, make_dagger, start_dagger
+):
+    influxdb = stoppable_influxdb
+    database = influxdb.server.create_database()
+    topic, group = kafka.new_topic("influx-outage"), f"outage-{time.monotonic_ns()}"
+    kafka.produce(topic, order_payloads(registry, 0, 3))
+    backoff_s, retries = 3.0, 2
+    spec = make_dagger(
+        streams=[
+            kafka_stream(
+                kafka.bootstrap_servers, "orders", ORDER, "created_at", topics=[topic], group_id=group
+            )
+        ],
+        sql="SELECT order_id AS tag_order, amount, created_at AS window_timestamp FROM orders",
+        sinks=[
+            {
+                "kind": "influx",
+                "url": influxdb.url,
+                "database": database,
+                "measurement": "orders",
+                "username": ADMIN_USER,
+                "password": ADMIN_PASSWORD,
+                "max_retries": retries,
+                "retry_backoff": f"{backoff_s}s",
+                "timeout": "2s",
+            }
+        ],
+    )
+    first = start_dagger(spec)
+    first.process_available()
+    assert [row["tag_order"] for row in influxdb.server.rows(database, "orders")] == ["o0", "o1", "o2"]
+
+    influxdb.stop()
+    kafka.produce(topic, order_payloads(registry, 3, 4))
+    started = time.monotonic()
+    with pytest.raises(
+        DaggerQueryError,
+        match=rf"influx sink {influxdb.url} database '{database}' measurement 'orders': batch 1: "
+        rf"write failed after {retries + 1} attempt\(s\): .*(Connection refused|NewConnectionError)",
+    ):
+        first.process_available()
+    elapsed = time.monotonic() - started
+    waits = [backoff_s * 2**attempt for attempt in range(retries)]  # 3 s, then 6 s
+    assert sum(waits) <= elapsed < sum(waits) + backoff_s * 2**retries  # a third retry would add 12 s
+
+    # Nothing of batch 1 was acknowledged: neither the checkpoint nor the consumer group moved past it.
+    commits = Path(spec.resolved_checkpoint_location, "commits")
+    assert sorted(path.name for path in commits.iterdir() if not path.name.startswith(".")) == ["0"]
+    assert group_offset(kafka.bootstrap_servers, group, topic) == 3
+
+    influxdb.start()  # same ports, same data
+    assert [row["tag_order"] for row in influxdb.server.rows(database, "orders")] == ["o0", "o1", "o2"]
+    restarted = start_dagger(spec)  # the restart path: the same dagger from its checkpoint
+    restarted.process_available()
+    assert [(r.batch_id, r.input_rows) for r in restarted.run.reports if r.input_rows] == [(1, 4)]
+    rows = influxdb.server.rows(database, "orders")
+    assert [(row["tag_order"], row["amount"]) for row in rows] == [(f"o{i}", i) for i in range(7)]

@@ -1,0 +1,251 @@
+"""Flink SQL (Dagger's FLINK_SQL_QUERY) on Spark: group windows, intervals, literals, refusals.
+
+The translations are checked as text, and the window forms run on a small batch table in Spark whose
+expected rows are computed here by hand (floor to the window, count)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pyspark.errors import AnalysisException
+
+from jobs.raystack.flink_sql import FlinkSqlError, translate
+
+EVENTS = [  # (seconds after 12:00:00, service type)
+    (5, "GO_RIDE"),
+    (20, "GO_RIDE"),
+    (59, "GO_SEND"),
+    (61, "GO_RIDE"),
+    (130, "GO_SEND"),
+    (135, "GO_SEND"),
+    (400, "GO_RIDE"),
+]
+NOON = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return NOON + timedelta(seconds=seconds)
+
+
+def collected(seconds: float) -> datetime:
+    """`at(seconds)` as PySpark collects a TIMESTAMP: naive, in the Python process's local time."""
+    return at(seconds).astimezone().replace(tzinfo=None)
+
+
+@pytest.mark.parametrize(
+    ("flink", "spark"),
+    [
+        (
+            "SELECT service_type, count(1) AS booking_count, TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS "
+            "window_timestamp FROM `bookings` GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), service_type",
+            "SELECT service_type, count(1) AS booking_count, window.end AS window_timestamp FROM `bookings` "
+            "GROUP BY window(rowtime, '1 minute'), service_type",
+        ),
+        (  # Flink's HOP takes the slide first, Spark's window the size first
+            "SELECT HOP_START(rowtime, INTERVAL '1' MINUTE, INTERVAL '1' HOUR(2)) AS s, count(1) AS c "
+            "FROM t GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '1' HOUR(2))",
+            "SELECT window.start AS s, count(1) AS c FROM t GROUP BY window(rowtime, '1 hour', '1 minute')",
+        ),
+        (
+            "SELECT SESSION_START(t.rowtime, INTERVAL '10' MINUTES) s, SESSION_END(t.rowtime, "
+            "INTERVAL '10' MINUTES) e FROM t GROUP BY SESSION(t.rowtime, INTERVAL '10' MINUTES), k",
+            "SELECT session_window.start s, session_window.end e FROM t "
+            "GROUP BY session_window(t.rowtime, '10 minutes'), k",
+        ),
+        (
+            "SELECT CAST(a AS VARCHAR), CAST(b AS TIMESTAMP(3)), CAST(c AS TIMESTAMP(3) WITH LOCAL TIME "
+            "ZONE), CAST(d AS VARCHAR(5)), CAST(e AS BYTES), 'it''s', '\\d+' FROM t",
+            "SELECT CAST(a AS STRING), CAST(b AS TIMESTAMP), CAST(c AS TIMESTAMP), CAST(d AS VARCHAR(5)), "
+            "CAST(e AS BINARY), 'it\\'s', '\\\\d+' FROM t",
+        ),
+        (
+            "SELECT a FROM t WHERE rowtime > CURRENT_TIMESTAMP - INTERVAL '1' DAY(3) -- a comment\n",
+            "SELECT a FROM t WHERE rowtime > CURRENT_TIMESTAMP - INTERVAL '1' DAY -- a comment",
+        ),
+        (
+            "SELECT items.name FROM booking, UNNEST(booking.items) AS items (id, quantity, name)",
+            "SELECT items.name FROM booking, LATERAL inline(booking.items) AS items (id, quantity, name)",
+        ),
+        (
+            "SELECT a, T.bucket FROM data_stream, LATERAL TABLE(HistogramBucket(x, '1,2')) AS T(bucket)",
+            "SELECT a, T.bucket FROM data_stream, LATERAL HistogramBucket(x, '1,2') AS T(bucket)",
+        ),
+    ],
+    ids=["tumble", "hop", "session", "types-and-strings", "interval-precision", "unnest", "lateral-table"],
+)
+def test_flink_constructs_become_spark_sql(flink, spark):
+    assert translate(flink).sql == spark
+
+
+@pytest.mark.parametrize(
+    ("interval", "duration"),
+    [
+        ("INTERVAL '60' SECOND", "1 minute"),
+        ("INTERVAL '1' MINUTE", "1 minute"),
+        ("INTERVAL '90' SECONDS", "90 seconds"),
+        ("INTERVAL '1' HOUR(2)", "1 hour"),
+        ("INTERVAL '100' HOUR(3)", "100 hours"),
+        ("INTERVAL '2' DAY", "2 days"),
+        ("INTERVAL '1:30' HOUR TO MINUTE", "90 minutes"),
+        ("INTERVAL '1 02:03:04.5' DAY TO SECOND", "93784500 milliseconds"),  # 1 d 2 h 3 min 4.5 s
+        ("INTERVAL '0.25' SECOND(2, 3)", "250 milliseconds"),
+        ("INTERVAL 30 SECOND", "30 seconds"),
+    ],
+)
+def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
+    query = translate(f"SELECT count(1) AS c FROM t GROUP BY TUMBLE(rowtime, {interval})")
+    assert query.sql == f"SELECT count(1) AS c FROM t GROUP BY window(rowtime, '{duration}')"
+
+
+@pytest.mark.parametrize(
+    ("flink", "construct"),
+    [
+        (
+            "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY a ORDER BY rowtime MEASURES A.x AS x "
+            "PATTERN (A B) DEFINE A AS A.x > 1)",
+            "at line 1, column 17: MATCH_RECOGNIZE (row pattern matching) is not supported",
+        ),
+        (
+            "SELECT a, SUM(b) OVER (PARTITION BY a ORDER BY rowtime) AS s FROM t",
+            "OVER windows are not supported",
+        ),
+        (
+            "SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.proctime AS x ON o.id = x.id",
+            "temporal table joins (FOR SYSTEM_TIME AS OF) are not supported",
+        ),
+        (
+            "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), INTERVAL '10' MINUTES))",
+            "window table-valued functions (TABLE(TUMBLE(...))) are not supported",
+        ),
+        ("SELECT a, PROCTIME() AS p FROM t", "processing time (PROCTIME()) is not supported"),
+        (
+            "SELECT TUMBLE_PROCTIME(rowtime, INTERVAL '1' MINUTE) AS p FROM t "
+            "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)",
+            "TUMBLE_PROCTIME (processing time) is not supported",
+        ),
+        (
+            "SELECT TUMBLE_END(rowtime, INTERVAL '2' MINUTE) AS e FROM t "
+            "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)",
+            "TUMBLE_END(rowtime, INTERVAL '2' MINUTE) does not match the GROUP BY window TUMBLE(rowtime",
+        ),
+        (
+            "SELECT HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) AS e FROM t",
+            "HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) needs HOP(...) in the GROUP BY",
+        ),
+        ("SELECT TUMBLE(rowtime, INTERVAL '1' MINUTE) AS w FROM t", "TUMBLE(...) belongs in a GROUP BY"),
+        (
+            "SELECT count(1) AS c FROM t GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), "
+            "HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)",
+            "one SELECT may group by one window only",
+        ),
+        (
+            "SELECT count(1) AS c FROM t GROUP BY HOP(rowtime, INTERVAL '10' MINUTE, INTERVAL '1' MINUTE)",
+            "a slide longer than the window size is not supported",
+        ),
+        (
+            "SELECT count(1) AS c FROM t GROUP BY TUMBLE(rowtime, INTERVAL '1' MONTH)",
+            "year-month intervals cannot size a window",
+        ),
+        (
+            "SELECT count(1) AS c FROM t GROUP BY TUMBLE(rowtime, INTERVAL '0.0005' SECOND)",
+            "windows have millisecond resolution",
+        ),
+        (
+            "SELECT k, count(1) + 1, TUMBLE_ROWTIME(rowtime, INTERVAL '1' MINUTE) AS rt FROM t "
+            "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), k",
+            "a SELECT with a *_ROWTIME column must name all its columns",
+        ),
+        ("SELECT a FROM t; SELECT b FROM t", "must hold one query, found 2 statements"),
+        ("INSERT INTO results SELECT a FROM t", "must be a query (SELECT ...), not INSERT"),
+        ("SELECT FROM WHERE", "cannot be parsed: Expected table name but got 'WHERE' at line 1, column 17"),
+    ],
+    ids=lambda value: value[:40],
+)
+def test_unsupported_flink_sql_is_refused_naming_the_construct(flink, construct):
+    with pytest.raises(FlinkSqlError) as raised:
+        translate(flink)
+    assert construct in str(raised.value)
+    assert str(raised.value).startswith("FLINK_SQL_QUERY")
+
+
+def test_aggregations_without_a_window_are_recognised():
+    assert not translate("SELECT a FROM t WHERE b > 1").unwindowed_aggregation
+    assert not translate(
+        "SELECT k, count(1) AS c FROM t GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), k"
+    ).unwindowed_aggregation
+    assert translate("SELECT k, count(1) AS c FROM t GROUP BY k").unwindowed_aggregation
+    assert translate("SELECT DISTINCT k FROM t").unwindowed_aggregation
+    assert translate("SELECT DistinctCount(k) AS n FROM t").unwindowed_aggregation  # Dagger's aggregate
+
+
+def test_group_windows_give_the_expected_rows_on_spark(spark):
+    spark.createDataFrame(
+        [(at(offset), service) for offset, service in EVENTS], "rowtime timestamp, service_type string"
+    ).createOrReplaceTempView("bookings")
+
+    def run(flink: str) -> list[tuple]:
+        return sorted(tuple(row) for row in spark.sql(translate(flink).sql).collect())
+
+    tumbling = run(
+        "SELECT service_type, count(1) AS booking_count, TUMBLE_START(rowtime, INTERVAL '60' SECOND) AS s, "
+        "TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS e FROM bookings "
+        "GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), service_type"
+    )
+    by_minute = Counter((service, offset // 60) for offset, service in EVENTS)
+    assert tumbling == sorted(
+        (service, count, collected(minute * 60), collected(minute * 60 + 60))
+        for (service, minute), count in by_minute.items()
+    )
+
+    hopping = (
+        run(  # 2-minute windows every minute: each event is in the window of its minute and the one before
+            "SELECT count(1) AS c, HOP_START(rowtime, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) AS s, "
+            "HOP_END(rowtime, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE) AS e FROM bookings "
+            "GROUP BY HOP(rowtime, INTERVAL '1' MINUTE, INTERVAL '2' MINUTE)"
+        )
+    )
+    hops = Counter(start for offset, _ in EVENTS for start in (offset // 60 - 1, offset // 60))
+    assert hopping == sorted(
+        (count, collected(start * 60), collected(start * 60 + 120)) for start, count in hops.items()
+    )
+
+    sessions = run(  # gaps over 60 s (61 -> 130 s, 135 -> 400 s) split the events into three sessions
+        "SELECT SESSION_START(rowtime, INTERVAL '60' SECOND) AS s, "
+        "SESSION_END(rowtime, INTERVAL '60' SECOND) AS e, count(1) AS c "
+        "FROM bookings GROUP BY SESSION(rowtime, INTERVAL '60' SECOND)"
+    )
+    assert sessions == [
+        (collected(5), collected(61 + 60), 4),
+        (collected(130), collected(135 + 60), 2),
+        (collected(400), collected(400 + 60), 1),
+    ]
+
+    # A window's rowtime feeds an outer window (Spark: the window's end minus one microsecond).
+    cascaded = run(
+        "SELECT count(1) AS windows, sum(c) AS bookings, TUMBLE_START(rt, INTERVAL '5' MINUTE) AS s FROM ("
+        "SELECT service_type, count(1) AS c, TUMBLE_ROWTIME(rowtime, INTERVAL '1' MINUTE) AS rt "
+        "FROM bookings GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), service_type"
+        ") GROUP BY TUMBLE(rt, INTERVAL '5' MINUTE)"
+    )
+    first_five = [key for key in by_minute if key[1] < 5]  # (service, minute) windows ending by 12:05
+    assert cascaded == sorted(
+        [
+            (len(first_five), sum(by_minute[key] for key in first_five), collected(0)),
+            (
+                len(by_minute) - len(first_five),
+                len(EVENTS) - sum(by_minute[key] for key in first_five),
+                collected(300),
+            ),
+        ]
+    )
+
+
+def test_an_unknown_table_function_is_named_before_anything_runs(spark):
+    spark.createDataFrame([(1.0,)], "x double").createOrReplaceTempView("data_stream")
+    sql = translate(
+        "SELECT T.bucket FROM data_stream, LATERAL TABLE(NoSuchBuckets(x, '1,2')) AS T(bucket)"
+    ).sql
+    with pytest.raises(AnalysisException, match="NoSuchBuckets"):
+        spark.sql(sql)
