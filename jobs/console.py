@@ -29,8 +29,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs import sql as sql_stage
+from jobs.raystack import load_dagger_or_job
 from jobs.schema_registry import SchemaRegistry
-from jobs.spec import load_dagger
 from jobs.udfs import FunctionsError, register_functions
 from jobs.udfs.config import DartStoreConfig, FunctionsConfig
 from jobs.udfs.sql_text import split_statements
@@ -124,7 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("statement", nargs="?", help="SQL text; without it, -f or stdin is read")
     parser.add_argument("-f", "--file", type=Path, help="a file of statements separated by ';'")
     parser.add_argument(
-        "--dagger", type=Path, help="use the functions: section and descriptor sets of this dagger file"
+        "--dagger",
+        type=Path,
+        help="use the functions: section and descriptor sets of this dagger file (or raystack job config)",
     )
     parser.add_argument("--darts", help="the darts' store: a folder, an http(s):// or a gs:// prefix")
     parser.add_argument(
@@ -160,7 +162,7 @@ def command(args: argparse.Namespace) -> int:
     registry: SchemaRegistry | None = None
     functions = FunctionsConfig()
     if args.dagger is not None:
-        spec = load_dagger(args.dagger)
+        spec = load_dagger_or_job(args.dagger)
         functions = spec.functions
         settings = spec.schema_registry
         registry = SchemaRegistry.load(

@@ -23,14 +23,32 @@ from jobs.udfs.python_udfs import register as register_python
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "python_udfs"
 
 
+PYFLINK_STYLE = """
+from pyflink.table import DataTypes
+from pyflink.table.udf import udf
+
+
+@udf(result_type=DataTypes.BIGINT())
+def add_one(value):
+    return value + 1
+"""
+PYFLINK_PANDAS_STYLE = """
+from pyflink.table import DataTypes
+from pyflink.table.udf import udf
+
+
+@udf(result_type=DataTypes.ARRAY(DataTypes.STRING()), func_type="pandas")
+def shout(texts):
+    return texts.map(lambda text: [text.upper() + "!"])
+"""
+
+
 def dagger_zip(path: Path) -> Path:
-    """A zip laid out like Dagger's dagger-py-functions: udfs/scalar/<name>.py plus a package marker."""
+    """A zip laid out like Dagger's dagger-py-functions, its files written for PyFlink."""
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("udfs/__init__.py", "")
-        archive.writestr("udfs/scalar/add_one.py", "def add_one(value: int) -> int:\n    return value + 1\n")
-        archive.writestr(
-            "udfs/scalar/shout.py", "def shout(text: str) -> str:\n    return text.upper() + '!'\n"
-        )
+        archive.writestr("udfs/scalar/add_one.py", PYFLINK_STYLE)
+        archive.writestr("udfs/scalar/shout.py", PYFLINK_PANDAS_STYLE)
     return path
 
 
@@ -53,7 +71,7 @@ def test_daggers_samples_from_a_folder_a_zip_and_a_module_in_sql(spark, tmp_path
     assert row.product == 50.0
     assert row.sampled == "input_text_" + (EXAMPLES / "data" / "sample_data.txt").read_text()
     assert row.sampled == "input_text_sample_text"
-    assert (row.answer, row.shouted, row.letters) == (42, "HEY!", ["S", "S", "S"])
+    assert (row.answer, row.shouted, row.letters) == (42, ["HEY!"], ["S", "S", "S"])
     assert row.f == 100 * 9 / 5 + 32
 
 

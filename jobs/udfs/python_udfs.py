@@ -7,9 +7,12 @@ Two ways in, both listed in the dagger file's `functions.python_udfs`:
   names are case-insensitive, so `multiply(...)` works as well).
 * `modules`: importable modules; each function decorated with `@dagger_function` is registered.
 
-A function declares its SQL return type with `@dagger_function(returns="double")` (any Spark SQL type) or
-a return annotation (`-> float`). A function written for pandas (parameters annotated `pd.Series`, or
-`vectorized=True`) gets whole batches; any other is called once per row, its rows moved in Arrow batches.
+A function declares its SQL return type with `@dagger_function(returns="double")` (any Spark SQL type), a
+return annotation (`-> float`), or, in a file written for Dagger, PyFlink's
+`@udf(result_type=DataTypes.FLOAT())` (see `jobs.udfs.pyflink_compat`; PyFlink need not be installed).
+A function written for pandas (parameters annotated `pd.Series`, `vectorized=True`, or PyFlink's
+`func_type="pandas"`) gets whole batches; any other is called once per row, its rows moved in Arrow
+batches.
 
 Functions loaded from files travel to the executors by value (their module's globals included), so a file
 may read a data file next to it when it is imported, as `examples/python_udfs/sample.py` does.
@@ -194,6 +197,8 @@ def _python_files(entry: str) -> list[tuple[Path, tuple[str, ...]]]:
 def _import_file(file: Path, module_path: tuple[str, ...]) -> Any:
     from pyspark import cloudpickle
 
+    from jobs.udfs.pyflink_compat import pyflink_modules
+
     name = ".".join([MODULE_PREFIX, *(re.sub(r"\W", "_", part) for part in module_path)])
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
@@ -201,7 +206,8 @@ def _import_file(file: Path, module_path: tuple[str, ...]) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with pyflink_modules():  # Dagger's files declare their types with PyFlink's `udf`
+            spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[name]
         raise PythonUdfError(f"{file}: cannot be imported: {type(error).__name__}: {error}") from None

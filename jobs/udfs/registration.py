@@ -73,6 +73,8 @@ def ints(array: pa.Array) -> list[int | None]:
 
 def epoch_millis(function: str, timestamps: pa.Array) -> pa.Array:
     """A TIMESTAMP (or TIMESTAMP_NTZ, read as UTC, or Dagger's ROW<seconds, nanos>) as epoch millis."""
+    if pa.types.is_null(timestamps.type):  # an empty `array()` literal
+        return pa.nulls(len(timestamps), pa.int64())
     if pa.types.is_struct(timestamps.type):
         seconds = pc.cast(pc.struct_field(timestamps, "seconds"), pa.int64())
         nanos = pc.cast(pc.struct_field(timestamps, "nanos"), pa.int64())
