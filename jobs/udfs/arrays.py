@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -17,13 +18,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from jobs.udfs.javatext import java_double, java_text, texts
-from jobs.udfs.registration import (
-    UdfError,
-    create_sql_function,
-    distinct_values,
-    ints,
-    register_arrow,
-)
+from jobs.udfs.registration import UdfError, create_sql_function, distinct_values, register_arrow
 
 # --------------------------------------------------------------------------------------------------------
 # ElementAt
@@ -42,10 +37,11 @@ def _elements(lists: pa.ListArray, index: pa.Array, *, from_end: bool) -> pa.Arr
     """The element at each row's 0-based index, null where out of range (a negative index counts from
     the end when `from_end`)."""
     lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    wanted = np.asarray([-1 if value is None else value for value in ints(index)], dtype=np.int64)
+    wanted = pc.fill_null(pc.cast(index, pa.int64()), 0).to_numpy(zero_copy_only=False)
     if from_end:
         wanted = np.where(wanted < 0, wanted + lengths, wanted)
-    inside = (wanted >= 0) & (wanted < lengths) & ~lists.is_null().to_numpy(zero_copy_only=False)
+    missing = pc.or_(lists.is_null(), index.is_null()).to_numpy(zero_copy_only=False)
+    inside = (wanted >= 0) & (wanted < lengths) & ~missing
     starts = lists.offsets.to_numpy()[:-1]
     positions = pa.array(np.where(inside, starts + wanted, 0), mask=~inside)
     return lists.values.take(positions)
@@ -98,9 +94,12 @@ def _entries(maps: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
 
 def _comparable_key(key: object, key_type: pa.DataType) -> pa.Scalar | None:
     """`key` as a scalar of the map's key type when it is of the same kind (numbers compare by value)."""
-    number = isinstance(key, int | float) and not isinstance(key, bool)
+    number = isinstance(key, int | float | Decimal) and not isinstance(key, bool)
     if number and (pa.types.is_integer(key_type) or pa.types.is_floating(key_type)):
-        return pa.scalar(key).cast(key_type, safe=False)
+        try:
+            return pa.scalar(key).cast(key_type)
+        except (pa.ArrowInvalid, OverflowError):
+            return None  # 1.5 equals no integer key
     if isinstance(key, str) and pa.types.is_string(key_type):
         return pa.scalar(key, key_type)
     if isinstance(key, bool) and pa.types.is_boolean(key_type):
