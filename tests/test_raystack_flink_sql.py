@@ -72,8 +72,21 @@ def collected(seconds: float) -> datetime:
             "SELECT a, T.bucket FROM data_stream, LATERAL TABLE(HistogramBucket(x, '1,2')) AS T(bucket)",
             "SELECT a, T.bucket FROM data_stream, LATERAL HistogramBucket(x, '1,2') AS T(bucket)",
         ),
+        (  # Spark's built-in split would take the name: Dagger's (Java's String.split) is DaggerSplit
+            "SELECT Split(tags, ','), split_part FROM t WHERE ElementAt(split(a, b), 0) = 'x'",
+            "SELECT DaggerSplit(tags, ','), split_part FROM t WHERE ElementAt(DaggerSplit(a, b), 0) = 'x'",
+        ),
     ],
-    ids=["tumble", "hop", "session", "types-and-strings", "interval-precision", "unnest", "lateral-table"],
+    ids=[
+        "tumble",
+        "hop",
+        "session",
+        "types-and-strings",
+        "interval-precision",
+        "unnest",
+        "lateral-table",
+        "dagger-split",
+    ],
 )
 def test_flink_constructs_become_spark_sql(flink, spark):
     assert translate(flink).sql == spark

@@ -19,6 +19,7 @@ What changes:
 | `CAST(x AS VARCHAR)`, `TIMESTAMP(3)`, `BYTES`   | `STRING`, `TIMESTAMP`, `BINARY`                      |
 | `, UNNEST(arr) AS t (a, b)`                    | `, LATERAL inline(arr) AS t (a, b)` (one name: explode) |
 | `, LATERAL TABLE(fn(x)) AS T (a)`              | `, LATERAL fn(x) AS T (a)`                           |
+| `Split(s, regex)` (Dagger's, Java's split)     | `DaggerSplit(s, regex)` (Spark's `split` wins the name) |
 
 Constructs Spark streams cannot run (OVER windows, MATCH_RECOGNIZE, temporal joins, window table-valued
 functions, processing time) are refused with the construct named, before anything starts.
@@ -50,6 +51,8 @@ _SET_OPERATORS = {TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT}
 # Dagger's aggregate functions, which the parser cannot know are aggregates.
 _DAGGER_AGGREGATES = {"COLLECTARRAY", "DISTINCTCOUNT", "FEATURES", "FEATURESWITHTYPE", "PERCENTILEAGGREGATOR"}
 _SPARK_TYPES = {"VARCHAR": "STRING", "BYTES": "BINARY", "TIMESTAMP_LTZ": "TIMESTAMP"}
+# Dagger's functions whose names Spark's built-ins take first: a Dagger query means Dagger's function.
+_DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {"SPLIT": "DaggerSplit"}
 
 
 class FlinkSqlError(ValueError):
@@ -458,6 +461,8 @@ class _TokenScan:
                     index = literal.last
             elif self._in_cast_type(index) and token.token_type != TokenType.IDENTIFIER:
                 yield from self._type_edit(index, name)
+            elif name in _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK and self.is_call(index):
+                yield _Edit(token.start, token.end + 1, _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK[name])
             elif name == "UNNEST" and self.is_call(index):
                 yield from self._unnest_edit(index)
             elif name == "LATERAL" and self.upper(index + 1) == "TABLE" and self.is_call(index + 1):
