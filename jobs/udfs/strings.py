@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from jobs.udfs.registration import create_sql_function
 
 
-def _java_split(parts: str) -> str:
+def java_split(parts: str) -> str:
     """Java's `String.split(regex)` drops trailing empty strings (Spark's `split` keeps them), and an
     input of nothing but delimiters gives no element at all."""
     last_non_empty = f"array_position(reverse(transform({parts}, part -> part <> '')), true)"
@@ -30,6 +30,6 @@ def register(spark: SparkSession) -> None:
         "input STRING, delimiter STRING",
         "ARRAY<STRING>",
         "CASE WHEN input IS NULL OR delimiter IS NULL THEN CAST(array() AS ARRAY<STRING>) "
-        f"WHEN input = '' THEN array('') ELSE {_java_split(parts)} END",
+        f"WHEN input = '' THEN array('') ELSE {java_split(parts)} END",
     )
     create_sql_function(spark, "ByteToString", "bytes BINARY", "STRING", "CAST(bytes AS STRING)")

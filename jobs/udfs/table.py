@@ -14,14 +14,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import udtf
 
 from jobs.udfs.registration import create_sql_function
-from jobs.udfs.strings import _java_split
+from jobs.udfs.strings import java_split
 
 # HistogramBucket(value, '10,20,50'): the row '+Inf', then each bucket (as written) with value <= bucket,
 # Prometheus-style cumulative buckets. Buckets are split as Java splits them (as Dagger's Split does):
 # trailing empty parts are dropped, an empty part in the middle is an error (it is not a number). The
 # expression is inlined rather than a call of DaggerSplit: Spark runs no SQL function inside a generator,
 # and a subquery around it would turn every LATERAL call into a join.
-_BUCKETS = _java_split("split(buckets, ',', -1)")
+_BUCKETS = java_split("split(buckets, ',', -1)")
 _HISTOGRAM_BUCKET = f"""SELECT explode(concat(array('+Inf'), filter(
   coalesce({_BUCKETS}, CAST(array() AS ARRAY<STRING>)), bucket -> dValue <= CAST(bucket AS DOUBLE))))"""
 
