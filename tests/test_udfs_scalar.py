@@ -499,8 +499,73 @@ def test_single_feature_with_type_builds_one_row_per_triplet(sql) -> None:
         for feature in features
     ]
     assert set_slots == [{"double_val": 1.5}, {"string_val": "42"}, {"int64_val": 7}]
+    # Each message names the function once, then says what is wrong (Dagger's text where it has one).
     fails(
         sql,
         "SingleFeatureWithType('a', 1)",
-        "Invalid number of arguments given to Udf. Requires arguments that is divisible by 3.",
+        "Error: SingleFeatureWithType: Invalid number of arguments given to Udf. "
+        "Requires arguments that is divisible by 3.",
     )
+    fails(
+        sql,
+        "SingleFeatureWithType('a', 'x', 'IntegerType')",
+        "Error: SingleFeatureWithType: the value of feature 1 cannot be read as IntegerType",
+    )
+    fails(  # String.valueOf(null) is "null", which is no ValueEnum constant
+        sql,
+        "SingleFeatureWithType('a', 1, CAST(NULL AS STRING))",
+        "Error: SingleFeatureWithType: No enum constant "
+        "org.raystack.dagger.functions.udfs.aggregate.feast.handler.ValueEnum.null",
+    )
+
+
+def filled_slots(feature: Any) -> tuple[str, Any]:
+    [(slot, value)] = [(slot, value) for slot, value in feature.value.asDict().items() if value is not None]
+    return slot, value
+
+
+def test_single_feature_with_type_reads_keys_as_java_text_and_keeps_each_triplet_once(spark, sql) -> None:
+    # Dagger keeps features in a map keyed by (key, value, type): a repeated triplet appears once, while the
+    # same key with another value or type, or a value that only converts to the same slot value ('TRUE' and
+    # 'true' as BooleanType), is a feature of its own. A null key is String.valueOf(null): "null".
+    rows = spark.sql(
+        """SELECT SingleFeatureWithType(k1, v1, 'IntegerType', k2, v2, 'IntegerType', 'a', v2, 'LongType',
+                                        'f', f1, 'BooleanType', 'f', f2, 'BooleanType') AS features
+           FROM VALUES (1, 'a', 5, 'a', 5, 'true', 'true'),
+                       (2, 'a', 5, 'a', 6, 'TRUE', 'true'),
+                       (3, NULL, 7, 'null', 7, NULL, NULL) AS t(id, k1, v1, k2, v2, f1, f2)
+           ORDER BY id"""
+    ).collect()
+    found = [[(feature.name, feature.key, filled_slots(feature)) for feature in row.features] for row in rows]
+    assert found == [
+        [
+            ("a", "a", ("int32_val", 5)),
+            ("a", "a", ("int64_val", 5)),
+            ("f", "f", ("bool_val", True)),
+        ],
+        [
+            ("a", "a", ("int32_val", 5)),
+            ("a", "a", ("int32_val", 6)),
+            ("a", "a", ("int64_val", 6)),
+            ("f", "f", ("bool_val", True)),
+            ("f", "f", ("bool_val", True)),
+        ],
+        [
+            ("null", "null", ("int32_val", 7)),
+            ("a", "a", ("int64_val", 7)),
+            ("f", "f", ("bool_val", False)),  # two nulls are equal; a null boolean is false
+        ],
+    ]
+    # Keys of other types read as Java writes them; doubles compare as Double.equals does (0.0 != -0.0).
+    # (Columns, not literals: Spark hands a UDF equal literals such as 0.0D and -0.0D as one column.)
+    [[features]] = spark.sql(
+        """SELECT SingleFeatureWithType(1.0E10D, 'x', 'StringType', 'z', zero, 'DoubleType',
+                                        'z', negative_zero, 'DoubleType', 'z', zero, 'DoubleType')
+           FROM VALUES (0.0D, -0.0D) AS t(zero, negative_zero)"""
+    ).collect()
+    assert [(feature.name, filled_slots(feature)) for feature in features] == [
+        ("1.0E10", ("string_val", "x")),
+        ("z", ("double_val", 0.0)),
+        ("z", ("double_val", -0.0)),
+    ]
+    assert [math.copysign(1.0, filled_slots(feature)[1]) for feature in features[1:]] == [1.0, -1.0]

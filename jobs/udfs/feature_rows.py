@@ -6,7 +6,8 @@ float, bool, timestamp (Dagger's slots 0-7). A null value leaves every slot empt
 
 Untyped features (`Features`) pick the slot from the value's column type; typed ones (`FeaturesWithType`)
 take it from a type name such as 'DoubleType' and convert the value the way Dagger's value transformers
-do: a null number becomes 0, a null boolean false.
+do: a null number becomes 0, a null boolean false. Keys and type names are read as `String.valueOf`
+reads them, so a null one is the text "null".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.udfs.javatext import texts
+from jobs.udfs.registration import UdfError
 
 VALUE_SLOTS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("bytes_val", pa.binary(), "ByteType"),
@@ -41,7 +43,7 @@ FEATURE_ROWS_DDL = (
 _ZERO_WHEN_NULL = {"IntegerType": 0, "LongType": 0, "DoubleType": 0.0, "FloatType": 0.0, "BooleanType": False}
 
 
-class FeatureValueError(ValueError):
+class FeatureValueError(UdfError):
     """A value that no feature-row slot can hold, or an unknown value type name."""
 
 
@@ -54,24 +56,63 @@ def unknown_type_message(type_name: object) -> str:
 def feature_rows(
     function: str, names: list[pa.Array], values: list[pa.Array], type_names: list[pa.Array] | None
 ) -> pa.ListArray:
-    """Per input row, the list of its features (`names[i]`, `values[i]`), in argument order."""
+    """Per input row, the list of its features (`names[i]`, `values[i]`), in argument order.
+
+    Typed features are kept once per equal (key, value, type name), first occurrence first: Dagger's
+    typed accumulator is a map keyed by that triplet. Untyped ones are all kept, as Dagger's list keeps them.
+    """
     length = len(names[0]) if names else 0
+    keys = [pc.fill_null(texts(name), "null") for name in names]
+    types = None if type_names is None else [pc.fill_null(texts(name), "null") for name in type_names]
     rows = []
-    for position, (name, value) in enumerate(zip(names, values, strict=True)):
-        if type_names is None:
+    for position, (key, value) in enumerate(zip(keys, values, strict=True)):
+        if types is None:
             slots = _untyped_slots(function, position, value)
         else:
-            slots = _typed_slots(function, position, value, type_names[position])
-        name = pc.cast(name, pa.string())
-        rows.append(pa.StructArray.from_arrays([name, slots, name], fields=list(FEATURE_ROW_TYPE)))
+            slots = _typed_slots(function, position, value, types[position])
+        rows.append(pa.StructArray.from_arrays([key, slots, key], fields=list(FEATURE_ROW_TYPE)))
     count = len(rows)
     if count == 0:
         return pa.array([[] for _ in range(length)], type=pa.list_(FEATURE_ROW_TYPE))
+    kept = np.ones((length, count), dtype=bool) if types is None else _first_occurrences(keys, values, types)
     # Feature-major concatenation, then each row's features gathered next to each other.
     order = (np.arange(count)[None, :] * length + np.arange(length)[:, None]).ravel()
-    items = pa.concat_arrays(rows).take(pa.array(order))
-    offsets = pa.array(np.arange(0, length * count + 1, count, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, items, type=pa.list_(FEATURE_ROW_TYPE))
+    items = pa.concat_arrays(rows).take(pa.array(order)).filter(pa.array(kept.ravel()))
+    offsets = np.concatenate([[0], np.cumsum(kept.sum(axis=1))]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), items, type=pa.list_(FEATURE_ROW_TYPE))
+
+
+def _first_occurrences(keys: list[pa.Array], values: list[pa.Array], types: list[pa.Array]) -> np.ndarray:
+    """(row, feature) -> whether no earlier feature of the row has the same key, value and type name."""
+    kept = np.ones((len(keys[0]), len(keys)), dtype=bool)
+    for later in range(1, len(keys)):
+        for earlier in range(later):
+            same = pc.and_(pc.equal(keys[earlier], keys[later]), pc.equal(types[earlier], types[later]))
+            if not pc.any(same).as_py():
+                continue  # the usual case, literal keys that differ: no value comparison needed
+            same = pc.and_(same, _java_equals(values[earlier], values[later]))
+            kept[:, later] &= ~same.to_numpy(zero_copy_only=False)
+    return kept
+
+
+def _java_equals(left: pa.Array, right: pa.Array) -> pa.BooleanArray:
+    """`Objects.equals` per row: values of different column types differ (an Integer never equals a Long),
+    two nulls are equal, and doubles compare by their bits (NaN equals NaN, 0.0 differs from -0.0)."""
+    both_null = pc.and_(left.is_null(), right.is_null())
+    if left.type != right.type:
+        return both_null
+    if pa.types.is_struct(left.type):  # a (seconds, nanos) Row: equal fields
+        equal = pa.array(np.ones(len(left), dtype=bool))
+        for left_field, right_field in zip(left.flatten(), right.flatten(), strict=True):
+            equal = pc.and_(equal, _java_equals(left_field, right_field))
+    elif pa.types.is_float32(left.type) or pa.types.is_float64(left.type):
+        bits = pa.int32() if pa.types.is_float32(left.type) else pa.int64()
+        same_bits = pc.equal(left.view(bits), right.view(bits))
+        equal = pc.or_(same_bits, pc.and_(pc.is_nan(left), pc.is_nan(right)))
+    else:
+        equal = pc.equal(left, right)
+    both_set = pc.and_(left.is_valid(), right.is_valid())
+    return pc.or_(both_null, pc.and_(both_set, pc.fill_null(equal, False)))
 
 
 def _slots_struct(length: int, filled: dict[int, pa.Array]) -> pa.StructArray:
@@ -103,13 +144,12 @@ def _untyped_slots(function: str, position: int, value: pa.Array) -> pa.StructAr
 
 def _typed_slots(function: str, position: int, value: pa.Array, type_names: pa.Array) -> pa.StructArray:
     length = len(value)
-    type_names = pc.cast(type_names, pa.string())
     filled: dict[int, pa.Array] = {}
     for type_name in pc.unique(type_names).to_pylist():
         if type_name not in _SLOT_BY_TYPE_NAME:
-            raise FeatureValueError(unknown_type_message(type_name))
+            raise FeatureValueError(f"{function}: {unknown_type_message(type_name)}")
         slot = _SLOT_BY_TYPE_NAME[type_name]
-        mask = pc.fill_null(pc.equal(type_names, type_name), False)
+        mask = pc.equal(type_names, type_name)
         try:
             converted = _convert(value.filter(mask), type_name)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as error:

@@ -5,24 +5,19 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from jobs.udfs.feature_rows import FEATURE_ROWS_DDL, FeatureValueError, feature_rows
+from jobs.udfs.aggregate import INVALID_NUMBER_OF_ARGUMENTS
+from jobs.udfs.feature_rows import FEATURE_ROWS_DDL, feature_rows
 from jobs.udfs.registration import UdfError, register_arrow
 
 
 def single_feature_with_type(*arguments: pa.Array) -> pa.Array:
-    """One feature row per triplet, in argument order; `type` is a Dagger ValueEnum name
+    """One feature row per distinct triplet, in argument order; `type` is a Dagger ValueEnum name
     ('StringType', 'DoubleType', ...) that picks the slot and the conversion."""
     if not arguments or len(arguments) % 3:
-        raise UdfError(  # after the function's name, Dagger's message word for word
-            "SingleFeatureWithType: Invalid number of arguments given to Udf. "
-            "Requires arguments that is divisible by 3."
-        )
-    try:
-        return feature_rows(
-            "SingleFeatureWithType", list(arguments[0::3]), list(arguments[1::3]), list(arguments[2::3])
-        )
-    except FeatureValueError as error:
-        raise UdfError(f"SingleFeatureWithType: {error}") from None
+        raise UdfError(f"SingleFeatureWithType: {INVALID_NUMBER_OF_ARGUMENTS}")
+    return feature_rows(
+        "SingleFeatureWithType", list(arguments[0::3]), list(arguments[1::3]), list(arguments[2::3])
+    )
 
 
 def register(spark: SparkSession) -> None:
