@@ -8,7 +8,6 @@ it again on the same ports and data.
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -62,17 +61,13 @@ def own_broker() -> Iterator[EmbeddedBroker]:
 
 @pytest.mark.slow
 def test_a_broker_frozen_for_30_seconds_is_ridden_out_without_loss_or_duplicates(
-    own_broker, registry, make_dagger, start_dagger, caplog
+    own_broker, registry, make_dagger, start_dagger
 ):
-    caplog.set_level(logging.WARNING, logger="jobs.sources.kafka")
     kafka = KafkaHelper(own_broker.bootstrap_servers)
     source, sink = kafka.new_topic("frozen-in", partitions=2), kafka.new_topic("frozen-out")
     spec = make_dagger(
-        streams=[
-            kafka_stream(
-                kafka.bootstrap_servers, "orders", ORDER, "created_at", topics=[source], broker_timeout="5s"
-            )
-        ],
+        # The default broker_timeout (2 minutes) covers the 30 s outage.
+        streams=[kafka_stream(kafka.bootstrap_servers, "orders", ORDER, "created_at", topics=[source])],
         sql="SELECT order_id, customer_id, amount, created_at FROM orders",
         sinks=[kafka_sink(kafka.bootstrap_servers, sink, ORDER)],
         trigger_interval="1s",
@@ -81,6 +76,8 @@ def test_a_broker_frozen_for_30_seconds_is_ridden_out_without_loss_or_duplicates
     decode = message_class(registry, ORDER).FromString
 
     def delivered() -> list[str]:
+        if not running.run.query.isActive:
+            raise AssertionError(f"the dagger stopped: {running.run.query.exception()}")
         return [decode(record.value()).order_id for record in kafka.read_all(sink)]
 
     kafka.produce(source, order_payloads(registry, 0, 100), partition=lambda index: index % 2)
@@ -104,11 +101,11 @@ def test_a_broker_frozen_for_30_seconds_is_ridden_out_without_loss_or_duplicates
     time.sleep(3)  # a few more triggers: nothing else may arrive (no replayed batch)
     assert Counter(delivered()) == expected
     assert running.run.query.isActive and running.run.query.exception() is None
-    retried = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
-    assert retried, "the dagger never asked the frozen broker anything: the outage was not exercised"
-    assert all(f"stream 'orders' ({kafka.bootstrap_servers})" in message for message in retried)
     running.run.wait(timeout_s=0.1)  # collects the progress reports
     assert sum(report.input_rows for report in running.run.reports) == 200  # no record read twice
+    # A micro-batch ran into the outage and waited it out (the source's retries run in Spark's Python
+    # worker on the driver, whose log this process cannot see; the batch's duration shows them).
+    assert max(report.duration_ms for report in running.run.reports) >= (FREEZE_S - 10) * 1000
 
 
 # --------------------------------------------------------------------------------------------------------
