@@ -29,7 +29,6 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
-from jobs.processors.enrichment.engine import EnrichmentError
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import ProcessorError, TransformContext, apply_transformer
 from jobs.schema_registry import SchemaRegistry
@@ -236,7 +235,7 @@ def _processor_errors() -> Iterator[None]:
     """A processor that cannot be applied makes the dagger unable to start (a deterministic failure)."""
     try:
         yield
-    except (ProcessorError, EnrichmentError) as error:
+    except ProcessorError as error:
         raise DaggerBuildError(str(error)) from None
 
 

@@ -127,4 +127,4 @@ def enrich_elasticsearch(
         make_caller=functools.partial(ElasticsearchCaller, settings),
         extract=extract_json_path,
     )
-    return enrich(frame, plan)
+    return enrich(frame, plan, context)

@@ -33,6 +33,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from jobs.processors.config import Enrichment, OutputField
+from jobs.processors.transformers import TransformContext
 
 
 class EnrichmentError(RuntimeError):
@@ -108,35 +109,34 @@ class EnrichmentPlan:
         )
 
 
-def output_schema(frame: DataFrame, outputs: dict[str, OutputField], name: str) -> StructType:
+def _output_schema(
+    frame: DataFrame, outputs: dict[str, OutputField], context: TransformContext
+) -> StructType:
     fields = list(frame.schema.fields)
     existing = {field.name for field in fields}
     for column, output in outputs.items():
         if column in existing:
-            raise EnrichmentError(f"{name}: output field {column!r} is already a column of the result")
+            raise context.error(f"output field {column!r} is already a column of the result")
         try:
             data_type = _parse_datatype_string(output.type)
         except Exception as error:  # Spark raises several kinds for a bad type string
-            raise EnrichmentError(
-                f"{name}: output field {column!r}: unknown type {output.type!r}: {error}"
-            ) from None
+            raise context.error(f"output field {column!r}: unknown type {output.type!r}: {error}") from None
         fields.append(StructField(column, data_type, nullable=True))
     return StructType(fields)
 
 
-def check_variables(frame: DataFrame, plan_name: str, variables: Sequence[str]) -> None:
+def _check_variables(frame: DataFrame, variables: Sequence[str], context: TransformContext) -> None:
     missing = [column for column in variables if column not in frame.columns]
     if missing:
-        raise EnrichmentError(
-            f"{plan_name}: variable column(s) {', '.join(missing)} not in the result "
-            f"(columns: {', '.join(frame.columns)})"
+        raise context.error(
+            f"variable column(s) {', '.join(missing)} not in the result (columns: {', '.join(frame.columns)})"
         )
 
 
-def enrich(frame: DataFrame, plan: EnrichmentPlan) -> DataFrame:
-    """`frame` with the plan's output fields appended."""
-    check_variables(frame, plan.name, plan.variables)
-    schema = output_schema(frame, plan.outputs, plan.name)
+def enrich(frame: DataFrame, plan: EnrichmentPlan, context: TransformContext) -> DataFrame:
+    """`frame` with the plan's output fields appended; a plan that cannot apply is reported at `context`."""
+    _check_variables(frame, plan.variables, context)
+    schema = _output_schema(frame, plan.outputs, context)
     input_names = frame.columns
     output_types = [to_arrow_type(schema[name].dataType, timezone="UTC") for name in plan.outputs]
 

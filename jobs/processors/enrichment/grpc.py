@@ -34,7 +34,7 @@ from google.protobuf import json_format, message_factory
 from pyspark.sql import DataFrame
 
 from jobs.processors.config import GrpcEnrichment
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentError, EnrichmentPlan, enrich
+from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, enrich
 from jobs.processors.enrichment.http import check_output_paths, extract_json_path, render
 from jobs.processors.transformers import TransformContext
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError, fetch_descriptor_set
@@ -234,7 +234,4 @@ def enrich_grpc(frame: DataFrame, config: GrpcEnrichment, context: TransformCont
         make_caller=functools.partial(GrpcCaller, settings),
         extract=extract_json_path,
     )
-    try:
-        return enrich(frame, plan)
-    except EnrichmentError as error:
-        raise context.error(str(error).removeprefix(f"{context.key}: ")) from None
+    return enrich(frame, plan, context)

@@ -283,4 +283,4 @@ def enrich_http(frame: DataFrame, config: HttpEnrichment, context: TransformCont
         make_caller=functools.partial(HttpCaller, settings),
         extract=extract_json_path,
     )
-    return enrich(frame, plan)
+    return enrich(frame, plan, context)

@@ -38,7 +38,7 @@ from uuid import UUID
 from pyspark.sql import DataFrame
 
 from jobs.processors.config import PostgresEnrichment
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentError, EnrichmentPlan, NoAnswer, enrich
+from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.http import render
 from jobs.processors.transformers import TransformContext
 
@@ -350,7 +350,4 @@ def enrich_postgres(frame: DataFrame, config: PostgresEnrichment, context: Trans
         make_caller=functools.partial(PostgresCaller, settings),
         extract=functools.partial(extract_column, text_columns),
     )
-    try:
-        return enrich(frame, plan)
-    except EnrichmentError as error:
-        raise context.error(str(error).removeprefix(f"{context.key}: ")) from None
+    return enrich(frame, plan, context)
