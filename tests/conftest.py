@@ -31,6 +31,7 @@ pytest_plugins = [
     "tests.servers.bigquery",  # `bigquery`: a bqemulator (REST + gRPC Storage Write API)
     "tests.servers.elasticsearch",  # `elasticsearch`: an osmem-server (Elasticsearch/OpenSearch REST)
     "tests.servers.influxdb",  # `influxdb`: Debian's influxd 1.6, with a v2 compatibility proxy
+    "tests.udf_sql",  # `sql`: one SELECT with Dagger's scalar functions registered
 ]
 
 

@@ -16,22 +16,9 @@ from typing import Any
 import pytest
 from google.protobuf.message import Message as ProtoMessage
 from pyspark.errors import PythonException
-from pyspark.sql import SparkSession
 
 from jobs.schema_registry import SchemaRegistry
-from jobs.udfs import scalar
 from tests.conftest import message_class
-
-
-@pytest.fixture(scope="module")
-def sql(spark: SparkSession, registry: SchemaRegistry):
-    """Runs `SELECT <expressions>` with the functions registered and returns the one row's values."""
-    scalar.register(spark, registry)
-
-    def select(*expressions: str) -> list[Any]:
-        return list(spark.sql("SELECT " + ", ".join(expressions)).collect()[0])
-
-    return select
 
 
 def fails(sql, expression: str, message: str) -> None:

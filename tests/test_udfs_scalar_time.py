@@ -10,28 +10,13 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
 from pyspark.errors import PythonException
-from pyspark.sql import SparkSession
-
-from jobs.schema_registry import SchemaRegistry
-from jobs.udfs import scalar
 
 IST, WIB, UTC = "Asia/Kolkata", "Asia/Jakarta", "UTC"
-
-
-@pytest.fixture(scope="module")
-def sql(spark: SparkSession, registry: SchemaRegistry):
-    scalar.register(spark, registry)
-
-    def select(*expressions: str) -> list[Any]:
-        return list(spark.sql("SELECT " + ", ".join(expressions)).collect()[0])
-
-    return select
 
 
 def test_week_and_month_functions_give_daggers_published_values(sql) -> None:

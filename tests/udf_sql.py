@@ -1,0 +1,23 @@
+"""The `sql` fixture of the function tests: one `SELECT` with Dagger's scalar functions registered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.schema_registry import SchemaRegistry
+from jobs.udfs import scalar
+
+
+@pytest.fixture(scope="session")
+def sql(spark: SparkSession, registry: SchemaRegistry) -> Callable[..., list[Any]]:
+    """Runs `SELECT <expressions>` with the functions registered and returns the one row's values."""
+    scalar.register(spark, registry)
+
+    def select(*expressions: str) -> list[Any]:
+        return list(spark.sql("SELECT " + ", ".join(expressions)).collect()[0])
+
+    return select
