@@ -6,7 +6,8 @@
 - The hand-written loops' plumbing: a consumer that reads topics to their end (`consume_to_end`), a
   producer with the dagger Kafka sink's own settings (`warmed_sink_producer`), and `produce_values`.
 - The dagger side: `run_to_end` runs a dagger over a backlog and keeps Spark's progress of every
-  micro-batch, so `PipelineResult` can say where the time went (`durationMs`), measured per batch.
+  micro-batch, so `PipelineResult` can say where the time went (`durationMs`), measured per batch, and
+  which processes used the CPU meanwhile (`CpuMeter`, from /proc: driver, JVM, Python workers, broker).
 - `sink_only_dagger` for the sink benchmarks.
 """
 
@@ -19,15 +20,17 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyspark
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
+from bench.processes import cpu_between, snapshot
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 from jobs.runner import DaggerRun, ProgressReport, build_dagger
@@ -41,8 +44,6 @@ TRIGGER_EXECUTION = "triggerExecution"
 
 def machine_description() -> dict[str, Any]:
     """Cores, memory, versions and the load average now (1, 5, 15 minutes)."""
-    import pyspark
-
     meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
     model = next(
         (
@@ -74,6 +75,15 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------------------
 # Input
 # --------------------------------------------------------------------------------------------------------
+
+
+def event_time_chunk(events_per_minute: float) -> int:
+    """Bookings per generated chunk so that event time advances one second per chunk.
+
+    Chunks are stamped a step apart and spread over the 5 s before their stamp; with 1 s steps a record
+    is at most ~6 s behind the latest one seen, well inside the benchmarks' 10 s watermark delay.
+    """
+    return max(1, round(events_per_minute / 60))
 
 
 def produce_bookings(
@@ -114,6 +124,8 @@ class BaselineResult:
     seconds: float
     startup_seconds: float
     """Starting the clients, not counted in `seconds`."""
+    cpu: dict[str, Any]
+    """CPU used by this process (the loop) and the broker while the loop ran."""
 
     @property
     def events_per_s(self) -> float:
@@ -125,12 +137,23 @@ class BaselineResult:
             "seconds": round(self.seconds, 3),
             "client_startup_seconds": round(self.startup_seconds, 3),
             "records_written": self.written,
+            "cpu": self.cpu,
         }
 
 
 def booking_decoder(registry: SchemaRegistry, fields: Sequence[str]) -> ProtoDecoder:
     """Decodes only `fields` of each booking, as the dagger's source does for the fields its SQL reads."""
     return ProtoDecoder(registry.projection(BOOKING_MESSAGE, fields))
+
+
+class CpuMeter:
+    """CPU of this process tree (`bench.processes`) from its creation until `stop()`."""
+
+    def __init__(self) -> None:
+        self._before = snapshot(os.getpid())
+
+    def stop(self) -> dict[str, Any]:
+        return cpu_between(self._before, snapshot(os.getpid()))
 
 
 def fast_consumer(bootstrap_servers: str, group: str, **settings: Any) -> Consumer:
@@ -221,7 +244,7 @@ def produce_values(producer: Producer, topic: str, values: Sequence[bytes]) -> N
     producer.poll(0)
 
 
-def flush_or_fail(producer: Producer, bootstrap_servers: str, timeout_s: float = 120.0) -> None:
+def flush_or_raise(producer: Producer, bootstrap_servers: str, timeout_s: float = 120.0) -> None:
     if producer.flush(timeout_s):
         raise KafkaException(f"output not acknowledged by {bootstrap_servers} within {timeout_s}s")
 
@@ -236,6 +259,8 @@ class PipelineResult:
     wall_seconds: float
     progress: list[dict[str, Any]]
     """The query's progress events (StreamingQueryProgress JSON) of the micro-batches that read rows."""
+    cpu: dict[str, Any]
+    """CPU used by this process tree (driver, JVM, Python workers, broker) over the whole run."""
 
     @property
     def batches(self) -> list[ProgressReport]:
@@ -286,6 +311,7 @@ class PipelineResult:
             "steady_state_vs_baseline": round(share, 3),
             "targets_met": targets.met(steady, share),
             "steady_state_time_shares": time_shares(self.progress[1:]),
+            "cpu": self.cpu,
             "input_records_by_partition": self.records_by_partition,
             "micro_batches": self.breakdown,
         }
@@ -356,14 +382,14 @@ def print_throughput_summary(summary: dict[str, Any]) -> None:
     print(f"  {'produce (BookingProducer)':<40}{summary['produce_events_per_s']:>12,}")
     print(
         f"  {'hand-written baseline':<40}{baseline['events_per_s']:>12,}   {baseline['seconds']} s "
-        f"(+{baseline['client_startup_seconds']} s client start-up, not counted)"
+        f"(+{baseline['client_startup_seconds']} s client start-up, not counted); {cpu_text(baseline['cpu'])}"
     )
     for name, run in runs.items():
         print(
             f"  {'pipeline, ' + name + ', steady state':<40}{run['steady_state_events_per_s']:>12,}   "
             f"{run['steady_state_vs_baseline']:.0%} of baseline; time: {run['steady_state_time_shares']}"
         )
-        overall = f"{run['overall_events_per_s']:>12,}   {run['wall_seconds']} s"
+        overall = f"{run['overall_events_per_s']:>12,}   {run['wall_seconds']} s; {cpu_text(run['cpu'])}"
         print(f"  {'pipeline, ' + name + ', overall':<40}{overall}")
     if summary["targets"]["description"] != "none":
         print(
@@ -379,11 +405,43 @@ def batch_breakdown(progress: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "batch_id": p["batchId"],
             "started": p["timestamp"],
             "input_rows": p["numInputRows"],
-            "state_rows": sum(operator.get("numRowsTotal", 0) for operator in p.get("stateOperators", [])),
+            **_state_metrics(p.get("stateOperators") or []),
             **p["durationMs"],
         }
         for p in progress
     ]
+
+
+def _state_metrics(operators: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """State kept by the stateful operators (windows, joins): rows, rows dropped as late, and the time
+    their tasks spent updating, evicting and committing the state (ms, summed over tasks, inside
+    addBatch)."""
+    if not operators:
+        return {}
+
+    def total(key: str) -> int:
+        return sum(int(operator.get(key) or 0) for operator in operators)
+
+    return {
+        "state_rows": total("numRowsTotal"),
+        "state_rows_dropped_by_watermark": total("numRowsDroppedByWatermark"),
+        "state_update_ms": total("allUpdatesTimeMs") + total("allRemovalsTimeMs"),
+        "state_commit_ms": total("commitTimeMs"),
+    }
+
+
+def cpu_text(cpu: dict[str, Any]) -> str:
+    """'CPUs 95% busy with it (jvm 48%, python workers 39%, ...), 97% with everything': the tree's share
+    of all the CPUs, split by kind of process, and the whole machine's."""
+    used = cpu["cpu_s_by_process_kind"]
+    total = sum(used.values()) or 1.0
+    kinds = ", ".join(
+        f"{kind} {seconds / total:.0%}" for kind, seconds in used.items() if seconds / total >= 0.01
+    )
+    return (
+        f"CPUs {cpu['share_of_all_cpus']:.0%} busy with it ({kinds}), "
+        f"{cpu['machine_share_busy']:.0%} with everything"
+    )
 
 
 def time_shares(progress: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -403,7 +461,7 @@ def time_shares(progress: Sequence[dict[str, Any]]) -> dict[str, float]:
                 phases[phase] = phases.get(phase, 0) + ms
     phases["other"] = max(0, total - sum(phases.values()))
     ordered = sorted(phases.items(), key=lambda item: -item[1])
-    return {phase: round(ms / total, 3) for phase, ms in ordered if ms}
+    return {phase: round(ms / total, 3) for phase, ms in ordered if ms / total >= 0.0005}
 
 
 def dagger_spec(name: str, descriptor_set: Path, **settings: Any) -> DaggerSpec:
@@ -433,7 +491,6 @@ def run_to_end(
     spec: DaggerSpec,
     registry: SchemaRegistry,
     records: int,
-    on_batch: Callable[[ProgressReport], None] | None = None,
 ) -> PipelineResult:
     """The dagger over every record of its topics, from a fresh checkpoint; stops once all are written.
 
@@ -443,21 +500,20 @@ def run_to_end(
     checkpoint = tempfile.mkdtemp(prefix="dagger-bench-")
     try:
         run = DaggerRun(spark, build_dagger(spark, spec, registry), checkpoint_location=checkpoint)
+        meter = CpuMeter()
         started = time.perf_counter()
         query = run.start()
         try:
             run.process_available()
             wall_seconds = time.perf_counter() - started
+            cpu = meter.stop()
             # Read from the query itself: listener events (DaggerRun.reports) may still be in flight.
             progress = [json.loads(item.json) for item in query.recentProgress if item.numInputRows > 0]
         finally:
             run.stop()
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
-    result = PipelineResult(wall_seconds, progress)
-    if on_batch is not None:
-        for report in result.batches:
-            on_batch(report)
+    result = PipelineResult(wall_seconds, progress, cpu)
     if result.events != records:
         raise RuntimeError(f"the dagger read {result.events} records, expected {records}")
     return result
@@ -473,7 +529,7 @@ def print_batches(name: str, breakdown: Sequence[dict[str, Any]]) -> None:
         print(f"  {batch['batch_id']:>5}  {batch['input_rows']:>8,}{timings}")
 
 
-_NOT_PHASES = {"batch_id", "started", "input_rows", "state_rows"}
+_NOT_PHASES = {"batch_id", "started", "input_rows", "state_rows", "state_rows_dropped_by_watermark"}
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -40,13 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
     PARTITIONS,
     BaselineResult,
+    CpuMeter,
     PipelineResult,
     ThroughputTargets,
     booking_decoder,
     consume_to_end,
     dagger_spec,
+    event_time_chunk,
     fast_consumer,
-    flush_or_fail,
+    flush_or_raise,
     kafka_stream,
     machine_description,
     print_throughput_summary,
@@ -152,6 +154,7 @@ def run_baseline(
     consumer = fast_consumer(bootstrap_servers, "join-baseline")
     buffers = JoinBuffers(decoders[CREATED_TOPIC].schema, decoders[COMPLETED_TOPIC].schema)
     consumed = written = 0
+    meter = CpuMeter()
     started = time.perf_counter()
     try:
         for messages in consume_to_end(consumer, list(decoders), read_chunk):
@@ -165,13 +168,14 @@ def run_baseline(
             joined = buffers.add(sides[CREATED_TOPIC], sides[COMPLETED_TOPIC])
             produce_values(producer, BASELINE_TOPIC, encoder.encode(joined).to_pylist())
             written += joined.num_rows
-        flush_or_fail(producer, bootstrap_servers)
+        flush_or_raise(producer, bootstrap_servers)
     finally:
         consumer.close()
     seconds = time.perf_counter() - started
+    cpu = meter.stop()
     if consumed != records:
         raise RuntimeError(f"baseline read {consumed} records, expected {records}")
-    return BaselineResult(consumed, written, seconds, startup_seconds=started - startup)
+    return BaselineResult(consumed, written, seconds, started - startup, cpu)
 
 
 def run_pipeline(
@@ -228,7 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--orders", type=int, default=500_000, help="bookings per topic")
     parser.add_argument("--minutes", type=float, default=10, help="event time the input spans")
-    parser.add_argument("--produce-chunk", type=int, default=10_000, help="bookings per event-time step")
     parser.add_argument(
         "--max-records-per-batch", type=int, default=100_000, help="dagger micro-batch size, per topic"
     )
@@ -266,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
             (COMPLETED_TOPIC, FIRST_EVENT_TIME + COMPLETION_DELAY, 8),
         ):
             producer = BookingProducer(servers, topic, registry, partitions=PARTITIONS)
-            rate = produce_bookings(producer, args.orders, args.produce_chunk, first_event_time, pace, seed)
+            rate = produce_bookings(
+                producer, args.orders, event_time_chunk(pace), first_event_time, pace, seed
+            )
             producer.close()
             produce_seconds += args.orders / rate
         produce_rate = records / produce_seconds

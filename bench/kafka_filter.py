@@ -36,13 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
     PARTITIONS,
     BaselineResult,
+    CpuMeter,
     PipelineResult,
     ThroughputTargets,
     booking_decoder,
     consume_to_end,
     dagger_spec,
     fast_consumer,
-    flush_or_fail,
+    flush_or_raise,
     kafka_stream,
     machine_description,
     print_throughput_summary,
@@ -96,6 +97,7 @@ def run_baseline(
     producer = warmed_sink_producer(bootstrap_servers, BASELINE_TOPIC, SUMMARY_MESSAGE)
     consumer = fast_consumer(bootstrap_servers, "bench-baseline")
     consumed = written = 0
+    meter = CpuMeter()
     started = time.perf_counter()
     try:
         for messages in consume_to_end(consumer, [INPUT_TOPIC], read_chunk):
@@ -106,13 +108,14 @@ def run_baseline(
             selected = go_rides(decoded)
             produce_values(producer, BASELINE_TOPIC, encoder.encode(selected).to_pylist())
             written += selected.num_rows
-        flush_or_fail(producer, bootstrap_servers)
+        flush_or_raise(producer, bootstrap_servers)
     finally:
         consumer.close()
     seconds = time.perf_counter() - started
+    cpu = meter.stop()
     if consumed != records:
         raise RuntimeError(f"baseline read {consumed} records, expected {records}")
-    return BaselineResult(consumed, written, seconds, startup_seconds=started - startup)
+    return BaselineResult(consumed, written, seconds, started - startup, cpu)
 
 
 def run_pipeline(

@@ -3,7 +3,8 @@
     .venv/bin/python bench/window_aggregate.py [--records 1000000] [--minutes 10]
 
 1. `--records` bookings on a 2-partition topic of the embedded broker, their event time advancing evenly
-   over `--minutes` minutes (each generated chunk up to 5 s out of order).
+   over `--minutes` minutes in one-second steps, each step's records up to 5 s out of order (so none is
+   late for the 10 s watermark delay).
 2. The dagger: per service type and one-minute window (`window(rowtime, '1 minute')`), `count(*)` and
    `sum(amount_paid_by_cash)`, in append mode: a window is written once the watermark (latest event time
    seen minus the 10 s `watermark_delay`) passes its end, as `dagger.bench.ServiceTypeWindowTotals`. Run
@@ -36,13 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
     PARTITIONS,
     BaselineResult,
+    CpuMeter,
     PipelineResult,
     ThroughputTargets,
     booking_decoder,
     consume_to_end,
     dagger_spec,
+    event_time_chunk,
     fast_consumer,
-    flush_or_fail,
+    flush_or_raise,
     kafka_stream,
     machine_description,
     print_throughput_summary,
@@ -111,6 +114,7 @@ def run_baseline(
     open_windows: pa.Table | None = None
     latest_event_time: datetime | None = None
     consumed = written = 0
+    meter = CpuMeter()
     started = time.perf_counter()
     try:
         for messages in consume_to_end(consumer, [INPUT_TOPIC], read_chunk):
@@ -129,13 +133,14 @@ def run_baseline(
                 produce_values(producer, BASELINE_TOPIC, encoder.encode(closed).to_pylist())
                 written += closed.num_rows
                 open_windows = open_windows.filter(pc.invert(closing))
-        flush_or_fail(producer, bootstrap_servers)
+        flush_or_raise(producer, bootstrap_servers)
     finally:
         consumer.close()
     seconds = time.perf_counter() - started
+    cpu = meter.stop()
     if consumed != records:
         raise RuntimeError(f"baseline read {consumed} records, expected {records}")
-    return BaselineResult(consumed, written, seconds, startup_seconds=started - startup)
+    return BaselineResult(consumed, written, seconds, started - startup, cpu)
 
 
 def run_pipeline(
@@ -202,7 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--minutes", type=float, default=10, help="event time the input spans")
-    parser.add_argument("--produce-chunk", type=int, default=10_000, help="bookings per event-time step")
     parser.add_argument("--max-records-per-batch", type=int, default=200_000, help="dagger micro-batch size")
     parser.add_argument(
         "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
@@ -232,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             f"producing {args.records:,} bookings over {args.minutes} minutes of event time ...", flush=True
         )
         producer = BookingProducer(servers, INPUT_TOPIC, registry, partitions=PARTITIONS)
+        pace = args.records / args.minutes
         produce_rate = produce_bookings(
-            producer, args.records, args.produce_chunk, FIRST_EVENT_TIME, args.records / args.minutes
+            producer, args.records, event_time_chunk(pace), FIRST_EVENT_TIME, pace
         )
         producer.close()
         print(f"  {produce_rate:,.0f} events/s", flush=True)

@@ -65,6 +65,9 @@ class BookingProducer:
                 "batch.num.messages": 100_000,
                 "queue.buffering.max.messages": 1_000_000,
                 "compression.type": "lz4",
+                # Each record to a random partition: sticky batches would put minutes of event time in
+                # one partition ahead of the other, and windows and joins would then drop records as late.
+                "sticky.partitioning.linger.ms": 0,
                 "log_level": 3,
             }
         )

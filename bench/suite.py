@@ -1,0 +1,320 @@
+"""The benchmark suite: each workload run by a dagger and by a hand-written loop, summed up in one table.
+
+    .venv/bin/python bench/suite.py [--scale full|small] [--only filter,window,join,live] [--readme]
+
+`make bench` runs it at full size and puts the table into the README. Workloads, each a script of its own
+(see its docstring) run in a fresh process with its own embedded broker and Spark session, so one cannot
+warm up or burden the next:
+
+    filter  bench/kafka_filter.py      stateless filter Kafka -> Kafka: steady-state events/s
+    window  bench/window_aggregate.py  1-minute tumbling window, count(*) and sum by service_type
+    join    bench/join.py              stream-stream join on order_number within 1 minute of event time
+    live    bench/live.py              20,000 events/s input: p50/p99 latency from the input's Kafka
+                                       produce timestamp to the sink write, peak RSS of the process tree,
+                                       launch (`python -m jobs run`) to first output
+
+The hand-written loops are one Python process each: confluent-kafka, the same native codec (ptars, only
+the fields read), pyarrow.compute, and a producer with the Kafka sink's settings.
+
+`--scale small` (50,000 records, a 15 s latency window) checks that everything runs; its figures mean
+little. Results: every workload's JSON, `suite.json` (with the machine and its load average at the start
+and the end: the machine may be shared) and `suite.md` (the table) in bench/results/, or build/bench-small/
+for the small scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import cpu_text, machine_description, write_summary
+
+BENCH = Path(__file__).resolve().parent
+PROJECT_ROOT = BENCH.parent
+README = PROJECT_ROOT / "README.md"
+README_BEGIN = "<!-- bench-suite:begin -->"
+README_END = "<!-- bench-suite:end -->"
+MIB = 1024**2
+
+SCALES: dict[str, dict[str, list[str]]] = {
+    "full": {
+        "filter": ["--records", "1000000", "--max-records-per-batch", "200000"],
+        "window": ["--records", "1000000", "--minutes", "10", "--max-records-per-batch", "200000"],
+        "join": ["--orders", "500000", "--minutes", "10", "--max-records-per-batch", "100000"],
+        "live": ["--rate", "20000", "--seconds", "60", "--warmup-seconds", "10"],
+    },
+    "small": {
+        "filter": ["--records", "50000", "--max-records-per-batch", "10000"],
+        "window": ["--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000"],
+        "join": ["--orders", "25000", "--minutes", "5", "--max-records-per-batch", "5000"],
+        "live": ["--rate", "20000", "--seconds", "15", "--warmup-seconds", "5"],
+    },
+}
+SCRIPTS = {
+    "filter": "kafka_filter.py",
+    "window": "window_aggregate.py",
+    "join": "join.py",
+    "live": "live.py",
+}
+
+
+@dataclass
+class Row:
+    workload: str
+    measure: str
+    dagger: str
+    loop: str
+    dagger_vs_loop: str
+    target: str
+    met: str
+    limit: str
+    """Where the dagger's time or memory goes, as measured."""
+
+
+def run_workload(name: str, scale: str, master: str, results: Path) -> dict[str, Any]:
+    output = results / f"{Path(SCRIPTS[name]).stem}.json"
+    output.unlink(missing_ok=True)
+    command = [sys.executable, str(BENCH / SCRIPTS[name]), *SCALES[scale][name], "--master", master]
+    command += ["--output", str(output)]
+    print(f"\n=== {name}: {' '.join(command[1:])}", flush=True)
+    started = time.perf_counter()
+    completed = subprocess.run(command, cwd=PROJECT_ROOT, check=False)
+    seconds = round(time.perf_counter() - started, 1)
+    result = json.loads(output.read_text()) if completed.returncode == 0 and output.exists() else None
+    return {"command": command[1:], "returncode": completed.returncode, "seconds": seconds, "result": result}
+
+
+def _events(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _met(met: bool | None) -> str:
+    return "—" if met is None else ("met" if met else "**missed**")
+
+
+def _shares(shares: dict[str, float], top: int = 2) -> str:
+    return ", ".join(f"{phase} {share:.0%}" for phase, share in list(shares.items())[:top])
+
+
+def throughput_row(workload: str, summary: dict[str, Any]) -> Row:
+    """The warmed session's steady state (a long-running dagger); the fresh session's beside it."""
+    warm, fresh = summary["pipeline_warmed_session"], summary["pipeline_fresh_session"]
+    loop = summary["baseline"]["events_per_s"]
+    return Row(
+        workload=workload,
+        measure="events/s, steady state (warm; fresh session)",
+        dagger=(
+            f"{_events(warm['steady_state_events_per_s'])} ({_events(fresh['steady_state_events_per_s'])})"
+        ),
+        loop=_events(loop),
+        dagger_vs_loop=f"{warm['steady_state_vs_baseline']:.0%} ({fresh['steady_state_vs_baseline']:.0%})",
+        target=summary["targets"]["description"].replace("none", "—"),
+        met=_met(warm["targets_met"]),
+        limit=f"micro-batch time: {_shares(warm['steady_state_time_shares'])}; {cpu_text(warm['cpu'])}",
+    )
+
+
+def _worker_name(command: str) -> str:
+    """'python workers: python -m pyspark.daemon pyspark.worker' -> 'pyspark.worker'; others: their kind."""
+    kind, command_line = command.split(": ", 1)
+    return command_line.split()[-1] if kind == "python workers" else kind
+
+
+def live_rows(summary: dict[str, Any]) -> list[Row]:
+    dagger, loop = summary["systems"]["dagger"], summary["systems"]["hand-written loop"]
+    targets = summary["targets"]
+    settings = summary["settings"]
+    title = f"Latency at {settings['rate']:,} events/s (filter, trigger {settings['trigger_interval']})"
+
+    def latency(system: dict[str, Any]) -> str:
+        percentiles = system["latency"]["to_sink_write_ms"]
+        return f"{percentiles['p50']:,.0f} / {percentiles['p99']:,.0f}"
+
+    def memory(system: dict[str, Any]) -> str:
+        memory = system["memory"]
+        return f"{memory['steady_peak_rss_bytes'] / MIB:,.0f} ({memory['steady_peak_pss_bytes'] / MIB:,.0f})"
+
+    complete = all(
+        system["latency"]["missing"] == 0 and system["latency"]["duplicated"] == 0
+        for system in (dagger, loop)
+    )
+    batches = dagger["micro_batches"]
+    batch_note = (
+        f"{batches['batches']} micro-batches of {batches['rows_per_batch_mean']:,} rows, p50 "
+        f"{batches['duration_ms']['p50']:,.0f} ms, p99 {batches['duration_ms']['p99']:,.0f} ms; "
+        f"{_shares(batches['time_shares'])}"
+        if batches.get("batches")
+        else "no micro-batch in the window"
+    )
+    by_kind = dagger["memory"]["steady_peak_rss_by_process_kind"]
+    kinds = ", ".join(
+        f"{kind} {rss / MIB:,.0f}" for kind, rss in sorted(by_kind.items(), key=lambda i: -i[1])
+    )
+    by_command = sorted(dagger["memory"]["steady_peak_rss_by_command"].items(), key=lambda item: -item[1][1])
+    commands = ", ".join(f"{count}x {_worker_name(command)}" for command, (count, _) in by_command)
+    start_up = dagger["start_up_s"]
+    p99 = dagger["latency"]["to_sink_write_ms"]["p99"]
+    rss = dagger["memory"]["steady_peak_rss_bytes"]
+    return [
+        Row(
+            workload=title,
+            measure="p50 / p99 ms, input produced → sink write",
+            dagger=latency(dagger),
+            loop=latency(loop),
+            dagger_vs_loop="",
+            target=f"p99 < {targets['p99_ms']:,} ms",
+            met=_met(p99 < targets["p99_ms"] and complete),
+            limit=f"{batch_note}; {cpu_text(dagger['cpu'])}" + ("" if complete else "; OUTPUT INCOMPLETE"),
+        ),
+        Row(
+            workload="Peak memory, steady state at the same rate",
+            measure="MiB RSS summed over the process tree (PSS)",
+            dagger=memory(dagger),
+            loop=memory(loop),
+            dagger_vs_loop="",
+            target=f"RSS < {targets['steady_rss_bytes'] / MIB:,.0f} MiB",
+            met=_met(rss < targets["steady_rss_bytes"]),
+            limit=f"RSS by process: {kinds} MiB ({dagger['memory']['processes']} processes: {commands})",
+        ),
+        Row(
+            workload="Launch to first output (`python -m jobs run`)",
+            measure="s",
+            dagger=f"{dagger['first_output_s']:.1f}",
+            loop=f"{loop['first_output_s']:.1f}",
+            dagger_vs_loop="",
+            target=f"< {targets['first_output_s']} s",
+            met=_met(dagger["first_output_s"] < targets["first_output_s"]),
+            limit=(
+                f"SparkContext up at {start_up['spark_context_started']} s, query started at "
+                f"{start_up['query_started']} s"
+            ),
+        ),
+    ]
+
+
+WORKLOAD_TITLES = {
+    "filter": "Stateless filter Kafka → Kafka",
+    "window": "1-minute tumbling window: count(*), sum(cash) by service_type",
+    "join": "Stream-stream join on order_number within 1 min",
+}
+
+
+def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
+    rows: list[Row] = []
+    for name, run in workloads.items():
+        summary = run["result"]
+        if summary is None:
+            failed = f"failed (exit {run['returncode']}), see its output"
+            rows.append(Row(WORKLOAD_TITLES.get(name, name), "", failed, "", "", "", "**missed**", ""))
+        elif name == "live":
+            rows.extend(live_rows(summary))
+        else:
+            rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
+    return rows
+
+
+def markdown(rows: list[Row], machine: dict[str, Any], scale: str, load_at_end: list[float]) -> str:
+    header = [
+        "workload",
+        "measure",
+        "dagger",
+        "hand-written loop",
+        "dagger / loop",
+        "target",
+        "",
+        "limited by",
+    ]
+    lines = [
+        f"Scale `{scale}`, {datetime.now(UTC):%Y-%m-%d}: {machine['cpus']} CPUs ({machine['cpu_model']}), "
+        f"{machine['memory_gib']} GiB, Python {machine['python']}, Spark {machine['spark']}; load average "
+        f"{' / '.join(map(str, machine['load_average']))} at the start, "
+        f"{' / '.join(map(str, load_at_end))} at the end.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] * len(header)) + "|",
+    ]
+    for row in rows:
+        cells = [
+            row.workload,
+            row.measure,
+            row.dagger,
+            row.loop,
+            row.dagger_vs_loop,
+            row.target,
+            row.met,
+            row.limit,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(table: str) -> None:
+    text = README.read_text()
+    if README_BEGIN not in text or README_END not in text:
+        raise SystemExit(f"README.md has no {README_BEGIN} ... {README_END} block for the table")
+    before, rest = text.split(README_BEGIN, 1)
+    after = rest.split(README_END, 1)[1]
+    README.write_text(f"{before}{README_BEGIN}\n{table}{README_END}{after}")
+    print(f"table written into {README}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser.add_argument("--only", default=",".join(SCRIPTS), help="comma-separated workloads to run")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--results-dir", type=Path, help="default bench/results (small: build/bench-small)")
+    parser.add_argument("--readme", action="store_true", help="write the table into README.md (full scale)")
+    args = parser.parse_args(argv)
+    selected = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = sorted(set(selected) - set(SCRIPTS))
+    if unknown:
+        parser.error(f"--only: unknown workload(s) {', '.join(unknown)}; choose from {', '.join(SCRIPTS)}")
+    if args.readme and args.scale != "full":
+        parser.error("--readme publishes figures: only with --scale full")
+    results = args.results_dir or (
+        BENCH / "results" if args.scale == "full" else PROJECT_ROOT / "build" / "bench-small"
+    )
+    results.mkdir(parents=True, exist_ok=True)
+
+    machine = machine_description()
+    started = datetime.now(UTC)
+    workloads = {name: run_workload(name, args.scale, args.master, results) for name in selected}
+    load_at_end = [round(load, 2) for load in os.getloadavg()]
+    rows = table_rows(workloads)
+    table = markdown(rows, machine, args.scale, load_at_end)
+    write_summary(
+        results / "suite.json",
+        {
+            "scale": args.scale,
+            "started": started.isoformat(),
+            "machine": machine,
+            "load_average_at_end": load_at_end,
+            "table": [asdict(row) for row in rows],
+            "workloads": workloads,
+        },
+    )
+    (results / "suite.md").write_text(table)
+    print(f"\n{table}")
+    if args.readme:
+        update_readme(table)
+    failed = [name for name, run in workloads.items() if run["returncode"] != 0]
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""The benchmark suite's own arithmetic: the hand-written loops' window and join state, the latency
+summary, and the /proc accounting. (The suite itself runs with `make bench`, not as a test.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from bench.common import time_shares
+from bench.join import JoinBuffers
+from bench.live import latency_summary
+from bench.processes import cpu_between, snapshot
+from bench.window_aggregate import merge, window_totals
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+TIMESTAMP = pa.timestamp("us", "UTC")
+
+
+def bookings(rows: list[tuple[str, float, float]]) -> pa.RecordBatch:
+    """(service_type, seconds after T0, cash) rows, as the loop's decoder gives them."""
+    return pa.record_batch(
+        {
+            "service_type": pa.array([row[0] for row in rows]),
+            "event_timestamp": pa.array([T0 + timedelta(seconds=row[1]) for row in rows], TIMESTAMP),
+            "amount_paid_by_cash": pa.array([row[2] for row in rows], pa.float32()),
+        }
+    )
+
+
+def test_window_totals_count_and_sum_per_service_and_minute_across_chunks() -> None:
+    first = [("GO_RIDE", 1, 10.5), ("GO_RIDE", 59.9, 2.25), ("GO_FOOD", 30, 4.0), ("GO_RIDE", 60, 1.0)]
+    second = [("GO_RIDE", 61, 3.0), ("GO_FOOD", 0, 0.5), ("GO_SEND", 130, 7.0)]
+    expected: dict[tuple[str, datetime], tuple[int, float]] = {}
+    for service, seconds, cash in first + second:  # by hand: the minute each event falls in
+        minute = T0 + timedelta(minutes=int(seconds // 60))
+        count, total = expected.get((service, minute), (0, 0.0))
+        expected[(service, minute)] = (count + 1, total + cash)
+
+    merged = merge(window_totals(bookings(first)), window_totals(bookings(second)))
+
+    actual = {
+        (row["service_type"], row["window_timestamp"]): (row["booking_count"], row["cash_total"])
+        for row in merged.to_pylist()
+    }
+    assert actual == expected
+    assert merged.schema.field("cash_total").type == pa.float64()  # Spark sums FLOAT as DOUBLE
+
+
+def sides(
+    created: list[tuple[str, float]], completed: list[tuple[str, float, float]]
+) -> tuple[pa.Table, pa.Table]:
+    created_table = pa.table(
+        {
+            "order_number": pa.array([row[0] for row in created], pa.string()),
+            "service_type": pa.array(["GO_RIDE"] * len(created), pa.string()),
+            "event_timestamp": pa.array([T0 + timedelta(seconds=row[1]) for row in created], TIMESTAMP),
+            "customer_id": pa.array([f"cust-{row[0]}" for row in created], pa.string()),
+        }
+    )
+    completed_table = pa.table(
+        {
+            "order_number": pa.array([row[0] for row in completed], pa.string()),
+            "event_timestamp": pa.array([T0 + timedelta(seconds=row[1]) for row in completed], TIMESTAMP),
+            "amount_paid_by_cash": pa.array([row[2] for row in completed], pa.float32()),
+        }
+    )
+    return created_table, completed_table
+
+
+def test_join_buffers_join_each_pair_once_within_the_time_bound() -> None:
+    first_created, first_completed = sides(
+        [("a", 0), ("b", 0), ("c", 5)],
+        [("b", 30, 2.0), ("x", 10, 9.0)],  # b: both sides in one chunk; x: completed before created
+    )
+    buffers = JoinBuffers(first_created.schema, first_completed.schema)
+    joined = [buffers.add(first_created, first_completed)]
+    second_created, second_completed = sides(
+        [("x", 20)],
+        [("a", 40, 1.0), ("c", 125, 3.0)],  # a: joins the buffered creation; c: 120 s later, too late
+    )
+    joined.append(buffers.add(second_created, second_completed))
+
+    rows = sorted(pa.concat_tables(joined).to_pylist(), key=lambda row: row["order_number"])
+    assert [(row["order_number"], row["amount_paid_by_cash"], row["customer_id"]) for row in rows] == [
+        ("a", 1.0, "cust-a"),
+        ("b", 2.0, "cust-b"),
+    ]
+    assert rows[0]["event_timestamp"] == T0 + timedelta(seconds=40)  # the completion's time
+
+
+def test_join_buffers_drop_what_the_watermark_puts_out_of_reach() -> None:
+    created, completed = sides([("a", 0), ("late", 200)], [("z", 100, 1.0), ("y", 300, 1.0)])
+    buffers = JoinBuffers(created.schema, completed.schema)
+    buffers.add(created, completed)
+
+    # watermark = min(latest created 200 s, latest completed 300 s) - 10 s = 190 s: creation "a" can
+    # match completions up to 60 s, completion "z" creations up to 100 s; both are out of reach.
+    assert buffers.created.column("order_number").to_pylist() == ["late"]
+    assert buffers.completed.column("order_number").to_pylist() == ["y"]
+
+
+def test_latency_summary_percentiles_and_completeness() -> None:
+    # GO_RIDE indexes 0, 3, ..., 15 produced at 1000 ms + index; 9 is missing and 12 came twice.
+    indexes = np.array([0, 3, 6, 12, 12, 15, 99])
+    produced = np.array([1000, 1003, 1006, 1012, 1012, 1015, 5000])  # 99 is outside the window
+    written = produced + np.array([10, 20, 30, 40, 40, 50, 1])
+    received = written + 5
+
+    summary = latency_summary([indexes, produced, written, received], 1000, 2000)
+
+    assert summary["records"] == 6
+    assert summary["missing"] == 1
+    assert summary["duplicated"] == 1
+    # Sorted latencies 10, 20, 30, 40, 40, 50: the median lies halfway between 30 and 40.
+    assert summary["to_sink_write_ms"]["p50"] == pytest.approx(35.0)
+    assert summary["to_sink_write_ms"]["max"] == 50
+    assert summary["to_watcher_receipt_ms"]["max"] == 55
+
+
+def test_time_shares_split_the_summed_trigger_time() -> None:
+    progress = [
+        {"durationMs": {"triggerExecution": 1000, "addBatch": 700, "walCommit": 100, "latestOffset": 50}},
+        {"durationMs": {"triggerExecution": 1000, "addBatch": 900, "walCommit": 100}},
+    ]
+    assert time_shares(progress) == {"addBatch": 0.8, "walCommit": 0.1, "other": 0.075, "latestOffset": 0.025}
+
+
+def test_snapshot_counts_a_child_process_cpu_and_memory() -> None:
+    burn = "import time\nwhile time.process_time() < 0.3: pass\nprint('done', flush=True)\ntime.sleep(30)\n"
+    before = snapshot(os.getpid(), "test")
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"done\n"
+        after = snapshot(os.getpid(), "test")
+    finally:
+        child.kill()
+        child.wait()
+
+    assert after.processes == before.processes + 1
+    assert after.rss_by_kind["python workers"] > 5 * 2**20  # an interpreter holds a few MiB at least
+    cpu = cpu_between(before, after)
+    assert cpu["cpu_s_by_process_kind"]["python workers"] >= 0.29
+    assert 0 < cpu["machine_share_busy"] <= 1  # the machine was busy at least with the child
