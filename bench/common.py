@@ -3,16 +3,20 @@
 - The machine they ran on (`machine_description`), recorded with every result: the machine is shared, so
   the load average at the start belongs to the figures.
 - Input: bookings produced in bulk with event time advancing at a set pace (`produce_bookings`).
-- The hand-written loops' plumbing: a consumer that reads topics to their end (`consume_to_end`), a
-  producer with the dagger Kafka sink's own settings (`warmed_sink_producer`), and `produce_values`.
+- The hand-written loops' frame, `run_baseline` (consume to the end, decode, the workload's own work,
+  encode, produce, flush, timed and metered), and its plumbing: a consumer that reads topics to their end
+  (`consume_to_end`), a producer with the dagger Kafka sink's own settings (`warmed_sink_producer`), and
+  `produce_values`.
 - The dagger side: `run_to_end` runs a dagger over a backlog and keeps Spark's progress of every
   micro-batch, so `PipelineResult` can say where the time went (`durationMs`), measured per batch, and
-  which processes used the CPU meanwhile (`CpuMeter`, from /proc: driver, JVM, Python workers, broker).
+  which processes used the CPU meanwhile (`CpuMeter`, from /proc: driver, JVM, Python workers, broker);
+  `run_fresh_and_warm` runs one twice, in a fresh and in a warmed-up Spark session.
 - `sink_only_dagger` for the sink benchmarks.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -20,26 +24,30 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyspark
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 from bench.processes import cpu_between, snapshot
-from jobs.codec.protobuf import ProtoDecoder
+from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
 from jobs.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 from jobs.runner import DaggerRun, ProgressReport, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka import producer_settings
+from jobs.spark import spark_session
 from jobs.spec import DaggerSpec, KafkaSink, parse_dagger
 
 PARTITIONS = 2
 TRIGGER_EXECUTION = "triggerExecution"
+FRESH_SESSION = "fresh session"
+WARMED_SESSION = "warmed session"
 
 
 def machine_description() -> dict[str, Any]:
@@ -72,6 +80,23 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
     print(f"written to {path}")
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
+    """The settings every dagger-against-loop throughput benchmark takes besides its input's size."""
+    parser.add_argument(
+        "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
+    )
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+    parser.add_argument("--output", type=Path, default=results)
+
+
+def spark_conf(settings: Sequence[str]) -> dict[str, str]:
+    """`--conf KEY=VALUE` arguments as a mapping."""
+    return dict(item.split("=", 1) for item in settings)
+
+
 # --------------------------------------------------------------------------------------------------------
 # Input
 # --------------------------------------------------------------------------------------------------------
@@ -87,29 +112,36 @@ def event_time_chunk(events_per_minute: float) -> int:
 
 
 def produce_bookings(
-    producer: BookingProducer,
+    bootstrap_servers: str,
+    topic: str,
+    registry: SchemaRegistry,
     records: int,
     chunk: int = 10_000,
     first_event_time: datetime | None = None,
     events_per_minute: float | None = None,
     seed: int = 7,
 ) -> float:
-    """`records` bookings numbered from 0; returns the produce rate (events/s, flush included).
+    """`records` bookings numbered from 0 to `topic`; returns the produce rate (events/s, flush included,
+    the producer's start not).
 
     Without `first_event_time` every chunk's event time is now. With it, chunk k is stamped
     `first_event_time + k * chunk / events_per_minute` minutes (the generator spreads each chunk over the
     5 s before its stamp), so windows fill and close as the stream is read.
     """
-    started = time.perf_counter()
-    for start in range(0, records, chunk):
-        event_time = None
-        if first_event_time is not None:
-            if not events_per_minute:
-                raise ValueError("events_per_minute must be set with first_event_time")
-            event_time = first_event_time + timedelta(minutes=start / events_per_minute)
-        producer.produce(booking_batch(start, min(chunk, records - start), event_time, seed))
-    producer.flush(timeout_s=300)
-    return records / (time.perf_counter() - started)
+    if first_event_time is not None and not events_per_minute:
+        raise ValueError("events_per_minute must be set with first_event_time")
+    producer = BookingProducer(bootstrap_servers, topic, registry, partitions=PARTITIONS)
+    try:
+        started = time.perf_counter()
+        for start in range(0, records, chunk):
+            event_time = None
+            if first_event_time is not None and events_per_minute:
+                event_time = first_event_time + timedelta(minutes=start / events_per_minute)
+            producer.produce(booking_batch(start, min(chunk, records - start), event_time, seed))
+        producer.flush(timeout_s=300)
+        return records / (time.perf_counter() - started)
+    finally:
+        producer.close()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -215,6 +247,16 @@ def read_values(bootstrap_servers: str, topic: str, timeout_s: float = 300.0) ->
         consumer.close()
 
 
+def read_decoded(
+    bootstrap_servers: str, topic: str, registry: SchemaRegistry, message: str
+) -> pa.RecordBatch:
+    """Every record of `topic`, decoded as `message`; any that does not decode is an error."""
+    decoded, invalid = ProtoDecoder(registry.message(message)).decode(read_values(bootstrap_servers, topic))
+    if invalid:
+        raise RuntimeError(f"{topic}: {len(invalid)} record(s) are not {message}")
+    return decoded
+
+
 def warmed_sink_producer(bootstrap_servers: str, topic: str, proto_message: str) -> Producer:
     """A producer with the dagger Kafka sink's settings (the same delivery guarantees) for `topic`.
 
@@ -247,6 +289,74 @@ def produce_values(producer: Producer, topic: str, values: Sequence[bytes]) -> N
 def flush_or_raise(producer: Producer, bootstrap_servers: str, timeout_s: float = 120.0) -> None:
     if producer.flush(timeout_s):
         raise KafkaException(f"output not acknowledged by {bootstrap_servers} within {timeout_s}s")
+
+
+ChunkWork = Callable[[Mapping[str, pa.RecordBatch]], pa.Table | pa.RecordBatch]
+"""A hand-written loop's own work on one consumed chunk: its decoded records by topic in, the records to
+write out (none: an empty table)."""
+
+
+def run_baseline(
+    bootstrap_servers: str,
+    registry: SchemaRegistry,
+    records: int,
+    read_chunk: int,
+    *,
+    decoders: Mapping[str, ProtoDecoder],
+    output_topic: str,
+    output_message: str,
+    work: ChunkWork,
+) -> BaselineResult:
+    """A hand-written loop in this process: consume the topics of `decoders` to their end, in chunks of
+    `read_chunk`; decode each topic's records with its decoder; `work`; encode what it returns as
+    `output_message` and produce it to `output_topic`; flush.
+
+    The clock starts once the clients are up (not counted: a new idempotent producer waits ~0.5 s for its
+    producer id); the CPU meter with it.
+    """
+    encoder = ProtoEncoder(registry.message(output_message))
+    topics = list(decoders)
+    startup = time.perf_counter()
+    producer = warmed_sink_producer(bootstrap_servers, output_topic, output_message)
+    consumer = fast_consumer(bootstrap_servers, output_topic)
+    consumed = written = 0
+    meter = CpuMeter()
+    started = time.perf_counter()
+    try:
+        for messages in consume_to_end(consumer, topics, read_chunk):
+            consumed += len(messages)
+            decoded = {
+                topic: decode_chunk(decoders[topic], topic, values)
+                for topic, values in _by_topic(messages, topics)
+            }
+            output = work(decoded)
+            if output.num_rows:
+                produce_values(producer, output_topic, encoder.encode(output).to_pylist())
+                written += output.num_rows
+        flush_or_raise(producer, bootstrap_servers)
+    finally:
+        consumer.close()
+    seconds = time.perf_counter() - started
+    cpu = meter.stop()
+    if consumed != records:
+        raise RuntimeError(f"baseline read {consumed} records, expected {records}")
+    return BaselineResult(consumed, written, seconds, started - startup, cpu)
+
+
+def _by_topic(messages: Sequence[Message], topics: Sequence[str]) -> Iterator[tuple[str, list[bytes]]]:
+    if len(topics) == 1:  # every message is of it: spare the loop a look at each one's topic
+        yield topics[0], [message.value() for message in messages]
+        return
+    for topic in topics:
+        yield topic, [message.value() for message in messages if message.topic() == topic]
+
+
+def decode_chunk(decoder: ProtoDecoder, topic: str, values: list[bytes]) -> pa.RecordBatch:
+    """A loop's consumed records of `topic`, decoded; any that does not decode is an error."""
+    decoded, invalid = decoder.decode(values)
+    if invalid:
+        raise ValueError(f"{len(invalid)} record(s) of {topic} do not decode")
+    return decoded
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -345,8 +455,7 @@ def throughput_summary(
     targets: ThroughputTargets,
     produce_rate: float,
     baseline: BaselineResult,
-    fresh: PipelineResult,
-    warm: PipelineResult,
+    runs: Mapping[str, PipelineResult],
 ) -> dict[str, Any]:
     """A dagger run twice (fresh, then warmed session) against its hand-written loop, as JSON."""
     return {
@@ -360,16 +469,16 @@ def throughput_summary(
         },
         "produce_events_per_s": round(produce_rate),
         "baseline": baseline.summary(),
-        "pipeline_fresh_session": fresh.summary(baseline, targets),
-        "pipeline_warmed_session": warm.summary(baseline, targets),
+        "pipeline_fresh_session": runs[FRESH_SESSION].summary(baseline, targets),
+        "pipeline_warmed_session": runs[WARMED_SESSION].summary(baseline, targets),
     }
 
 
 def print_throughput_summary(summary: dict[str, Any]) -> None:
     baseline = summary["baseline"]
     runs = {
-        "fresh session": summary["pipeline_fresh_session"],
-        "warmed session": summary["pipeline_warmed_session"],
+        FRESH_SESSION: summary["pipeline_fresh_session"],
+        WARMED_SESSION: summary["pipeline_warmed_session"],
     }
     for name, run in runs.items():
         print_batches(name, run["micro_batches"])
@@ -517,6 +626,60 @@ def run_to_end(
     if result.events != records:
         raise RuntimeError(f"the dagger read {result.events} records, expected {records}")
     return result
+
+
+def kafka_sink(bootstrap_servers: str, topic: str, proto_message: str) -> dict[str, Any]:
+    return {
+        "kind": "kafka",
+        "bootstrap_servers": bootstrap_servers,
+        "topic": topic,
+        "proto_message": proto_message,
+    }
+
+
+@dataclass(frozen=True)
+class KafkaDagger:
+    """A throughput benchmark's dagger: its `settings` (streams, SQL, ...) and a Kafka sink writing
+    `output_message` records."""
+
+    name: str
+    descriptor_set: Path
+    bootstrap_servers: str
+    output_message: str
+    settings: dict[str, Any]
+
+    def run(
+        self, spark: SparkSession, registry: SchemaRegistry, records: int, output_topic: str
+    ) -> PipelineResult:
+        """`run_to_end` into `output_topic` (created here)."""
+        ensure_topic(self.bootstrap_servers, output_topic, PARTITIONS)
+        sink = kafka_sink(self.bootstrap_servers, output_topic, self.output_message)
+        spec = dagger_spec(self.name, self.descriptor_set, sinks=[sink], **self.settings)
+        return run_to_end(spark, spec, registry, records)
+
+
+def run_fresh_and_warm(
+    dagger: KafkaDagger,
+    registry: SchemaRegistry,
+    records: int,
+    output_topics: Mapping[str, str],
+    master: str,
+    spark_conf: Mapping[str, str],
+) -> dict[str, PipelineResult]:
+    """The dagger over its whole input in each of `output_topics`' sessions in turn, into that topic:
+    first in a fresh Spark session, its JVM still compiling (JIT) through the whole run; then again in the
+    now warmed-up one, as a long-running dagger."""
+    spark = spark_session(master, app_name=dagger.name, extra_conf=spark_conf)
+    runs: dict[str, PipelineResult] = {}
+    try:
+        for session, topic in output_topics.items():
+            print(f"dagger pipeline, {session} ...", flush=True)
+            runs[session] = dagger.run(spark, registry, records, topic)
+            for report in runs[session].batches:
+                print(f"  {report.summary()}", flush=True)
+    finally:
+        spark.stop()
+    return runs
 
 
 def print_batches(name: str, breakdown: Sequence[dict[str, Any]]) -> None:

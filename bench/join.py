@@ -26,51 +26,44 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
-    PARTITIONS,
+    FRESH_SESSION,
+    WARMED_SESSION,
     BaselineResult,
-    CpuMeter,
-    PipelineResult,
+    KafkaDagger,
     ThroughputTargets,
+    add_run_arguments,
     booking_decoder,
-    consume_to_end,
-    dagger_spec,
     event_time_chunk,
-    fast_consumer,
-    flush_or_raise,
     kafka_stream,
     machine_description,
     print_throughput_summary,
     produce_bookings,
-    produce_values,
-    read_values,
-    run_to_end,
+    read_decoded,
+    run_baseline,
+    run_fresh_and_warm,
+    spark_conf,
     throughput_summary,
-    warmed_sink_producer,
     write_summary,
 )
 from jobs.broker import EmbeddedBroker
-from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.generator import BookingProducer, ensure_topic
 from jobs.protoc import compile_descriptor_set
 from jobs.schema_registry import SchemaRegistry
-from jobs.spark import spark_session
 
 CREATED_TOPIC = "bookings-created"
 COMPLETED_TOPIC = "bookings-completed"
 BASELINE_TOPIC = "join-baseline-out"
-PIPELINE_TOPICS = {"fresh session": "join-out", "warmed session": "join-out-warm"}
+PIPELINE_TOPICS = {FRESH_SESSION: "join-out", WARMED_SESSION: "join-out-warm"}
 SUMMARY_MESSAGE = "dagger.examples.BookingSummary"
 FIRST_EVENT_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 COMPLETION_DELAY = timedelta(seconds=30)
@@ -140,7 +133,7 @@ def _latest(current: datetime | None, times: pa.ChunkedArray) -> datetime | None
     return latest if current is None else max(current, latest)
 
 
-def run_baseline(
+def run_join_baseline(
     bootstrap_servers: str, registry: SchemaRegistry, records: int, read_chunk: int
 ) -> BaselineResult:
     """Consume both topics -> decode -> join with the buffers -> encode -> produce, then flush."""
@@ -148,74 +141,37 @@ def run_baseline(
         CREATED_TOPIC: booking_decoder(registry, CREATED_FIELDS),
         COMPLETED_TOPIC: booking_decoder(registry, COMPLETED_FIELDS),
     }
-    encoder = ProtoEncoder(registry.message(SUMMARY_MESSAGE))
-    startup = time.perf_counter()
-    producer = warmed_sink_producer(bootstrap_servers, BASELINE_TOPIC, SUMMARY_MESSAGE)
-    consumer = fast_consumer(bootstrap_servers, "join-baseline")
     buffers = JoinBuffers(decoders[CREATED_TOPIC].schema, decoders[COMPLETED_TOPIC].schema)
-    consumed = written = 0
-    meter = CpuMeter()
-    started = time.perf_counter()
-    try:
-        for messages in consume_to_end(consumer, list(decoders), read_chunk):
-            consumed += len(messages)
-            sides = {}
-            for topic, decoder in decoders.items():
-                decoded, invalid = decoder.decode([m.value() for m in messages if m.topic() == topic])
-                if invalid:
-                    raise ValueError(f"{len(invalid)} record(s) of {topic} do not decode")
-                sides[topic] = pa.Table.from_batches([decoded])
-            joined = buffers.add(sides[CREATED_TOPIC], sides[COMPLETED_TOPIC])
-            produce_values(producer, BASELINE_TOPIC, encoder.encode(joined).to_pylist())
-            written += joined.num_rows
-        flush_or_raise(producer, bootstrap_servers)
-    finally:
-        consumer.close()
-    seconds = time.perf_counter() - started
-    cpu = meter.stop()
-    if consumed != records:
-        raise RuntimeError(f"baseline read {consumed} records, expected {records}")
-    return BaselineResult(consumed, written, seconds, started - startup, cpu)
 
+    def join_chunk(decoded: Mapping[str, pa.RecordBatch]) -> pa.Table:
+        return buffers.add(
+            pa.Table.from_batches([decoded[CREATED_TOPIC]]), pa.Table.from_batches([decoded[COMPLETED_TOPIC]])
+        )
 
-def run_pipeline(
-    spark: SparkSession,
-    bootstrap_servers: str,
-    descriptor_set: Path,
-    registry: SchemaRegistry,
-    records: int,
-    max_records_per_batch: int,
-    output_topic: str,
-) -> PipelineResult:
-    ensure_topic(bootstrap_servers, output_topic, PARTITIONS)
-    spec = dagger_spec(
-        "bench-join",
-        descriptor_set,
-        streams=[
-            kafka_stream("created", CREATED_TOPIC, bootstrap_servers, max_records_per_batch),
-            kafka_stream("completed", COMPLETED_TOPIC, bootstrap_servers, max_records_per_batch),
-        ],
-        sql=SQL,
-        watermark_delay=f"{WATERMARK_DELAY.total_seconds()}s",
-        sinks=[
-            {
-                "kind": "kafka",
-                "bootstrap_servers": bootstrap_servers,
-                "topic": output_topic,
-                "proto_message": SUMMARY_MESSAGE,
-            }
-        ],
+    return run_baseline(
+        bootstrap_servers,
+        registry,
+        records,
+        read_chunk,
+        decoders=decoders,
+        output_topic=BASELINE_TOPIC,
+        output_message=SUMMARY_MESSAGE,
+        work=join_chunk,
     )
-    return run_to_end(spark, spec, registry, records)
+
+
+def join_dagger(bootstrap_servers: str, descriptor_set: Path, max_records_per_batch: int) -> KafkaDagger:
+    streams = [
+        kafka_stream("created", CREATED_TOPIC, bootstrap_servers, max_records_per_batch),
+        kafka_stream("completed", COMPLETED_TOPIC, bootstrap_servers, max_records_per_batch),
+    ]
+    settings = {"streams": streams, "sql": SQL, "watermark_delay": f"{WATERMARK_DELAY.total_seconds()}s"}
+    return KafkaDagger("bench-join", descriptor_set, bootstrap_servers, SUMMARY_MESSAGE, settings)
 
 
 def read_joined(bootstrap_servers: str, topic: str, registry: SchemaRegistry, orders: int) -> dict[str, dict]:
     """The rows of `topic` by order number: every order exactly once."""
-    decoded, invalid = ProtoDecoder(registry.message(SUMMARY_MESSAGE)).decode(
-        read_values(bootstrap_servers, topic)
-    )
-    if invalid:
-        raise RuntimeError(f"{topic}: {len(invalid)} record(s) are not {SUMMARY_MESSAGE}")
+    decoded = read_decoded(bootstrap_servers, topic, registry, SUMMARY_MESSAGE)
     rows = {row["order_number"]: row for row in decoded.to_pylist()}
     expected = {f"ORD-{index}" for index in range(orders)}
     if decoded.num_rows != orders or rows.keys() != expected:
@@ -235,16 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-records-per-batch", type=int, default=100_000, help="dagger micro-batch size, per topic"
     )
-    parser.add_argument(
-        "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
-    )
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
-    )
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
-    spark_conf = dict(item.split("=", 1) for item in args.conf)
+    conf = spark_conf(args.conf)
     settings: dict[str, Any] = {
         "master": args.master,
         "orders": args.orders,
@@ -252,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_records_per_batch_per_topic": args.max_records_per_batch,
         "baseline_read_chunk": args.baseline_read_chunk,
         "watermark_delay_s": WATERMARK_DELAY.total_seconds(),
-        "spark_conf": spark_conf,
+        "spark_conf": conf,
     }
     records = 2 * args.orders
 
@@ -268,31 +217,19 @@ def main(argv: list[str] | None = None) -> int:
             (CREATED_TOPIC, FIRST_EVENT_TIME, 7),
             (COMPLETED_TOPIC, FIRST_EVENT_TIME + COMPLETION_DELAY, 8),
         ):
-            producer = BookingProducer(servers, topic, registry, partitions=PARTITIONS)
             rate = produce_bookings(
-                producer, args.orders, event_time_chunk(pace), first_event_time, pace, seed
+                servers, topic, registry, args.orders, event_time_chunk(pace), first_event_time, pace, seed
             )
-            producer.close()
             produce_seconds += args.orders / rate
         produce_rate = records / produce_seconds
         print(f"  {produce_rate:,.0f} events/s", flush=True)
 
         print("hand-written baseline ...", flush=True)
-        baseline = run_baseline(servers, registry, records, args.baseline_read_chunk)
+        baseline = run_join_baseline(servers, registry, records, args.baseline_read_chunk)
         print(f"  {baseline.events_per_s:,.0f} events/s, {baseline.written} joined rows", flush=True)
 
-        spark = spark_session(args.master, app_name="dagger-bench-join", extra_conf=spark_conf)
-        runs: dict[str, PipelineResult] = {}
-        try:
-            for name, topic in PIPELINE_TOPICS.items():
-                print(f"dagger pipeline, {name} ...", flush=True)
-                runs[name] = run_pipeline(
-                    spark, servers, descriptor_set, registry, records, args.max_records_per_batch, topic
-                )
-                for report in runs[name].batches:
-                    print(f"  {report.summary()}", flush=True)
-        finally:
-            spark.stop()
+        dagger = join_dagger(servers, descriptor_set, args.max_records_per_batch)
+        runs = run_fresh_and_warm(dagger, registry, records, PIPELINE_TOPICS, args.master, conf)
 
         expected = read_joined(servers, BASELINE_TOPIC, registry, args.orders)
         for topic in PIPELINE_TOPICS.values():
@@ -300,16 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"{topic}: the joined rows differ from the baseline's")
             print(f"verified {topic}: each of the {args.orders:,} orders once, rows equal", flush=True)
 
-    summary = throughput_summary(
-        records,
-        settings,
-        machine,
-        TARGETS,
-        produce_rate,
-        baseline,
-        runs["fresh session"],
-        runs["warmed session"],
-    )
+    summary = throughput_summary(records, settings, machine, TARGETS, produce_rate, baseline, runs)
     summary["verified"] = "every order joined exactly once, rows equal to the hand-written loop's"
     print_throughput_summary(summary)
     write_summary(args.output, summary)

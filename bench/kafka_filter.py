@@ -24,48 +24,39 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
-    PARTITIONS,
+    FRESH_SESSION,
+    WARMED_SESSION,
     BaselineResult,
-    CpuMeter,
-    PipelineResult,
+    KafkaDagger,
     ThroughputTargets,
+    add_run_arguments,
     booking_decoder,
-    consume_to_end,
-    dagger_spec,
-    fast_consumer,
-    flush_or_raise,
     kafka_stream,
     machine_description,
     print_throughput_summary,
     produce_bookings,
-    produce_values,
-    read_values,
-    run_to_end,
+    read_decoded,
+    run_baseline,
+    run_fresh_and_warm,
+    spark_conf,
     throughput_summary,
-    warmed_sink_producer,
     write_summary,
 )
 from jobs.broker import EmbeddedBroker
-from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.generator import BookingProducer, ensure_topic
 from jobs.protoc import compile_descriptor_set
 from jobs.schema_registry import SchemaRegistry
-from jobs.spark import spark_session
 
 INPUT_TOPIC = "bookings"
-PIPELINE_TOPIC = "bench-out"
-WARM_PIPELINE_TOPIC = "bench-out-warm"
 BASELINE_TOPIC = "bench-baseline-out"
+PIPELINE_TOPICS = {FRESH_SESSION: "bench-out", WARMED_SESSION: "bench-out-warm"}
 SUMMARY_MESSAGE = "dagger.examples.BookingSummary"
 PROJECTION = ["order_number", "customer_id", "amount_paid_by_cash", "event_timestamp"]
 SQL = f"SELECT {', '.join(PROJECTION)} FROM bookings WHERE service_type = 'GO_RIDE'"
@@ -73,85 +64,36 @@ TARGETS = ThroughputTargets(events_per_s=150_000, share_of_baseline=0.6)
 RESULTS = Path(__file__).resolve().parent / "results" / "kafka_filter.json"
 
 
-def produce_input(bootstrap_servers: str, registry: SchemaRegistry, records: int, chunk: int) -> float:
-    """Writes `records` bookings to the input topic; returns the produce rate (events/s, flush included)."""
-    producer = BookingProducer(bootstrap_servers, INPUT_TOPIC, registry, partitions=PARTITIONS)
-    try:
-        return produce_bookings(producer, records, chunk)
-    finally:
-        producer.close()
-
-
 def go_rides(decoded: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
     """What the filter dagger's SQL does, with pyarrow.compute."""
     return decoded.filter(pc.equal(decoded.column("service_type"), "GO_RIDE")).select(PROJECTION)
 
 
-def run_baseline(
+def run_filter_baseline(
     bootstrap_servers: str, registry: SchemaRegistry, records: int, read_chunk: int
 ) -> BaselineResult:
     """Consume -> decode -> filter -> project -> encode -> produce in one process, then flush."""
-    decoder = booking_decoder(registry, [*PROJECTION, "service_type"])
-    encoder = ProtoEncoder(registry.message(SUMMARY_MESSAGE))
-    startup = time.perf_counter()
-    producer = warmed_sink_producer(bootstrap_servers, BASELINE_TOPIC, SUMMARY_MESSAGE)
-    consumer = fast_consumer(bootstrap_servers, "bench-baseline")
-    consumed = written = 0
-    meter = CpuMeter()
-    started = time.perf_counter()
-    try:
-        for messages in consume_to_end(consumer, [INPUT_TOPIC], read_chunk):
-            consumed += len(messages)
-            decoded, invalid = decoder.decode([message.value() for message in messages])
-            if invalid:
-                raise ValueError(f"{len(invalid)} input record(s) do not decode")
-            selected = go_rides(decoded)
-            produce_values(producer, BASELINE_TOPIC, encoder.encode(selected).to_pylist())
-            written += selected.num_rows
-        flush_or_raise(producer, bootstrap_servers)
-    finally:
-        consumer.close()
-    seconds = time.perf_counter() - started
-    cpu = meter.stop()
-    if consumed != records:
-        raise RuntimeError(f"baseline read {consumed} records, expected {records}")
-    return BaselineResult(consumed, written, seconds, started - startup, cpu)
-
-
-def run_pipeline(
-    spark: SparkSession,
-    bootstrap_servers: str,
-    descriptor_set: Path,
-    registry: SchemaRegistry,
-    records: int,
-    max_records_per_batch: int,
-    output_topic: str,
-) -> PipelineResult:
-    """The dagger over the whole input topic, from a fresh checkpoint; stops once everything is written."""
-    ensure_topic(bootstrap_servers, output_topic, PARTITIONS)
-    spec = dagger_spec(
-        "bench-kafka-filter",
-        descriptor_set,
-        streams=[kafka_stream("bookings", INPUT_TOPIC, bootstrap_servers, max_records_per_batch)],
-        sql=SQL,
-        sinks=[
-            {
-                "kind": "kafka",
-                "bootstrap_servers": bootstrap_servers,
-                "topic": output_topic,
-                "proto_message": SUMMARY_MESSAGE,
-            }
-        ],
+    return run_baseline(
+        bootstrap_servers,
+        registry,
+        records,
+        read_chunk,
+        decoders={INPUT_TOPIC: booking_decoder(registry, [*PROJECTION, "service_type"])},
+        output_topic=BASELINE_TOPIC,
+        output_message=SUMMARY_MESSAGE,
+        work=lambda decoded: go_rides(decoded[INPUT_TOPIC]),
     )
-    return run_to_end(spark, spec, registry, records)
+
+
+def filter_dagger(bootstrap_servers: str, descriptor_set: Path, max_records_per_batch: int) -> KafkaDagger:
+    stream = kafka_stream("bookings", INPUT_TOPIC, bootstrap_servers, max_records_per_batch)
+    settings = {"streams": [stream], "sql": SQL}
+    return KafkaDagger("bench-kafka-filter", descriptor_set, bootstrap_servers, SUMMARY_MESSAGE, settings)
 
 
 def verify_output(bootstrap_servers: str, topic: str, registry: SchemaRegistry, records: int) -> int:
     """The topic holds each GO_RIDE booking (index % 3 == 0) exactly once; returns its record count."""
-    values = read_values(bootstrap_servers, topic)
-    decoded, invalid = ProtoDecoder(registry.message(SUMMARY_MESSAGE)).decode(values)
-    if invalid:
-        raise RuntimeError(f"{topic}: {len(invalid)} record(s) are not {SUMMARY_MESSAGE}")
+    decoded = read_decoded(bootstrap_servers, topic, registry, SUMMARY_MESSAGE)
     expected = {f"ORD-{index}" for index in range(0, records, 3)}
     order_numbers = decoded.column("order_number").to_pylist()
     if len(order_numbers) != len(expected) or set(order_numbers) != expected:
@@ -169,21 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--produce-chunk", type=int, default=50_000, help="bookings per generated batch")
     parser.add_argument("--max-records-per-batch", type=int, default=200_000, help="dagger micro-batch size")
-    parser.add_argument(
-        "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
-    )
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
-    )
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
-    spark_conf = dict(item.split("=", 1) for item in args.conf)
+    conf = spark_conf(args.conf)
     settings = {
         "master": args.master,
         "max_records_per_batch": args.max_records_per_batch,
         "baseline_read_chunk": args.baseline_read_chunk,
-        "spark_conf": spark_conf,
+        "spark_conf": conf,
     }
 
     machine = machine_description()
@@ -192,40 +127,21 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedBroker() as broker:
         servers = broker.bootstrap_servers
         print(f"producing {args.records:,} bookings to {INPUT_TOPIC} on {servers} ...", flush=True)
-        produce_rate = produce_input(servers, registry, args.records, args.produce_chunk)
+        produce_rate = produce_bookings(servers, INPUT_TOPIC, registry, args.records, args.produce_chunk)
         print(f"  {produce_rate:,.0f} events/s", flush=True)
 
         print("hand-written baseline ...", flush=True)
-        baseline = run_baseline(servers, registry, args.records, args.baseline_read_chunk)
+        baseline = run_filter_baseline(servers, registry, args.records, args.baseline_read_chunk)
         print(f"  {baseline.events_per_s:,.0f} events/s", flush=True)
 
-        spark = spark_session(args.master, app_name="dagger-bench", extra_conf=spark_conf)
-        runs: dict[str, PipelineResult] = {}
-        try:
-            for name, topic in (("fresh session", PIPELINE_TOPIC), ("warmed session", WARM_PIPELINE_TOPIC)):
-                print(f"dagger pipeline, {name} ...", flush=True)
-                runs[name] = run_pipeline(
-                    spark, servers, descriptor_set, registry, args.records, args.max_records_per_batch, topic
-                )
-                for report in runs[name].batches:
-                    print(f"  {report.summary()}", flush=True)
-        finally:
-            spark.stop()
+        dagger = filter_dagger(servers, descriptor_set, args.max_records_per_batch)
+        runs = run_fresh_and_warm(dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf)
 
-        for topic in (BASELINE_TOPIC, PIPELINE_TOPIC, WARM_PIPELINE_TOPIC):
+        for topic in (BASELINE_TOPIC, *PIPELINE_TOPICS.values()):
             count = verify_output(servers, topic, registry, args.records)
             print(f"verified {topic}: {count:,} GO_RIDE records, each once", flush=True)
 
-    summary = throughput_summary(
-        args.records,
-        settings,
-        machine,
-        TARGETS,
-        produce_rate,
-        baseline,
-        runs["fresh session"],
-        runs["warmed session"],
-    )
+    summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     print_throughput_summary(summary)
     write_summary(args.output, summary)
     return 0

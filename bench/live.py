@@ -71,11 +71,14 @@ from bench.common import (
     PARTITIONS,
     batch_breakdown,
     booking_decoder,
+    decode_chunk,
     fast_consumer,
     flush_or_raise,
+    kafka_sink,
     kafka_stream,
     machine_description,
     produce_values,
+    spark_conf,
     time_shares,
     warmed_sink_producer,
     write_summary,
@@ -295,9 +298,7 @@ def hand_loop(bootstrap_servers: str, input_topic: str, output_topic: str, read_
             for message in messages:
                 if message.error() is not None:
                     raise KafkaException(message.error())
-            decoded, invalid = decoder.decode([message.value() for message in messages])
-            if invalid:
-                raise ValueError(f"{len(invalid)} input record(s) do not decode")
+            decoded = decode_chunk(decoder, input_topic, [message.value() for message in messages])
             produced_ms = pa.array([message.timestamp()[1] for message in messages], pa.int64())
             produced = pc.multiply(produced_ms, 1000).cast(pa.timestamp("us", "UTC"))
             selected = go_rides(decoded.append_column("event_timestamp", produced))
@@ -323,14 +324,7 @@ def dagger_file(
         "sql": SQL,
         "trigger_interval": trigger,
         "checkpoint_location": str(folder / "checkpoint"),
-        "sinks": [
-            {
-                "kind": "kafka",
-                "bootstrap_servers": bootstrap_servers,
-                "topic": topics[1],
-                "proto_message": SUMMARY_MESSAGE,
-            }
-        ],
+        "sinks": [kafka_sink(bootstrap_servers, topics[1], SUMMARY_MESSAGE)],
     }
     path = folder / "bench-live.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -363,7 +357,7 @@ def launch_command(
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": f"file://{event_log}",
         "spark.eventLog.compress": "false",
-        **dict(item.split("=", 1) for item in args.conf),
+        **spark_conf(args.conf),
     }
     # How a `dagger run` process gets Spark settings it does not set itself.
     env["PYSPARK_SUBMIT_ARGS"] = (
@@ -621,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
             "warmup_seconds": args.warmup_seconds,
             "trigger_interval": args.trigger_interval,
             "master": args.master,
-            "spark_conf": dict(item.split("=", 1) for item in args.conf),
+            "spark_conf": spark_conf(args.conf),
             "sql": SQL,
         },
         "machine": machine,

@@ -23,50 +23,42 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
-    PARTITIONS,
+    FRESH_SESSION,
+    WARMED_SESSION,
     BaselineResult,
-    CpuMeter,
-    PipelineResult,
+    KafkaDagger,
     ThroughputTargets,
+    add_run_arguments,
     booking_decoder,
-    consume_to_end,
-    dagger_spec,
     event_time_chunk,
-    fast_consumer,
-    flush_or_raise,
     kafka_stream,
     machine_description,
     print_throughput_summary,
     produce_bookings,
-    produce_values,
-    read_values,
-    run_to_end,
+    read_decoded,
+    run_baseline,
+    run_fresh_and_warm,
+    spark_conf,
     throughput_summary,
-    warmed_sink_producer,
     write_summary,
 )
 from jobs.broker import EmbeddedBroker
-from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.generator import BookingProducer, ensure_topic
 from jobs.protoc import compile_descriptor_set
 from jobs.schema_registry import SchemaRegistry
-from jobs.spark import spark_session
 
 INPUT_TOPIC = "bookings-windowed"
 BASELINE_TOPIC = "window-baseline-out"
-PIPELINE_TOPICS = {"fresh session": "window-out", "warmed session": "window-out-warm"}
+PIPELINE_TOPICS = {FRESH_SESSION: "window-out", WARMED_SESSION: "window-out-warm"}
 TOTALS_MESSAGE = "dagger.bench.ServiceTypeWindowTotals"
 FIRST_EVENT_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 WATERMARK_DELAY = timedelta(seconds=10)
@@ -102,84 +94,56 @@ def merge(open_windows: pa.Table, totals: pa.Table) -> pa.Table:
     return merged.rename_columns({"booking_count_sum": "booking_count", "cash_total_sum": "cash_total"})
 
 
-def run_baseline(
+class OpenWindows:
+    """The hand-written loop's window state: the totals of the windows its watermark has not closed."""
+
+    def __init__(self) -> None:
+        self.totals: pa.Table | None = None
+        self.latest_event_time: datetime | None = None
+
+    def add(self, decoded: pa.RecordBatch) -> pa.Table:
+        """Merges one chunk's bookings in; returns the windows the watermark closes now, and forgets them."""
+        totals = window_totals(decoded)
+        self.totals = totals if self.totals is None else merge(self.totals, totals)
+        chunk_latest = pc.max(decoded.column("event_timestamp")).as_py()
+        self.latest_event_time = max(self.latest_event_time or chunk_latest, chunk_latest)
+        watermark = pa.scalar(self.latest_event_time - WATERMARK_DELAY - WINDOW, pa.timestamp("us", "UTC"))
+        closing = pc.less_equal(self.totals.column("window_timestamp"), watermark)
+        closed = self.totals.filter(closing)
+        if closed.num_rows:
+            self.totals = self.totals.filter(pc.invert(closing))
+        return closed
+
+
+def run_window_baseline(
     bootstrap_servers: str, registry: SchemaRegistry, records: int, read_chunk: int
 ) -> BaselineResult:
     """Consume -> decode -> bucket -> aggregate -> write the windows the watermark closes, then flush."""
-    decoder = booking_decoder(registry, ["service_type", "event_timestamp", "amount_paid_by_cash"])
-    encoder = ProtoEncoder(registry.message(TOTALS_MESSAGE))
-    startup = time.perf_counter()
-    producer = warmed_sink_producer(bootstrap_servers, BASELINE_TOPIC, TOTALS_MESSAGE)
-    consumer = fast_consumer(bootstrap_servers, "window-baseline")
-    open_windows: pa.Table | None = None
-    latest_event_time: datetime | None = None
-    consumed = written = 0
-    meter = CpuMeter()
-    started = time.perf_counter()
-    try:
-        for messages in consume_to_end(consumer, [INPUT_TOPIC], read_chunk):
-            consumed += len(messages)
-            decoded, invalid = decoder.decode([message.value() for message in messages])
-            if invalid:
-                raise ValueError(f"{len(invalid)} input record(s) do not decode")
-            totals = window_totals(decoded)
-            open_windows = totals if open_windows is None else merge(open_windows, totals)
-            chunk_latest = pc.max(decoded.column("event_timestamp")).as_py()
-            latest_event_time = max(latest_event_time or chunk_latest, chunk_latest)
-            watermark = pa.scalar(latest_event_time - WATERMARK_DELAY - WINDOW, pa.timestamp("us", "UTC"))
-            closing = pc.less_equal(open_windows.column("window_timestamp"), watermark)
-            closed = open_windows.filter(closing)
-            if closed.num_rows:
-                produce_values(producer, BASELINE_TOPIC, encoder.encode(closed).to_pylist())
-                written += closed.num_rows
-                open_windows = open_windows.filter(pc.invert(closing))
-        flush_or_raise(producer, bootstrap_servers)
-    finally:
-        consumer.close()
-    seconds = time.perf_counter() - started
-    cpu = meter.stop()
-    if consumed != records:
-        raise RuntimeError(f"baseline read {consumed} records, expected {records}")
-    return BaselineResult(consumed, written, seconds, started - startup, cpu)
-
-
-def run_pipeline(
-    spark: SparkSession,
-    bootstrap_servers: str,
-    descriptor_set: Path,
-    registry: SchemaRegistry,
-    records: int,
-    max_records_per_batch: int,
-    output_topic: str,
-) -> PipelineResult:
-    ensure_topic(bootstrap_servers, output_topic, PARTITIONS)
-    spec = dagger_spec(
-        "bench-window-aggregate",
-        descriptor_set,
-        streams=[kafka_stream("bookings", INPUT_TOPIC, bootstrap_servers, max_records_per_batch)],
-        sql=SQL,
-        watermark_delay=f"{WATERMARK_DELAY.total_seconds()}s",
-        sinks=[
-            {
-                "kind": "kafka",
-                "bootstrap_servers": bootstrap_servers,
-                "topic": output_topic,
-                "proto_message": TOTALS_MESSAGE,
-            }
-        ],
+    windows = OpenWindows()
+    return run_baseline(
+        bootstrap_servers,
+        registry,
+        records,
+        read_chunk,
+        decoders={
+            INPUT_TOPIC: booking_decoder(registry, ["service_type", "event_timestamp", "amount_paid_by_cash"])
+        },
+        output_topic=BASELINE_TOPIC,
+        output_message=TOTALS_MESSAGE,
+        work=lambda decoded: windows.add(decoded[INPUT_TOPIC]),
     )
-    return run_to_end(spark, spec, registry, records)
+
+
+def window_dagger(bootstrap_servers: str, descriptor_set: Path, max_records_per_batch: int) -> KafkaDagger:
+    stream = kafka_stream("bookings", INPUT_TOPIC, bootstrap_servers, max_records_per_batch)
+    settings = {"streams": [stream], "sql": SQL, "watermark_delay": f"{WATERMARK_DELAY.total_seconds()}s"}
+    return KafkaDagger("bench-window-aggregate", descriptor_set, bootstrap_servers, TOTALS_MESSAGE, settings)
 
 
 def read_windows(bootstrap_servers: str, topic: str, registry: SchemaRegistry) -> WindowRows:
     """The windows written to `topic`, each once."""
-    decoded, invalid = ProtoDecoder(registry.message(TOTALS_MESSAGE)).decode(
-        read_values(bootstrap_servers, topic)
-    )
-    if invalid:
-        raise RuntimeError(f"{topic}: {len(invalid)} record(s) are not {TOTALS_MESSAGE}")
     rows: WindowRows = {}
-    for row in decoded.to_pylist():
+    for row in read_decoded(bootstrap_servers, topic, registry, TOTALS_MESSAGE).to_pylist():
         key = (row["service_type"], row["window_timestamp"])
         if key in rows:
             raise RuntimeError(f"{topic}: window {key} written twice")
@@ -208,23 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--minutes", type=float, default=10, help="event time the input spans")
     parser.add_argument("--max-records-per-batch", type=int, default=200_000, help="dagger micro-batch size")
-    parser.add_argument(
-        "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
-    )
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
-    )
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
-    spark_conf = dict(item.split("=", 1) for item in args.conf)
+    conf = spark_conf(args.conf)
     settings: dict[str, Any] = {
         "master": args.master,
         "minutes": args.minutes,
         "max_records_per_batch": args.max_records_per_batch,
         "baseline_read_chunk": args.baseline_read_chunk,
         "watermark_delay_s": WATERMARK_DELAY.total_seconds(),
-        "spark_conf": spark_conf,
+        "spark_conf": conf,
     }
 
     machine = machine_description()
@@ -235,30 +192,18 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"producing {args.records:,} bookings over {args.minutes} minutes of event time ...", flush=True
         )
-        producer = BookingProducer(servers, INPUT_TOPIC, registry, partitions=PARTITIONS)
         pace = args.records / args.minutes
         produce_rate = produce_bookings(
-            producer, args.records, event_time_chunk(pace), FIRST_EVENT_TIME, pace
+            servers, INPUT_TOPIC, registry, args.records, event_time_chunk(pace), FIRST_EVENT_TIME, pace
         )
-        producer.close()
         print(f"  {produce_rate:,.0f} events/s", flush=True)
 
         print("hand-written baseline ...", flush=True)
-        baseline = run_baseline(servers, registry, args.records, args.baseline_read_chunk)
+        baseline = run_window_baseline(servers, registry, args.records, args.baseline_read_chunk)
         print(f"  {baseline.events_per_s:,.0f} events/s, {baseline.written} windows", flush=True)
 
-        spark = spark_session(args.master, app_name="dagger-bench-window", extra_conf=spark_conf)
-        runs: dict[str, PipelineResult] = {}
-        try:
-            for name, topic in PIPELINE_TOPICS.items():
-                print(f"dagger pipeline, {name} ...", flush=True)
-                runs[name] = run_pipeline(
-                    spark, servers, descriptor_set, registry, args.records, args.max_records_per_batch, topic
-                )
-                for report in runs[name].batches:
-                    print(f"  {report.summary()}", flush=True)
-        finally:
-            spark.stop()
+        dagger = window_dagger(servers, descriptor_set, args.max_records_per_batch)
+        runs = run_fresh_and_warm(dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf)
 
         expected = read_windows(servers, BASELINE_TOPIC, registry)
         if not expected:
@@ -267,16 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             verify_same_windows(expected, read_windows(servers, topic, registry), topic)
             print(f"verified {topic}: the baseline's {len(expected)} windows, same rows", flush=True)
 
-    summary = throughput_summary(
-        args.records,
-        settings,
-        machine,
-        TARGETS,
-        produce_rate,
-        baseline,
-        runs["fresh session"],
-        runs["warmed session"],
-    )
+    summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     summary["windows_written"] = len(expected)
     summary["verified"] = "the dagger's windows equal the hand-written loop's (count exact, cash to 1e-9)"
     print_throughput_summary(summary)
