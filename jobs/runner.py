@@ -29,6 +29,14 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
+from jobs.processors.config import (
+    ClearColumn,
+    Deduplicate,
+    Hash,
+    InvalidRecordFilter,
+    SqlTransformer,
+    Transformer,
+)
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import ProcessorError, TransformContext, apply_transformer
 from jobs.schema_registry import SchemaRegistry
@@ -171,15 +179,34 @@ def stream_view_schema(
 def _fields_to_decode(
     registry: SchemaRegistry, sql: str, stream: KafkaStream | ParquetStream
 ) -> list[str] | None:
-    """Only the fields the query may read are decoded and passed to Spark (None: all of them)."""
-    if stream.pre_processors:
-        return None  # pre-processors may read (or produce) fields the SQL names or not
+    """Only the fields the query and the stream's pre-processors may read are decoded and passed to Spark
+    (None: all of them)."""
     names = [field.name for field in registry.message(stream.proto_message).fields]
     fields = sql_stage.referenced_fields(sql, names)
+    for step in stream.pre_processors:
+        read = _fields_read_by(step, names)
+        if fields is None or read is None:
+            return None
+        fields = [*fields, *read]
     if fields is None:
         return None
     event_time = stream.event_time_field.split(".")[0]
     return [name for name in names if name in fields or name == event_time]
+
+
+def _fields_read_by(step: Transformer, names: list[str]) -> list[str] | None:
+    """The fields a pre-processor may read (None: any, as user code and plugins may)."""
+    if isinstance(step, InvalidRecordFilter):
+        return []
+    if isinstance(step, Deduplicate):
+        return [step.key_column]
+    if isinstance(step, ClearColumn):
+        return [step.column]
+    if isinstance(step, Hash):
+        return [column.split(".")[0] for column in step.columns]
+    if isinstance(step, SqlTransformer):
+        return sql_stage.referenced_fields(step.sql, names)
+    return None
 
 
 def _stream_frame(

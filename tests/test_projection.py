@@ -36,3 +36,36 @@ def test_a_projection_decodes_the_kept_fields_exactly(registry):
     assert invalid == {}
     [row], [full_row] = projected.to_pylist(), complete.to_pylist()
     assert row == {name: full_row[name] for name in ("id", "segments", "labels", "points_by_id")}
+
+
+def test_pre_processors_add_the_fields_they_read_and_user_code_keeps_every_field(registry):
+    from jobs.runner import _fields_to_decode
+    from jobs.spec import KafkaStream
+
+    def decoded(pre_processors: list[dict]) -> list[str] | None:
+        stream = KafkaStream.model_validate(
+            {
+                "kind": "kafka",
+                "table": "orders",
+                "proto_message": "dagger.testing.Order",
+                "event_time_field": "created_at",
+                "topics": ["t"],
+                "invalid_records": {"action": "drop"},
+                "pre_processors": pre_processors,
+            }
+        )
+        return _fields_to_decode(registry, "SELECT order_id FROM orders", stream)
+
+    assert decoded([]) == ["order_id", "created_at"]
+    assert decoded(
+        [
+            {"kind": "invalid_record_filter"},
+            {"kind": "deduplicate", "key_column": "customer_id", "ttl": "1h"},
+        ]
+    ) == ["order_id", "customer_id", "created_at"]
+    assert decoded([{"kind": "hash", "columns": ["amount"]}]) == ["order_id", "amount", "created_at"]
+    assert decoded([{"kind": "sql", "sql": "SELECT *, amount FROM orders WHERE amount > 1"}]) is None
+    assert decoded([{"kind": "sql", "sql": "SELECT order_id FROM orders WHERE amount > 1"}]) == [
+        "order_id", "amount", "created_at",
+    ]  # fmt: skip
+    assert decoded([{"kind": "custom", "transformer": "tests.custom_transformer:label_rows"}]) is None
