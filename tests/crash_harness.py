@@ -2,11 +2,11 @@
 
 The dagger reads `dagger.testing.Order`s from Kafka, filters and projects them in SQL, and writes the
 result to an exactly-once Kafka sink and to a Parquet lake. It runs as its Dagster job in a real
-deployment (`tests/dagster_deployment.py`); every kill is a SIGKILL of the run worker, the process that
-holds the Spark driver (in-process executor), at a moment drawn from a seeded RNG; the deployment's
-`dagger_restarts` sensor starts the next run from the checkpoint. At the end the last run drains the
-input and is stopped gracefully, and each sink's committed output is compared with the output computed
-here, in Python, from what was produced.
+deployment (`tests/dagster_deployment.py`). Every kill is a SIGKILL of the run worker, the process that
+holds the Spark driver (in-process executor), alone or with its JVM and Python workers, at a moment drawn
+from a seeded RNG (`Moment`); the deployment's `dagger_restarts` sensor starts the next run from the
+checkpoint. At the end the last run drains the input and is stopped gracefully, and each sink's committed
+output is compared with the output computed here, in Python, from what was produced.
 
 What counts as committed output is what each sink itself records, never the broker's isolation (the
 embedded broker shows aborted transactions to read_committed consumers):
@@ -17,6 +17,8 @@ embedded broker shows aborted transactions to read_committed consumers):
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import json
 import os
 import random
@@ -25,10 +27,11 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from dagster import DagsterRunStatus, RunsFilter
 
 from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
@@ -195,13 +198,14 @@ def lake_batch_id(path: str) -> int:
     return int(name.removeprefix("part-b").split("-", 1)[0])
 
 
-def _marker_ids(lake: Path, kind: str) -> set[int]:
-    folder = lake / "_dagger" / kind
+def numbered_files(folder: Path) -> set[int]:
+    """The batch ids named by the files of a marker or checkpoint folder (`42`, not `.42.crc`)."""
     return {int(path.name) for path in folder.iterdir() if path.name.isdigit()} if folder.is_dir() else set()
 
 
 def read_lake_output(lake: Path) -> LakeOutput:
-    started, committed = _marker_ids(lake, "started"), _marker_ids(lake, "committed")
+    started = numbered_files(lake / "_dagger" / "started")
+    committed = numbered_files(lake / "_dagger" / "committed")
     latest = max(committed, default=-1)
 
     def is_committed(batch: int) -> bool:
@@ -216,25 +220,20 @@ def read_lake_output(lake: Path) -> LakeOutput:
             uncommitted += 1
             continue
         table = fragment.to_table(columns=["order_id", "customer_id", "amount", "created_at"])
-        for row in table.to_pylist():
-            created = (
-                row["created_at"].replace(tzinfo=UTC)
-                if row["created_at"].tzinfo is None
-                else row["created_at"]
-            )
-            rows.append((row["order_id"], row["customer_id"], row["amount"], int(created.timestamp())))
+        epoch_seconds = table["created_at"].cast(pa.timestamp("s")).cast(pa.int64())
+        rows += zip(
+            table["order_id"].to_pylist(),
+            table["customer_id"].to_pylist(),
+            table["amount"].to_pylist(),
+            epoch_seconds.to_pylist(),
+            strict=True,
+        )
     return LakeOutput(committed=rows, uncommitted_files=uncommitted)
 
 
 # --------------------------------------------------------------------------------------------------------
 # The checkpoint: where the query is
 # --------------------------------------------------------------------------------------------------------
-
-
-def _batch_ids(folder: Path) -> list[int]:
-    return (
-        sorted(int(path.name) for path in folder.iterdir() if path.name.isdigit()) if folder.is_dir() else []
-    )
 
 
 @dataclass(frozen=True)
@@ -250,8 +249,8 @@ class CheckpointState:
 
     @classmethod
     def read(cls, checkpoint: Path) -> CheckpointState:
-        planned, committed = _batch_ids(checkpoint / "offsets"), _batch_ids(checkpoint / "commits")
-        return cls(planned[-1] if planned else -1, committed[-1] if committed else -1)
+        planned, committed = numbered_files(checkpoint / "offsets"), numbered_files(checkpoint / "commits")
+        return cls(max(planned, default=-1), max(committed, default=-1))
 
 
 def committed_end_offsets(checkpoint: Path) -> int:
@@ -297,15 +296,107 @@ class OrderFeed:
 # --------------------------------------------------------------------------------------------------------
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (Linux `/proc`): the run worker, its Spark JVM and the JVM's Python
+    workers."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # ended meanwhile
+            parent = int(stat.rsplit(")", 1)[1].split()[1])  # the name, in parentheses, may hold spaces
+            children.setdefault(parent, []).append(int(entry.name))
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        pending += children.get(current, [])
+    return tree
+
+
+def signal_all(processes: Iterable[int], signal_number: int) -> None:
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+            os.kill(process, signal_number)
+
+
+def kill_tree(pid: int, stopped: Iterable[int] = ()) -> None:
+    """SIGKILLs `pid` and every descendant (`stopped`: those already stopped). All are stopped first, so
+    none can fork a child that would escape, or notice the others die and wind down."""
+    frozen = set(stopped)
+    while new := [process for process in process_tree(pid) if process not in frozen]:
+        signal_all(new, signal.SIGSTOP)
+        frozen.update(new)
+    signal_all(frozen, signal.SIGKILL)
+
+
+class Moment(enum.Enum):
+    """What a kill's moment is drawn relative to: a random delay after the run's progress (any moment:
+    planning, writing, between batches), a random delay after a batch started (while it computes and
+    writes), or the instant the batch's first rows show in the Kafka sink's topic (mostly before the
+    transaction that holds them commits)."""
+
+    AFTER_PROGRESS = "after progress"
+    INTO_BATCH = "into a batch"
+    AT_KAFKA_ROWS = "after a batch's first Kafka rows"
+
+
 @dataclass(frozen=True)
 class Kill:
     run_id: str
     pid: int
+    moment: Moment
     delay_s: float
-    """How long after the run's progress (and the orders produced then) the kill came."""
+    whole_tree: bool
+    """The JVM and its Python workers were killed with the run worker, in the same instant (as when the
+    driver's machine dies); otherwise only the run worker was, and the JVM shut down on noticing."""
     at: CheckpointState
     parquet_mid_write: bool
     """The lake had a batch started and not committed when the driver died."""
+
+
+class OutputWatch:
+    """Tails the Kafka sink's topic read_uncommitted, so rows show up while their transaction is open.
+
+    It fetches only between `start` and the row it waits for: an idle consumer polling a tansu partition
+    every few milliseconds costs the broker a lot of CPU."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        self._topic = topic
+        self._next_offset = OFFSET_BEGINNING
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "group.id": f"crash-watch-{topic}",
+                "isolation.level": "read_uncommitted",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 1,
+                "log_level": 3,
+            }
+        )
+
+    def start(self) -> None:
+        self._consumer.assign([TopicPartition(self._topic, 0, self._next_offset)])
+
+    def wait_for_batch(self, batch_id: int, timeout_s: float = 60) -> None:
+        """Returns as soon as a row written for `batch_id` is on the broker (after `start`)."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                for record in self._consumer.consume(1000, timeout=0.002):
+                    if record.error() is not None:
+                        continue
+                    self._next_offset = record.offset() + 1
+                    if headers(record)["dagger.batch"] == str(batch_id):
+                        return
+        finally:
+            self._consumer.unassign()
+        raise AssertionError(f"no row of batch {batch_id} reached the sink's topic in {timeout_s}s")
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
 @dataclass
@@ -320,6 +411,7 @@ class CrashDagger:
     lake: Path
     checkpoint: Path
     rng: random.Random
+    watch: OutputWatch
     kills: list[Kill] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
 
@@ -352,7 +444,8 @@ class CrashDagger:
             # Every crash is restarted after ~1 s (the sensor ticks every 5 s), however many came before.
             restart={"max_attempts": 1000, "initial_backoff": "1s", "backoff_factor": 1},
         )
-        return cls(dagster, kafka, name, source, output, lake, checkpoint, rng)
+        watch = OutputWatch(kafka.bootstrap_servers, output)
+        return cls(dagster, kafka, name, source, output, lake, checkpoint, rng, watch)
 
     @property
     def job(self) -> str:
@@ -379,24 +472,44 @@ class CrashDagger:
         return self.dagster.run_worker_pid(run_id)
 
     def _ended(self, run_id: str) -> bool:
-        return self.dagster.instance.get_run_by_id(run_id).status not in (
-            DagsterRunStatus.QUEUED,
-            DagsterRunStatus.NOT_STARTED,
-            DagsterRunStatus.STARTING,
-            DagsterRunStatus.STARTED,
-        )
+        return self.dagster.instance.get_run_by_id(run_id).is_finished
 
     def kill_at_random_moment(self, run_id: str, feed: OrderFeed, orders: int, max_delay_s: float) -> Kill:
-        """Waits for the run to make progress, produces `orders` more while it runs, waits a random delay,
-        then SIGKILLs its worker."""
-        pid = self.wait_for_progress(run_id, self.state().committed)
+        """Produces `orders` more while the run starts and waits until it has committed a batch; then
+        SIGKILLs its worker at a moment drawn from the RNG (see `Moment`; random delays are at most
+        `max_delay_s`, or a third of it inside a batch), alone or with its JVM and Python workers (always
+        in a transaction: the JVM left alive would finish it)."""
         feed.produce(orders)
-        delay = self.rng.uniform(0, max_delay_s)
+        pid = self.wait_for_progress(run_id, self.state().committed)
+        moment = self.rng.choice(list(Moment))
+        delay = {
+            Moment.AFTER_PROGRESS: self.rng.uniform(0, max_delay_s),
+            Moment.INTO_BATCH: self.rng.uniform(0, max_delay_s / 3),
+            Moment.AT_KAFKA_ROWS: 0.0,
+        }[moment]
+        whole_tree = moment is Moment.AT_KAFKA_ROWS or self.rng.random() < 0.5
+        # Listed now: at the moment itself, stopping them must take microseconds (a transaction commits in
+        # a few milliseconds after its rows show).
+        victims = process_tree(pid) if whole_tree else [pid]
+        if moment is Moment.AT_KAFKA_ROWS:
+            self.watch.start()
+        if moment is not Moment.AFTER_PROGRESS:
+            committed = self.state().committed
+            wait_for(lambda: self.state().planned > committed, 60, "the next batch", poll_s=0.01)
+        if moment is Moment.AT_KAFKA_ROWS:
+            self.watch.wait_for_batch(self.state().planned)
         time.sleep(delay)
+        signal_all(victims, signal.SIGSTOP)  # from here on the driver does nothing: read where it is
         at = self.state()
-        parquet_mid_write = bool(_marker_ids(self.lake, "started") - _marker_ids(self.lake, "committed"))
-        os.kill(pid, signal.SIGKILL)
-        kill = Kill(run_id, pid, delay, at, parquet_mid_write)
+        lake_markers = self.lake / "_dagger"
+        parquet_mid_write = bool(
+            numbered_files(lake_markers / "started") - numbered_files(lake_markers / "committed")
+        )
+        if whole_tree:
+            kill_tree(pid, stopped=victims)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        kill = Kill(run_id, pid, moment, delay, whole_tree, at, parquet_mid_write)
         self.kills.append(kill)
         return kill
 

@@ -63,12 +63,12 @@ def write_orders_dagger(
     return path
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
-        time.sleep(0.5)
+        time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 

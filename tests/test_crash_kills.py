@@ -5,31 +5,40 @@ printed either way)."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from confluent_kafka import Producer
 
 from tests.crash_harness import (
     SEED_VARIABLE,
+    START_SECONDS,
     CrashDagger,
+    Order,
     OrderFeed,
     Tally,
     crash_seed,
     expected_output,
+    order_payloads,
     read_kafka_output,
     read_lake_output,
 )
 
 KILLS = 10
 UPFRONT_ORDERS = 2_000
-ORDERS_PER_RUN = 200  # produced by each run's lifetime, once it has made progress
+ORDERS_PER_RUN = 150  # produced while each run starts, so that every run has new input to commit
 TAIL_ORDERS = 300  # produced for the last run, which drains everything
 MAX_RECORDS_PER_BATCH = 100  # small batches, run back to back: most moments fall inside one
-MAX_KILL_DELAY_S = 4.0  # after the run's progress; a batch takes about a second
+MAX_KILL_DELAY_S = 4.0  # after the run's progress (a third of it after a batch starts); batches take ~1.5 s
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # about 5 minutes on an idle 2-core machine; room for a busy one
 def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     dagster, kafka, registry, descriptor_set
 ):
@@ -46,18 +55,22 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     )
     feed = OrderFeed(kafka, registry, dagger.source)
     feed.produce(UPFRONT_ORDERS)
-    run_id = dagger.launch()
-    for number in range(1, KILLS + 1):
-        kill = dagger.kill_at_random_moment(run_id, feed, ORDERS_PER_RUN, MAX_KILL_DELAY_S)
-        print(
-            f"kill {number} at {time.monotonic() - started:.0f}s: pid {kill.pid}, "
-            f"{kill.delay_s:.2f}s after progress, batch {kill.at.planned} "
-            f"{'in flight' if kill.at.mid_batch else 'done'}"
-            f"{', lake batch half-written' if kill.parquet_mid_write else ''}"
-        )
-        run_id = dagger.restart_of(run_id)
-    feed.produce(TAIL_ORDERS)
-    dagger.drain_and_stop(run_id, feed.produced)
+    try:
+        run_id = dagger.launch()
+        for number in range(1, KILLS + 1):
+            kill = dagger.kill_at_random_moment(run_id, feed, ORDERS_PER_RUN, MAX_KILL_DELAY_S)
+            print(
+                f"kill {number} at {time.monotonic() - started:.0f}s: "
+                f"{'run worker, JVM and Python workers' if kill.whole_tree else 'run worker'} "
+                f"(pid {kill.pid}) {kill.delay_s:.2f}s {kill.moment.value}; batch {kill.at.planned} "
+                f"{'in flight' if kill.at.mid_batch else 'done'}"
+                f"{', lake batch half-written' if kill.parquet_mid_write else ''}"
+            )
+            run_id = dagger.restart_of(run_id)
+        feed.produce(TAIL_ORDERS)
+        dagger.drain_and_stop(run_id, feed.produced)
+    finally:
+        dagger.watch.close()
     print(f"drained {feed.produced} orders at {time.monotonic() - started:.0f}s")
 
     expected = expected_output(feed.orders)
@@ -68,11 +81,13 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
         Tally.of("kafka sink (exactly_once)", kills, expected, from_kafka.committed),
         Tally.of("parquet sink", kills, expected, from_lake.committed),
     ]
+    whole_trees = sum(kill.whole_tree for kill in dagger.kills)
     mid_batch = sum(kill.at.mid_batch for kill in dagger.kills)
     mid_lake_write = sum(kill.parquet_mid_write for kill in dagger.kills)
     report = "\n".join(
         [
-            f"crash seed {seed}: {kills} kills of the run worker, {mid_batch} with a micro-batch in flight, "
+            f"crash seed {seed}: {kills} kills of the run worker ({whole_trees} with its JVM and Python "
+            f"workers), {mid_batch} with a micro-batch in flight, "
             f"{mid_lake_write} with a lake batch half-written; {feed.produced} orders in, "
             f"{sum(expected.values())} expected out",
             *(tally.line() for tally in tallies),
@@ -88,3 +103,88 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     assert from_lake.uncommitted_files == 0, report
     assert dagger.restart_attempts() == list(range(KILLS + 1)), report  # every restart by the sensor
     assert mid_batch >= 1, f"no kill landed in a micro-batch: the test proved little\n{report}"
+
+
+# The harness's own checks, on sink output made by hand: they must see what the crash test looks for.
+
+
+def test_the_tally_counts_missing_duplicated_and_unexpected_rows():
+    expected = expected_output(Order(index) for index in range(5))
+    assert sorted(expected) == [
+        ("o0", "C0", 0.0, START_SECONDS),
+        ("o1", "C1", 0.5, START_SECONDS + 7),
+        ("o2", "C2", 1.0, START_SECONDS + 14),
+        ("o4", "C4", 2.0, START_SECONDS + 28),
+    ]  # o3 belongs to c3, which the SQL filters out
+    o0, o1, _, o4 = sorted(expected)
+    wrong_o2 = ("o2", "C2", 2.0, START_SECONDS + 14)
+    tally = Tally.of("sink", 3, expected, [o0, o1, o1, o1, wrong_o2, o4])
+    assert (tally.missing, tally.duplicated, tally.unexpected, tally.exact) == (1, 2, 1, False)
+    assert tally.line() == "sink: 3 kills, 1 missing, 2 duplicated, 1 unexpected (6 committed rows)"
+    assert Tally.of("sink", 3, expected, [o4, o1, *expected]).line() == (
+        "sink: 3 kills, 0 missing, 2 duplicated (6 committed rows)"
+    )
+
+
+def _lake_file(lake: Path, batch: int, order_indexes: list[int]) -> None:
+    folder = lake / "dt=2023-11-14" / "hr=22"
+    folder.mkdir(parents=True, exist_ok=True)
+    orders = [Order(index) for index in order_indexes]
+    table = pa.table(
+        {
+            "order_id": [order.order_id for order in orders],
+            "customer_id": [order.customer_id.upper() for order in orders],
+            "amount": [order.amount * 2 for order in orders],
+            "created_at": pa.array(
+                [order.created_at * 1_000_000 for order in orders], pa.timestamp("us", tz="UTC")
+            ),
+        }
+    )
+    pq.write_table(table, folder / f"part-b{batch:010d}-t00000.parquet")
+
+
+def test_the_lake_reader_keeps_committed_and_pruned_batches_only(tmp_path):
+    lake = tmp_path / "lake"
+    _lake_file(lake, 0, [0, 1])  # its markers were pruned: committed long ago
+    _lake_file(lake, 1, [2, 4])
+    _lake_file(lake, 2, [5])  # started, never committed: a crash's leftover
+    for kind, batches in (("started", [1, 2]), ("committed", [1])):
+        (lake / "_dagger" / kind).mkdir(parents=True)
+        for batch in batches:
+            (lake / "_dagger" / kind / str(batch)).write_text("{}")
+    (lake / "dt=2023-11-14" / "hr=22" / ".part-b0000000002-t00001.parquet.tmp").write_bytes(b"half")
+
+    output = read_lake_output(lake)
+    assert sorted(output.committed) == sorted(expected_output(Order(index) for index in (0, 1, 2, 4)))
+    assert output.uncommitted_files == 1
+
+
+def test_the_kafka_reader_keeps_rows_of_attempts_with_a_marker_only(kafka, registry):
+    topic = kafka.new_topic("crash-check")
+    marker_topic = kafka.new_topic(name=f"{topic}.dagger-commits")
+
+    def rows(attempt: str, batch: int, indexes: list[int]) -> None:
+        payloads = order_payloads(registry, [Order(index) for index in indexes])
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 3})
+        attempt_headers = [
+            ("dagger.attempt", attempt),
+            ("dagger.batch", str(batch)),
+            ("dagger.partition", "0"),
+        ]
+        for payload in payloads:
+            producer.produce(topic, payload, headers=attempt_headers)
+        assert producer.flush(10) == 0
+
+    rows("committed", 0, [0, 1])
+    rows("cut-short", 1, [2])  # no marker: aborted, or killed before its commit
+    rows("replayed", 1, [2])
+    markers = [
+        {"sink": "s", "batch": 0, "partition": 0, "attempt": "committed", "records": 2},
+        {"sink": "s", "batch": 1, "partition": 0, "attempt": "replayed", "records": 3},  # one row short
+    ]
+    kafka.produce(marker_topic, [json.dumps(marker).encode() for marker in markers])
+
+    output = read_kafka_output(kafka, registry, topic)
+    assert sorted(order_id for order_id, *_ in output.committed) == ["o0", "o1", "o2"]
+    assert (output.attempts, output.cut_short) == (3, 1)
+    assert output.incomplete_markers == ["batch 1 partition 0: marker counts 3, 1 rows carry its attempt"]
