@@ -87,7 +87,7 @@ def test_a_run_whose_worker_is_killed_is_restarted_from_its_checkpoint(
         f"the retry run (first run: {dagster.instance.get_run_by_id(first_run).status})",
     )
     second_run = retry_run()
-    wait_for(lambda: dagster.logged_order_ids(second_run) == _ids(5, 10), 120, "the retry's records")
+    wait_for(lambda: dagster.logged_order_ids(second_run) == _ids(5, 10), 180, "the retry's records")
     assert dagster.instance.get_run_by_id(first_run).status == DagsterRunStatus.FAILURE
     assert dagster.instance.get_run_by_id(second_run).tags[RESTART_ATTEMPT_TAG] == "1"
     assert dagster.logged_order_ids(first_run) + dagster.logged_order_ids(second_run) == _ids(15)
