@@ -118,7 +118,12 @@ def build_dagger(
             frame = _stream_frame(spark, spec, stream, registry, descriptor_sets, project)
             frame.createOrReplaceTempView(stream.table)
 
-    register_streams(project=True)
+    try:
+        register_streams(project=True)
+    except DaggerBuildError:
+        # A pre-processor that cannot apply: report it over every field, as the user knows the stream.
+        register_streams(project=False)
+        raise
     try:
         result = sql_stage.analyse(spark, spec.sql)
     except sql_stage.SqlError:
