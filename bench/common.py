@@ -6,7 +6,7 @@
 - The hand-written loops' frame, `run_baseline` (consume to the end, decode, the workload's own work,
   encode, produce, flush, timed and metered), and its plumbing: a consumer that reads topics to their end
   (`consume_to_end`), a producer with the dagger Kafka sink's own settings (`warmed_sink_producer`), and
-  `produce_values`.
+  `produce_values`; `PartitionWatermark`, the event-time watermark of the windowed and joining loops.
 - The dagger side: `run_to_end` runs a dagger over a backlog and keeps Spark's progress of every
   micro-batch, so `PipelineResult` can say where the time went (`durationMs`), measured per batch, and
   which processes used the CPU meanwhile (`CpuMeter`, from /proc: driver, JVM, Python workers, broker);
@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -291,9 +291,73 @@ def flush_or_raise(producer: Producer, bootstrap_servers: str, timeout_s: float 
         raise KafkaException(f"output not acknowledged by {bootstrap_servers} within {timeout_s}s")
 
 
-ChunkWork = Callable[[Mapping[str, pa.RecordBatch]], pa.Table | pa.RecordBatch]
-"""A hand-written loop's own work on one consumed chunk: its decoded records by topic in, the records to
-write out (none: an empty table)."""
+@dataclass(frozen=True)
+class TopicChunk:
+    """One topic's records of a consumed chunk."""
+
+    topic: str
+    messages: Sequence[Message]
+    decoded: pa.RecordBatch
+    """Their decoded fields: row i is messages[i]."""
+
+    def partitions(self) -> pa.Array:
+        """The partition each row was read from (int32). A call per record: only for the loops that track
+        partitions, so that the others do not pay for it."""
+        return pa.array([message.partition() for message in self.messages], pa.int32())
+
+
+class PartitionWatermark:
+    """A hand-written loop's event-time watermark, kept as a correct Kafka consumer keeps one: the latest
+    event time seen in each partition it reads, and the earliest of those minus `delay`.
+
+    The consumer reads its partitions unevenly (one may be a minute of event time ahead of another), so
+    the latest event time seen anywhere says nothing of the rows a lagging partition still holds; each
+    partition's own rows are at most `delay` out of order. Until every partition has shown a record there
+    is no watermark; once all are read to their end (`final`), it is the latest event time anywhere minus
+    `delay`, where Spark's watermark ends over the same input.
+    """
+
+    def __init__(
+        self, partitions: Iterable[tuple[str, int]], delay: timedelta, event_time_field: str
+    ) -> None:
+        self._latest: dict[tuple[str, int], datetime | None] = dict.fromkeys(partitions)
+        self._delay = delay
+        self._event_time_field = event_time_field
+
+    def observe(self, chunk: TopicChunk) -> None:
+        """Takes in the latest event time of each partition in `chunk`."""
+        rows = pa.table(
+            {"partition": chunk.partitions(), "time": chunk.decoded.column(self._event_time_field)}
+        )
+        latest = rows.group_by("partition").aggregate([("time", "max")])
+        for partition, partition_latest in zip(
+            latest["partition"].to_pylist(), latest["time_max"].to_pylist(), strict=True
+        ):
+            key = (chunk.topic, partition)
+            if key not in self._latest:
+                raise KeyError(
+                    f"{chunk.topic}[{partition}] is not one of the partitions {sorted(self._latest)}"
+                )
+            current = self._latest[key]
+            if partition_latest is not None and (current is None or partition_latest > current):
+                self._latest[key] = partition_latest
+
+    def current(self) -> datetime | None:
+        """The watermark while partitions are still being read: rows still to come are at or after it."""
+        latest = list(self._latest.values())
+        if None in latest:
+            return None
+        return min(latest) - self._delay
+
+    def final(self) -> datetime | None:
+        """The watermark once every partition is read to its end: none has rows left to wait for."""
+        seen = [latest for latest in self._latest.values() if latest is not None]
+        return max(seen) - self._delay if seen else None
+
+
+ChunkWork = Callable[[Mapping[str, TopicChunk]], pa.Table | pa.RecordBatch]
+"""A hand-written loop's own work on one consumed chunk: its records by topic in, the records to write out
+(none: an empty table)."""
 
 
 def run_baseline(
@@ -306,10 +370,12 @@ def run_baseline(
     output_topic: str,
     output_message: str,
     work: ChunkWork,
+    finish: Callable[[], pa.Table | pa.RecordBatch] | None = None,
 ) -> BaselineResult:
     """A hand-written loop in this process: consume the topics of `decoders` to their end, in chunks of
     `read_chunk`; decode each topic's records with its decoder; `work`; encode what it returns as
-    `output_message` and produce it to `output_topic`; flush.
+    `output_message` and produce it to `output_topic`; once every partition is read to its end, the same
+    with what `finish` returns (a windowed loop's last windows); flush.
 
     The clock starts once the clients are up (not counted: a new idempotent producer waits ~0.5 s for its
     producer id); the CPU meter with it.
@@ -320,19 +386,25 @@ def run_baseline(
     producer = warmed_sink_producer(bootstrap_servers, output_topic, output_message)
     consumer = fast_consumer(bootstrap_servers, output_topic)
     consumed = written = 0
+
+    def write(output: pa.Table | pa.RecordBatch) -> None:
+        nonlocal written
+        if output.num_rows:
+            produce_values(producer, output_topic, encoder.encode(output).to_pylist())
+            written += output.num_rows
+
     meter = CpuMeter()
     started = time.perf_counter()
     try:
         for messages in consume_to_end(consumer, topics, read_chunk):
             consumed += len(messages)
-            decoded = {
-                topic: decode_chunk(decoders[topic], topic, values)
-                for topic, values in _by_topic(messages, topics)
+            chunk = {
+                topic: _decode_topic(decoders[topic], topic, of_topic)
+                for topic, of_topic in _by_topic(messages, topics)
             }
-            output = work(decoded)
-            if output.num_rows:
-                produce_values(producer, output_topic, encoder.encode(output).to_pylist())
-                written += output.num_rows
+            write(work(chunk))
+        if finish is not None:
+            write(finish())
         flush_or_raise(producer, bootstrap_servers)
     finally:
         consumer.close()
@@ -343,12 +415,18 @@ def run_baseline(
     return BaselineResult(consumed, written, seconds, started - startup, cpu)
 
 
-def _by_topic(messages: Sequence[Message], topics: Sequence[str]) -> Iterator[tuple[str, list[bytes]]]:
+def _by_topic(messages: Sequence[Message], topics: Sequence[str]) -> Iterator[tuple[str, Sequence[Message]]]:
     if len(topics) == 1:  # every message is of it: spare the loop a look at each one's topic
-        yield topics[0], [message.value() for message in messages]
+        yield topics[0], messages
         return
     for topic in topics:
-        yield topic, [message.value() for message in messages if message.topic() == topic]
+        yield topic, [message for message in messages if message.topic() == topic]
+
+
+def _decode_topic(decoder: ProtoDecoder, topic: str, messages: Sequence[Message]) -> TopicChunk:
+    return TopicChunk(
+        topic, messages, decode_chunk(decoder, topic, [message.value() for message in messages])
+    )
 
 
 def decode_chunk(decoder: ProtoDecoder, topic: str, values: list[bytes]) -> pa.RecordBatch:

@@ -16,7 +16,10 @@
    like bench/kafka_filter.py: in a fresh Spark session, then in the warmed one.
 3. The baseline, one Python process: one consumer on both topics; each chunk's new rows of either side
    are joined (`pyarrow.Table.join`) with the other side's buffered and new rows, filtered by the time
-   bound, encoded and produced; both buffers drop rows by the same watermark rule. Then flush.
+   bound, encoded and produced; both buffers drop the rows a watermark puts out of reach. Then flush.
+   The consumer reads the four partitions unevenly, one often minutes of event time ahead of another, so
+   the watermark is kept per partition, as a correct Kafka consumer keeps it
+   (`bench.common.PartitionWatermark`): the earliest of the partitions' latest event times, minus 10 s.
 
 Every output must hold each order once, with the same row from both. Events/s count the records of both
 input topics.
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     FRESH_SESSION,
+    PARTITIONS,
     WARMED_SESSION,
     BaselineResult,
     KafkaDagger,
+    PartitionWatermark,
     ThroughputTargets,
+    TopicChunk,
     add_run_arguments,
     booking_decoder,
     event_time_chunk,
@@ -89,12 +94,22 @@ class JoinBuffers:
     def __init__(self, created: pa.Schema, completed: pa.Schema) -> None:
         self.created = created.empty_table().rename_columns({"event_timestamp": "created_at"})
         self.completed = completed.empty_table()
-        self.latest_created: datetime | None = None
-        self.latest_completed: datetime | None = None
+        self.watermark = PartitionWatermark(
+            [
+                (topic, partition)
+                for topic in (CREATED_TOPIC, COMPLETED_TOPIC)
+                for partition in range(PARTITIONS)
+            ],
+            WATERMARK_DELAY,
+            "event_timestamp",
+        )
 
-    def add(self, created: pa.Table, completed: pa.Table) -> pa.Table:
+    def add(self, created_chunk: TopicChunk, completed_chunk: TopicChunk) -> pa.Table:
         """The joined rows the new rows of both sides make; then buffers them and drops unreachable rows."""
-        created = created.rename_columns({"event_timestamp": "created_at"})
+        created = pa.Table.from_batches([created_chunk.decoded]).rename_columns(
+            {"event_timestamp": "created_at"}
+        )
+        completed = pa.Table.from_batches([completed_chunk.decoded])
         joined = pa.concat_tables(
             [
                 created.join(pa.concat_tables([self.completed, completed]), "order_number"),
@@ -108,29 +123,23 @@ class JoinBuffers:
         )
         self.created = pa.concat_tables([self.created, created])
         self.completed = pa.concat_tables([self.completed, completed])
-        self.latest_created = _latest(self.latest_created, created.column("created_at"))
-        self.latest_completed = _latest(self.latest_completed, completed.column("event_timestamp"))
+        self.watermark.observe(created_chunk)
+        self.watermark.observe(completed_chunk)
         self._evict()
         return joined.filter(in_time).select(OUTPUT)
 
     def _evict(self) -> None:
-        """Future rows are at or after the watermark: a created row is out of reach once the watermark
-        is past its bound, a completed row once the watermark is past it."""
-        if self.latest_created is None or self.latest_completed is None:
+        """Rows still to come, of either side, are at or after the watermark: a created row is out of
+        reach once the watermark is past its bound, a completed row once the watermark is past it."""
+        watermark = self.watermark.current()
+        if watermark is None:
             return
-        watermark = pa.scalar(min(self.latest_created, self.latest_completed) - WATERMARK_DELAY, _TIMESTAMP)
+        earliest = pa.scalar(watermark, _TIMESTAMP)
         reach = pc.add(self.created.column("created_at"), pa.scalar(JOIN_BOUND))
-        self.created = self.created.filter(pc.greater_equal(reach, watermark))
+        self.created = self.created.filter(pc.greater_equal(reach, earliest))
         self.completed = self.completed.filter(
-            pc.greater_equal(self.completed.column("event_timestamp"), watermark)
+            pc.greater_equal(self.completed.column("event_timestamp"), earliest)
         )
-
-
-def _latest(current: datetime | None, times: pa.ChunkedArray) -> datetime | None:
-    latest = pc.max(times).as_py()
-    if latest is None:
-        return current
-    return latest if current is None else max(current, latest)
 
 
 def run_join_baseline(
@@ -142,12 +151,6 @@ def run_join_baseline(
         COMPLETED_TOPIC: booking_decoder(registry, COMPLETED_FIELDS),
     }
     buffers = JoinBuffers(decoders[CREATED_TOPIC].schema, decoders[COMPLETED_TOPIC].schema)
-
-    def join_chunk(decoded: Mapping[str, pa.RecordBatch]) -> pa.Table:
-        return buffers.add(
-            pa.Table.from_batches([decoded[CREATED_TOPIC]]), pa.Table.from_batches([decoded[COMPLETED_TOPIC]])
-        )
-
     return run_baseline(
         bootstrap_servers,
         registry,
@@ -156,7 +159,7 @@ def run_join_baseline(
         decoders=decoders,
         output_topic=BASELINE_TOPIC,
         output_message=SUMMARY_MESSAGE,
-        work=join_chunk,
+        work=lambda chunk: buffers.add(chunk[CREATED_TOPIC], chunk[COMPLETED_TOPIC]),
     )
 
 

@@ -81,7 +81,7 @@ def run_filter_baseline(
         decoders={INPUT_TOPIC: booking_decoder(registry, [*PROJECTION, "service_type"])},
         output_topic=BASELINE_TOPIC,
         output_message=SUMMARY_MESSAGE,
-        work=lambda decoded: go_rides(decoded[INPUT_TOPIC]),
+        work=lambda chunk: go_rides(chunk[INPUT_TOPIC].decoded),
     )
 
 

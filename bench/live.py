@@ -1,6 +1,6 @@
 """Benchmark: a running dagger fed at a fixed rate: end-to-end latency, memory, time to first output.
 
-    .venv/bin/python bench/live.py [--rate 20000] [--seconds 60] [--warmup-seconds 10]
+    .venv/bin/python bench/live.py [--rate 20000] [--seconds 60] [--warmup-seconds 70]
 
 For each of the dagger and the hand-written loop, on its own topics of one embedded broker:
 
@@ -24,7 +24,10 @@ For each of the dagger and the hand-written loop, on its own topics of one embed
    covers the producer's linger, the broker, the dagger's wait for its trigger and the whole micro-batch
    up to the sink's produce call. Also reported: until the watcher received it (adds the broker and the
    consumer fetch). Measured over the records produced from `--warmup-seconds` after the first output
-   for `--seconds`; those must arrive complete (no index missing, none twice).
+   for `--seconds`; those must arrive complete (no index missing, none twice). The warm-up covers the
+   start-up transients, measured: the JVM's JIT compilers take most of its CPU for the first minute or
+   so (then its class loading stops), and Spark keeps the Python workers that planned the query parked
+   until they have been idle for a minute.
 5. Memory: the process tree (for the dagger: Python driver, JVM, Python workers) sampled from /proc
    every `--sample-interval`; RSS summed over the processes (what the target counts; pages shared by
    forked workers count once per process) and PSS (shared pages split between their processes). Peak of
@@ -574,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=20_000, help="input bookings per second")
     parser.add_argument("--seconds", type=float, default=60, help="length of the latency window")
     parser.add_argument(
-        "--warmup-seconds", type=float, default=10, help="after the first output, not measured"
+        "--warmup-seconds", type=float, default=70, help="after the first output, not measured"
     )
     parser.add_argument("--trigger-interval", default="100ms", help="the dagger's trigger_interval")
     parser.add_argument("--read-chunk", type=int, default=50_000, help="records per hand-loop consume()")

@@ -51,7 +51,7 @@ SCALES: dict[str, dict[str, list[str]]] = {
         "filter": ["--records", "1000000", "--max-records-per-batch", "200000"],
         "window": ["--records", "1000000", "--minutes", "10", "--max-records-per-batch", "200000"],
         "join": ["--orders", "500000", "--minutes", "10", "--max-records-per-batch", "100000"],
-        "live": ["--rate", "20000", "--seconds", "60", "--warmup-seconds", "10"],
+        "live": ["--rate", "20000", "--seconds", "60", "--warmup-seconds", "70"],
     },
     "small": {
         "filter": ["--records", "50000", "--max-records-per-batch", "10000"],

@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf
 
 from jobs.spark import spark_session
-from jobs.udfs import aggregate, scalar
+from jobs.udfs import aggregate, register_functions
 
 RESULTS = Path(__file__).parent / "results" / "udfs.json"
 POINTS = "bench_points"
@@ -68,8 +68,7 @@ QUERIES = {
 
 
 def prepare(spark: SparkSession, rows: int) -> None:
-    scalar.register(spark)
-    aggregate.register(spark)
+    register_functions(spark)
     spark.udf.register("bench_arrow_haversine", arrow_udf(numpy_haversine, "double"))
     points = spark.range(rows).selectExpr(
         "rand(1) * 180 - 90 AS lat1", "rand(2) * 360 - 180 AS lon1",

@@ -11,11 +11,16 @@
    twice, like bench/kafka_filter.py: in a fresh Spark session, then in the warmed one.
 3. The baseline, one Python process: consume, decode the three fields, bucket by minute
    (`pyarrow.compute.floor_temporal`), `group_by` and merge into the open windows, and write every window
-   the same watermark closes (encode, produce), then flush.
+   its watermark closes (encode, produce), then flush. Its consumer reads the two partitions unevenly,
+   one up to two minutes of event time ahead of the other, so its watermark is kept per partition, as a
+   correct Kafka consumer keeps it (`bench.common.PartitionWatermark`): the earliest of the partitions'
+   latest event times, minus 10 s. Once both partitions are read to their end, it closes the windows
+   that the latest event time of all, minus 10 s, passes.
 
-Both write the same windows: all those that end before the last watermark (the windows still open then
-are never written, by either). The outputs are read back and must hold the same rows. Events/s are input
-records over time, as in bench/kafka_filter.py; the target is 100,000 events/s in steady state.
+Both write the same windows: all those that end at or before the last watermark, the latest event time of
+the whole input minus 10 s (the windows still open then are never written, by either). The outputs are
+read back and must hold the same rows. Events/s are input records over time, as in
+bench/kafka_filter.py; the target is 100,000 events/s in steady state.
 """
 
 from __future__ import annotations
@@ -34,10 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     FRESH_SESSION,
+    PARTITIONS,
     WARMED_SESSION,
     BaselineResult,
     KafkaDagger,
+    PartitionWatermark,
     ThroughputTargets,
+    TopicChunk,
     add_run_arguments,
     booking_decoder,
     event_time_chunk,
@@ -75,7 +83,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "window_aggregate.json"
 WindowRows = dict[tuple[str, datetime], tuple[int, float]]
 
 
-def window_totals(decoded: pa.RecordBatch) -> pa.Table:
+def window_totals(decoded: pa.RecordBatch | pa.Table) -> pa.Table:
     """One chunk's bookings per service type and minute: count and cash total (a double, as Spark sums)."""
     chunk = pa.table(
         {
@@ -95,20 +103,33 @@ def merge(open_windows: pa.Table, totals: pa.Table) -> pa.Table:
 
 
 class OpenWindows:
-    """The hand-written loop's window state: the totals of the windows its watermark has not closed."""
+    """The hand-written loop's window state: the totals of the windows its watermark has not closed.
 
-    def __init__(self) -> None:
-        self.totals: pa.Table | None = None
-        self.latest_event_time: datetime | None = None
+    A window is closed, written and forgotten once the watermark reaches its end, as Spark's append mode
+    does: no booking still to come can fall into it then.
+    """
 
-    def add(self, decoded: pa.RecordBatch) -> pa.Table:
+    def __init__(self, decoded: pa.Schema) -> None:
+        self.totals = window_totals(decoded.empty_table())
+        self.watermark = PartitionWatermark(
+            [(INPUT_TOPIC, partition) for partition in range(PARTITIONS)], WATERMARK_DELAY, "event_timestamp"
+        )
+
+    def add(self, chunk: TopicChunk) -> pa.Table:
         """Merges one chunk's bookings in; returns the windows the watermark closes now, and forgets them."""
-        totals = window_totals(decoded)
-        self.totals = totals if self.totals is None else merge(self.totals, totals)
-        chunk_latest = pc.max(decoded.column("event_timestamp")).as_py()
-        self.latest_event_time = max(self.latest_event_time or chunk_latest, chunk_latest)
-        watermark = pa.scalar(self.latest_event_time - WATERMARK_DELAY - WINDOW, pa.timestamp("us", "UTC"))
-        closing = pc.less_equal(self.totals.column("window_timestamp"), watermark)
+        self.totals = merge(self.totals, window_totals(chunk.decoded))
+        self.watermark.observe(chunk)
+        return self._close(self.watermark.current())
+
+    def flush(self) -> pa.Table:
+        """Once every partition is read to its end: the windows the final watermark closes."""
+        return self._close(self.watermark.final())
+
+    def _close(self, watermark: datetime | None) -> pa.Table:
+        if watermark is None:
+            return self.totals.slice(0, 0)
+        last_start = pa.scalar(watermark - WINDOW, pa.timestamp("us", "UTC"))
+        closing = pc.less_equal(self.totals.column("window_timestamp"), last_start)
         closed = self.totals.filter(closing)
         if closed.num_rows:
             self.totals = self.totals.filter(pc.invert(closing))
@@ -118,19 +139,20 @@ class OpenWindows:
 def run_window_baseline(
     bootstrap_servers: str, registry: SchemaRegistry, records: int, read_chunk: int
 ) -> BaselineResult:
-    """Consume -> decode -> bucket -> aggregate -> write the windows the watermark closes, then flush."""
-    windows = OpenWindows()
+    """Consume -> decode -> bucket -> aggregate -> write the windows the watermark closes; at the end of
+    the input, the windows the final watermark closes; flush."""
+    decoder = booking_decoder(registry, ["service_type", "event_timestamp", "amount_paid_by_cash"])
+    windows = OpenWindows(decoder.schema)
     return run_baseline(
         bootstrap_servers,
         registry,
         records,
         read_chunk,
-        decoders={
-            INPUT_TOPIC: booking_decoder(registry, ["service_type", "event_timestamp", "amount_paid_by_cash"])
-        },
+        decoders={INPUT_TOPIC: decoder},
         output_topic=BASELINE_TOPIC,
         output_message=TOTALS_MESSAGE,
-        work=lambda decoded: windows.add(decoded[INPUT_TOPIC]),
+        work=lambda chunk: windows.add(chunk[INPUT_TOPIC]),
+        finish=windows.flush,
     )
 
 

@@ -4,7 +4,7 @@ dagger run daggers/booking_filter.yaml      run until Ctrl-C (or until a bounded
 dagger validate daggers/*.yaml              check files, descriptor sets, messages and SQL; run nothing
 dagger convert job.properties > job.yaml    a raystack Dagger job config (or env:) as a dagger file
 dagger demo                                 embedded broker + booking generator + the example dagger
-dagger sql "SELECT DistinctCount(x) ..."    batch SQL with every function registered; rows as JSON lines
+dagger sql "SELECT DistinctCount(x) ..."    batch SQL with every Dagger function; rows as JSON lines
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     convert_parser.add_argument("job", type=Path, help="a .properties file, or env: for the environment")
     convert_parser.add_argument("-o", "--output", type=Path, help="write here instead of to stdout")
     sql_parser = commands.add_parser(
-        "sql", help="evaluate batch SQL with every function registered; result rows as JSON lines"
+        "sql", help="evaluate batch SQL with every Dagger function; result rows as JSON lines"
     )
     console.add_arguments(sql_parser)
     demo_parser = commands.add_parser("demo", help="the example dagger on an embedded broker")

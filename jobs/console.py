@@ -1,4 +1,4 @@
-"""The SQL console: batch SQL with every function registered, result rows printed as JSON lines.
+"""The SQL console: batch SQL with Dagger's functions, result rows printed as JSON lines.
 
     dagger sql "SELECT Distance(-6.2, 106.8, -6.3, 106.9) AS km"
     dagger sql -f checks.sql          (statements separated by ';')
@@ -9,6 +9,9 @@ dates `2024-01-01`, decimals strings (every digit kept), binary base64, maps obj
 the strings "NaN", "Infinity", "-Infinity". Statements that return nothing (CREATE TEMPORARY VIEW, SET)
 print nothing. The first failing statement stops the run: exit status 2 for SQL that cannot be analysed
 (the message gives line and column), 1 for a failure while computing rows.
+
+A Dagger function is registered when the text names it (as a dagger registers the ones its SQL names),
+so `SHOW USER FUNCTIONS` lists only those.
 """
 
 from __future__ import annotations
@@ -181,7 +184,11 @@ def command(args: argparse.Namespace) -> int:
     functions = functions.model_copy(update={"python_udfs": python_udfs, "darts": darts})
     spark = spark_session(args.master, app_name="dagger-sql")
     try:
-        register_functions(spark, registry, functions)
+        # Per statement: an aggregate call that one statement gets wrong is left unexpanded, and must
+        # not take the helpers another statement's calls expand to with it.
+        statements = split_statements(text)
+        names = set().union(*(sql_stage.named_words(statement) for _, statement in statements))
+        register_functions(spark, registry, functions, names)
         run_statements(spark, text, sys.stdout)
     except FunctionsError as error:
         print(f"error: {error}", file=sys.stderr)

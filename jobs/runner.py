@@ -31,6 +31,7 @@ from pyspark.sql.types import StructField, StructType
 from jobs import sql as sql_stage
 from jobs.processors.config import (
     ClearColumn,
+    CustomTransformer,
     Deduplicate,
     Hash,
     InvalidRecordFilter,
@@ -108,8 +109,8 @@ def build_dagger(
         spec.schema_registry.fetch_headers,
     )
     descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
-    try:  # before the SQL is analysed: it may call any of them
-        register_functions(spark, registry, spec.functions)
+    try:  # before any SQL is analysed
+        register_functions(spark, registry, spec.functions, _function_names(spec))
     except FunctionsError as error:
         raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
 
@@ -141,6 +142,17 @@ def build_dagger(
             result = apply_post_processors(result, post, context)
     sinks = [_sink_writer(index, registry, spec, log_emit) for index in range(len(spec.sinks))]
     return BuiltDagger(spec, registry, result, sinks)
+
+
+def _function_names(spec: DaggerSpec) -> set[str] | None:
+    """The words of every SQL text the dagger analyses (the functions it calls are among them); None
+    (register every function) when it has a custom transformer, whose code may call any."""
+    steps = [step for stream in spec.streams for step in stream.pre_processors]
+    steps += spec.post_processors.transformers
+    if any(isinstance(step, CustomTransformer) for step in steps):
+        return None
+    texts = [spec.sql, *(step.sql for step in steps if isinstance(step, SqlTransformer))]
+    return set().union(*(sql_stage.named_words(text) for text in texts))
 
 
 def _require_clusters(spec: DaggerSpec) -> None:

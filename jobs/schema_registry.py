@@ -5,8 +5,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -41,6 +39,11 @@ def read_descriptor_set(
 ) -> bytes:
     """The current bytes of one descriptor set, uncached (for noticing that it changed)."""
     if location.startswith(("http://", "https://")):
+        # Imported here: urllib.request brings http.client and email (~2 MB) into every Python worker that
+        # rebuilds a registry from its descriptor-set option, and those never fetch.
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(location, headers=dict(headers or {}))
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:

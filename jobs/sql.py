@@ -8,8 +8,8 @@ from pyspark.errors import AnalysisException, ParseException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.udfs.aggregate import FunctionCallError, RewrittenSql, rewrite_aggregate_calls
+from jobs.udfs.sql_text import words
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COUNT_STAR = re.compile(r"count\s*\(\s*\*\s*\)", re.IGNORECASE)
 
 
@@ -58,6 +58,20 @@ def _at(sql: str, start: int, fragment: str | None = None) -> str:
     return f" at line {line}, column {column}" + (f" ({fragment!r})" if fragment else "")
 
 
+def named_words(sql: str) -> set[str]:
+    """Every word of the query as Spark analyses it (Dagger's aggregate calls expanded), in lower case.
+
+    The functions it calls are among them, so `jobs.udfs.register_functions` registers just those.
+    Deliberately a superset (column names, keywords, words in literals): a word too many registers a
+    function the query does not call, a word too few would fail analysis.
+    """
+    try:
+        text = rewrite_aggregate_calls(sql).text
+    except FunctionCallError:
+        text = sql  # `analyse` rejects the call before Spark sees the query
+    return words(text)
+
+
 def referenced_fields(sql: str, field_names: list[str]) -> list[str] | None:
     """The fields a query may read, for decoding only those; None when it may read every field.
 
@@ -67,5 +81,5 @@ def referenced_fields(sql: str, field_names: list[str]) -> list[str] | None:
     """
     if "*" in _COUNT_STAR.sub("", sql):
         return None
-    words = {word.lower() for word in _WORD.findall(sql)}
-    return [name for name in field_names if name.lower() in words]
+    named = words(sql)
+    return [name for name in field_names if name.lower() in named]

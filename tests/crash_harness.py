@@ -468,8 +468,22 @@ class CrashDagger:
             f"run {run_id} to commit a batch after {beyond}",
         )
         status = self.dagster.instance.get_run_by_id(run_id).status
-        assert status == DagsterRunStatus.STARTED, f"run {run_id} ended {status} instead of making progress"
+        assert status == DagsterRunStatus.STARTED, (
+            f"run {run_id} ended {status} instead of making progress: {self.failure(run_id)}"
+        )
         return self.dagster.run_worker_pid(run_id)
+
+    def failure(self, run_id: str) -> str:
+        """Why a run failed: its step's error and the errors that caused it."""
+        for entry in self.dagster.instance.all_logs(run_id):
+            event = entry.dagster_event
+            if event is not None and event.is_step_failure:
+                error, messages = event.step_failure_data.error, []
+                while error is not None:
+                    messages.append(error.message.strip())
+                    error = error.cause
+                return " <- ".join(messages)
+        return "no step failure recorded"
 
     def _ended(self, run_id: str) -> bool:
         return self.dagster.instance.get_run_by_id(run_id).is_finished

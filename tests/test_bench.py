@@ -11,12 +11,13 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 import pytest
+from confluent_kafka import Message
 
-from bench.common import time_shares
-from bench.join import JoinBuffers
+from bench.common import TopicChunk, time_shares
+from bench.join import COMPLETED_TOPIC, CREATED_TOPIC, JoinBuffers
 from bench.live import latency_summary
 from bench.processes import cpu_between, snapshot
-from bench.window_aggregate import merge, window_totals
+from bench.window_aggregate import INPUT_TOPIC, OpenWindows, merge, window_totals
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TIMESTAMP = pa.timestamp("us", "UTC")
@@ -26,11 +27,17 @@ def bookings(rows: list[tuple[str, float, float]]) -> pa.RecordBatch:
     """(service_type, seconds after T0, cash) rows, as the loop's decoder gives them."""
     return pa.record_batch(
         {
-            "service_type": pa.array([row[0] for row in rows]),
+            "service_type": pa.array([row[0] for row in rows], pa.string()),
             "event_timestamp": pa.array([T0 + timedelta(seconds=row[1]) for row in rows], TIMESTAMP),
             "amount_paid_by_cash": pa.array([row[2] for row in rows], pa.float32()),
         }
     )
+
+
+def chunk(topic: str, decoded: pa.RecordBatch, partitions: list[int]) -> TopicChunk:
+    """A consumed chunk of `topic` as the loop's frame hands it over: row i read from partitions[i]."""
+    messages = [Message(topic=topic, partition=partition) for partition in partitions]
+    return TopicChunk(topic, messages, decoded)
 
 
 def test_window_totals_count_and_sum_per_service_and_minute_across_chunks() -> None:
@@ -52,10 +59,36 @@ def test_window_totals_count_and_sum_per_service_and_minute_across_chunks() -> N
     assert merged.schema.field("cash_total").type == pa.float64()  # Spark sums FLOAT as DOUBLE
 
 
+def test_open_windows_stay_open_until_the_lagging_partition_passes_them() -> None:
+    windows = OpenWindows(bookings([]).schema)
+
+    # Partition 0 is read two minutes of event time ahead; partition 1 has shown nothing yet: nothing
+    # closes (the latest event time seen anywhere, 130 s, would close the first two minutes).
+    ahead = [("GO_RIDE", 1, 1.0), ("GO_RIDE", 70, 2.0), ("GO_RIDE", 130, 4.0)]
+    assert windows.add(chunk(INPUT_TOPIC, bookings(ahead), [0, 0, 0])).num_rows == 0
+    # Partition 1 at 75 s: the watermark is 65 s, past the end of the first minute only.
+    closed = windows.add(chunk(INPUT_TOPIC, bookings([("GO_RIDE", 75, 8.0)]), [1]))
+    assert closed.to_pylist() == [
+        {"service_type": "GO_RIDE", "window_timestamp": T0, "booking_count": 1, "cash_total": 1.0}
+    ]
+    # A booking of partition 1 a little out of order still finds its minute open.
+    assert windows.add(chunk(INPUT_TOPIC, bookings([("GO_RIDE", 68, 16.0)]), [1])).num_rows == 0
+
+    # All read: the final watermark, 130 s - 10 s, closes the second minute; the third stays open.
+    assert windows.flush().to_pylist() == [
+        {
+            "service_type": "GO_RIDE",
+            "window_timestamp": T0 + timedelta(minutes=1),
+            "booking_count": 3,
+            "cash_total": 26.0,
+        }
+    ]
+
+
 def sides(
     created: list[tuple[str, float]], completed: list[tuple[str, float, float]]
-) -> tuple[pa.Table, pa.Table]:
-    created_table = pa.table(
+) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    created_table = pa.record_batch(
         {
             "order_number": pa.array([row[0] for row in created], pa.string()),
             "service_type": pa.array(["GO_RIDE"] * len(created), pa.string()),
@@ -63,7 +96,7 @@ def sides(
             "customer_id": pa.array([f"cust-{row[0]}" for row in created], pa.string()),
         }
     )
-    completed_table = pa.table(
+    completed_table = pa.record_batch(
         {
             "order_number": pa.array([row[0] for row in completed], pa.string()),
             "event_timestamp": pa.array([T0 + timedelta(seconds=row[1]) for row in completed], TIMESTAMP),
@@ -79,12 +112,20 @@ def test_join_buffers_join_each_pair_once_within_the_time_bound() -> None:
         [("b", 30, 2.0), ("x", 10, 9.0)],  # b: both sides in one chunk; x: completed before created
     )
     buffers = JoinBuffers(first_created.schema, first_completed.schema)
-    joined = [buffers.add(first_created, first_completed)]
+    joined = [
+        buffers.add(
+            chunk(CREATED_TOPIC, first_created, [0] * 3), chunk(COMPLETED_TOPIC, first_completed, [0] * 2)
+        )
+    ]
     second_created, second_completed = sides(
         [("x", 20)],
         [("a", 40, 1.0), ("c", 125, 3.0)],  # a: joins the buffered creation; c: 120 s later, too late
     )
-    joined.append(buffers.add(second_created, second_completed))
+    joined.append(
+        buffers.add(
+            chunk(CREATED_TOPIC, second_created, [0]), chunk(COMPLETED_TOPIC, second_completed, [0] * 2)
+        )
+    )
 
     rows = sorted(pa.concat_tables(joined).to_pylist(), key=lambda row: row["order_number"])
     assert [(row["order_number"], row["amount_paid_by_cash"], row["customer_id"]) for row in rows] == [
@@ -95,14 +136,25 @@ def test_join_buffers_join_each_pair_once_within_the_time_bound() -> None:
 
 
 def test_join_buffers_drop_what_the_watermark_puts_out_of_reach() -> None:
-    created, completed = sides([("a", 0), ("late", 200)], [("z", 100, 1.0), ("y", 300, 1.0)])
+    created, completed = sides([("a", 0), ("late", 200)], [("z", 100, 1.0), ("y", 300, 1.0), ("w", 250, 1.0)])
     buffers = JoinBuffers(created.schema, completed.schema)
-    buffers.add(created, completed)
+    # The created topic's partition 1 has shown nothing yet: no watermark, nothing dropped.
+    buffers.add(chunk(CREATED_TOPIC, created, [0, 0]), chunk(COMPLETED_TOPIC, completed, [0, 0, 1]))
+    assert buffers.created.column("order_number").to_pylist() == ["a", "late"]
 
-    # watermark = min(latest created 200 s, latest completed 300 s) - 10 s = 190 s: creation "a" can
-    # match completions up to 60 s, completion "z" creations up to 100 s; both are out of reach.
-    assert buffers.created.column("order_number").to_pylist() == ["late"]
-    assert buffers.completed.column("order_number").to_pylist() == ["y"]
+    def add_created(order_number: str, seconds: float) -> None:
+        created, no_completion = sides([(order_number, seconds)], [])
+        buffers.add(chunk(CREATED_TOPIC, created, [1]), chunk(COMPLETED_TOPIC, no_completion, []))
+
+    # Partition 1 of the created topic lags, at 50 s: the watermark is 40 s; "a" (matching completions up
+    # to 60 s) and "z" (creations up to 100 s) are still in reach.
+    add_created("b", 50)
+    assert buffers.created.column("order_number").to_pylist() == ["a", "late", "b"]
+    assert buffers.completed.column("order_number").to_pylist() == ["z", "y", "w"]
+    # It catches up, at 220 s: the watermark is the earliest partition's 200 s - 10 s = 190 s.
+    add_created("c", 220)
+    assert buffers.created.column("order_number").to_pylist() == ["late", "c"]
+    assert buffers.completed.column("order_number").to_pylist() == ["y", "w"]
 
 
 def test_latency_summary_percentiles_and_completeness() -> None:

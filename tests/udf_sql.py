@@ -1,4 +1,4 @@
-"""The `sql` fixture of the function tests: one `SELECT` with Dagger's scalar functions registered."""
+"""The `sql` fixture of the function tests: one `SELECT` with every Dagger function registered."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.schema_registry import SchemaRegistry
-from jobs.udfs import scalar
+from jobs.udfs import register_functions
 
 
 @pytest.fixture(scope="session")
 def sql(spark: SparkSession, registry: SchemaRegistry) -> Callable[..., list[Any]]:
     """Runs `SELECT <expressions>` with the functions registered and returns the one row's values."""
-    scalar.register(spark, registry)
+    register_functions(spark, registry)
 
     def select(*expressions: str) -> list[Any]:
         return list(spark.sql("SELECT " + ", ".join(expressions)).collect()[0])

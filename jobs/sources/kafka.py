@@ -15,9 +15,12 @@ Two facts shape the offset handling, and both approaches stay correct on any Kaf
 from __future__ import annotations
 
 import bisect
+import json
 import logging
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -49,6 +52,8 @@ _METADATA_TIMEOUT_S = 15.0
 _READ_CHUNK = 50_000
 _STALL_TIMEOUT_S = 120.0
 _MAX_RETRY_WAIT_S = 5.0
+_IDLE_CONSUMER_S = 60.0
+_MAX_IDLE_CONSUMERS = 16
 _DEAD_LETTER_FLUSH_TIMEOUT_S = 60.0
 # The largest record librdkafka can produce: a dead letter is as large as the record it copies.
 _MAX_PRODUCER_MESSAGE_BYTES = 1_000_000_000
@@ -312,10 +317,12 @@ class KafkaStreamReader(ProtoStreamReader):
 
     def read(self, partition: KafkaPartitionRange) -> Iterator[pa.RecordBatch]:
         reader = _PartitionReader(self.stream, self.layout, partition)
+        finished = False
         try:
             yield from reader.batches()
+            finished = True
         finally:
-            reader.close()
+            reader.close(reusable=finished)
 
 
 class GroupOffsetCommitter:
@@ -403,6 +410,81 @@ def _limit_offsets(start: Offsets, ends: Offsets, max_rows: int) -> Offsets:
     return limited
 
 
+@dataclass
+class _IdleConsumer:
+    consumer: Consumer
+    next_offset: int | None  # offset of the first record it has not handed out; None: unknown
+    since: float  # time.monotonic() when it was put back
+
+
+class _ConsumerPool:
+    """A Python worker's partition consumers, kept between the tasks it runs.
+
+    Spark reuses Python workers, and a micro-batch's range of a partition starts where the previous
+    batch's ended. A consumer put back after reading its whole range is positioned exactly there and
+    keeps prefetching, so the next batch's task finds its first records in the local queue instead of
+    connecting, fetching metadata and waiting for a first fetch (measured: about 20 ms less per task).
+    A consumer whose position is not the range's start is moved with `assign`, which drops what it had
+    prefetched. A thread closes consumers left idle longer than `_IDLE_CONSUMER_S` (the query stopped,
+    or its partitions went to another worker) and the oldest beyond `_MAX_IDLE_CONSUMERS`. Closing can
+    wait up to the group session timeout when the broker is gone, so it never happens on a task's path,
+    and the consumers still idle when the worker exits are left to the process's end.
+
+    The client's own log lines go through Python logging, which a consumer serves only while it is read:
+    an idle consumer whose broker went away stays quiet instead of logging every reconnect attempt.
+    """
+
+    def __init__(self) -> None:
+        self._idle: OrderedDict[tuple[str, str, int], _IdleConsumer] = OrderedDict()
+        self._lock = threading.Lock()
+        self._reaper: threading.Thread | None = None
+
+    def take(self, settings: dict[str, Any], partition: KafkaPartitionRange) -> Consumer:
+        with self._lock:
+            idle = self._idle.pop((_settings_key(settings), partition.topic, partition.partition), None)
+        consumer = idle.consumer if idle is not None else Consumer({**settings, "logger": log})
+        if idle is None or idle.next_offset != partition.from_offset:
+            consumer.assign([TopicPartition(partition.topic, partition.partition, partition.from_offset)])
+        return consumer
+
+    def put_back(
+        self,
+        settings: dict[str, Any],
+        partition: KafkaPartitionRange,
+        consumer: Consumer,
+        next_offset: int | None,
+    ) -> None:
+        key = (_settings_key(settings), partition.topic, partition.partition)
+        with self._lock:
+            self._idle[key] = _IdleConsumer(consumer, next_offset, time.monotonic())
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="kafka-consumer-reaper", daemon=True)
+                self._reaper.start()
+
+    def _reap(self) -> None:
+        """Close the consumers idle for too long, and the oldest beyond the pool's size."""
+        while True:
+            time.sleep(_IDLE_CONSUMER_S / 4)
+            now = time.monotonic()
+            with self._lock:
+                surplus = max(0, len(self._idle) - _MAX_IDLE_CONSUMERS)
+                leaving = [
+                    key
+                    for position, (key, idle) in enumerate(self._idle.items())
+                    if position < surplus or now - idle.since > _IDLE_CONSUMER_S
+                ]
+                consumers = [self._idle.pop(key).consumer for key in leaving]
+            for consumer in consumers:
+                consumer.close()
+
+
+def _settings_key(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+_consumer_pool = _ConsumerPool()
+
+
 class _PartitionReader:
     """Reads one offset range into Arrow batches, applying the stream's invalid-record policy."""
 
@@ -410,18 +492,23 @@ class _PartitionReader:
         self.stream = stream
         self.range = partition
         self.layout = layout
-        # A small local queue: the consumer stops fetching soon after the range's end instead of
-        # prefetching (and decompressing) up to queued.min.messages records past it.
-        reader_settings = {
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 1,
-            "queued.min.messages": 10_000,
-            "fetch.queue.backoff.ms": 1,
-            # Records deleted by retention before their batch ran: continue with what is left.
-            "auto.offset.reset": "earliest",
-        }
-        self.consumer = Consumer(consumer_settings(stream, **reader_settings))
-        self.consumer.assign([TopicPartition(partition.topic, partition.partition, partition.from_offset)])
+        # A small local queue: an idle consumer stops prefetching (and decompressing) at
+        # queued.min.messages records past its position.
+        self._settings = consumer_settings(
+            stream,
+            **{
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 1,
+                "queued.min.messages": 10_000,
+                "fetch.queue.backoff.ms": 1,
+                # Records deleted by retention before their batch ran: continue with what is left.
+                "auto.offset.reset": "earliest",
+            },
+        )
+        self.consumer = _consumer_pool.take(self._settings, partition)
+        # Where the consumer stands once `batches()` is done: the range's end, unless it handed out
+        # records past it (possible only across offset gaps), which are then gone from its queue.
+        self._next_offset: int | None = None
         self._dead_letters: Producer | None = None
         self._dead_letter_error: KafkaError | None = None
         self._dead_letter_client_errors = ClientErrors()
@@ -437,6 +524,7 @@ class _PartitionReader:
         next_offset = self.range.from_offset
         last_progress = time.monotonic()
         patience = self.stream.broker_timeout.total_seconds()
+        overshot = False
         while next_offset < until:
             messages = self.consumer.consume(num_messages=min(_READ_CHUNK, until - next_offset), timeout=1.0)
             if not messages:
@@ -457,6 +545,7 @@ class _PartitionReader:
                 if offsets[-1] >= until:  # one partition's records arrive in offset order
                     cut = bisect.bisect_left(offsets, until)
                     records, offsets = records[:cut], offsets[:cut]
+                    overshot = True
                 pending += records
                 pending_offsets += offsets
             if len(pending) >= _READ_CHUNK:
@@ -466,6 +555,7 @@ class _PartitionReader:
             yield self._to_batch(pending, pending_offsets)
         if self._dead_letters is not None:
             self._flush_dead_letters()
+        self._next_offset = None if overshot else until
 
     def _handle_events(self, messages: list[Message], next_offset: int) -> int:
         for message in messages:
@@ -593,6 +683,11 @@ class _PartitionReader:
                 f"{failure.str() if failure else f'{remaining} unacknowledged'}"
             )
 
-    def close(self) -> None:
-        self.consumer.close()
+    def close(self, reusable: bool = False) -> None:
+        """Put the consumer back for the worker's next task if the range was read to its end without
+        an error; otherwise close it, as its position and queue are not known to be sound."""
+        if reusable:
+            _consumer_pool.put_back(self._settings, self.range, self.consumer, self._next_offset)
+        else:
+            self.consumer.close()
         self._dead_letters = None  # flushed or failed by now: its connections go with it

@@ -26,7 +26,10 @@ from jobs.schema_registry import SchemaRegistry
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
 ROWTIME_TYPE = pa.timestamp("us", tz="UTC")
-_EPOCH = pa.scalar(0, ROWTIME_TYPE)
+# Built from its bytes, not with pa.scalar: pyarrow imports pandas (about 40 MB) the first time it converts
+# a Python value, and the processes that import this module only to plan the query or to track offsets
+# (Spark's planner workers, the streaming source runner) have no other use for it.
+_EPOCH = pa.Array.from_buffers(ROWTIME_TYPE, 1, [None, pa.py_buffer(bytes(8))])[0]
 
 
 def encode_descriptor_sets(payloads: Sequence[bytes]) -> str:

@@ -22,15 +22,13 @@ is a SQL function. Positions in the expanded text map back to the original query
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 
 from jobs.udfs.feature_rows import FEATURE_ROWS_DDL, VALUE_TYPE_NAMES, feature_rows, unknown_type_message
-from jobs.udfs.registration import create_sql_function, register_arrow
+from jobs.udfs.registration import FunctionSet
 from jobs.udfs.sql_text import Call, code_tokens, find_calls
 
 ODD_NUMBER_OF_ARGUMENTS = "Odd number of arguments given to Udf. Requires even."
@@ -257,21 +255,13 @@ def _feature_rows_function(function: str, typed: bool) -> Callable[..., pa.Array
     return rows
 
 
-_lock = threading.Lock()
-
-
-def register(spark: SparkSession) -> None:
-    """Register the helpers the expanded calls use (once per session)."""
-    with _lock:
-        if spark.catalog.functionExists(TYPED_FEATURE_ROWS_FUNCTION):
-            return
-        at = f"{PERCENTILE_FUNCTION}_at"
-        create_sql_function(spark, at, "sorted ARRAY<DOUBLE>, pos DOUBLE", "DOUBLE", _PERCENTILE_AT)
-        create_sql_function(
-            spark, PERCENTILE_FUNCTION, "quantile DOUBLE, vals ARRAY<DOUBLE>", "DOUBLE", _PERCENTILE
-        )
-        for name, function, typed in (
-            (FEATURE_ROWS_FUNCTION, "Features", False),
-            (TYPED_FEATURE_ROWS_FUNCTION, "FeaturesWithType", True),
-        ):
-            register_arrow(spark, name, _feature_rows_function(function, typed), FEATURE_ROWS_DDL)
+def declare(functions: FunctionSet) -> None:
+    """The helpers the expanded calls use (an expanded query names the ones it needs)."""
+    at = f"{PERCENTILE_FUNCTION}_at"
+    functions.sql(at, "sorted ARRAY<DOUBLE>, pos DOUBLE", "DOUBLE", _PERCENTILE_AT)
+    functions.sql(PERCENTILE_FUNCTION, "quantile DOUBLE, vals ARRAY<DOUBLE>", "DOUBLE", _PERCENTILE)
+    for name, function, typed in (
+        (FEATURE_ROWS_FUNCTION, "Features", False),
+        (TYPED_FEATURE_ROWS_FUNCTION, "FeaturesWithType", True),
+    ):
+        functions.arrow(name, _feature_rows_function(function, typed), FEATURE_ROWS_DDL)

@@ -15,10 +15,9 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
 from jobs.udfs.javatext import java_double, java_text, texts
-from jobs.udfs.registration import UdfError, create_sql_function, distinct_values, register_arrow
+from jobs.udfs.registration import FunctionSet, UdfError, distinct_values
 
 # --------------------------------------------------------------------------------------------------------
 # ElementAt
@@ -284,11 +283,10 @@ def _per_row(function: str, row_function: Callable, result_type: pa.DataType) ->
     return evaluate
 
 
-def register(spark: SparkSession) -> None:
-    register_arrow(spark, "ElementAt", element_at, "string", arities=(2, 4, 5))
-    register_arrow(spark, "MapGet", map_get, "string")
-    create_sql_function(
-        spark,
+def declare(functions: FunctionSet) -> None:
+    functions.arrow("ElementAt", element_at, "string", arities=(2, 4, 5))
+    functions.arrow("MapGet", map_get, "string")
+    functions.sql(
         "ListContains",
         "list ARRAY<STRING>, item STRING",
         "BOOLEAN",
@@ -296,11 +294,10 @@ def register(spark: SparkSession) -> None:
         "CASE WHEN list IS NULL THEN false WHEN item IS NULL THEN exists(list, element -> element IS NULL) "
         "ELSE coalesce(array_contains(list, item), false) END",
     )
-    register_arrow(
-        spark, "ArrayAggregate", _per_row("ArrayAggregate", _array_aggregate_row, pa.float64()), "double"
+    functions.arrow(
+        "ArrayAggregate", _per_row("ArrayAggregate", _array_aggregate_row, pa.float64()), "double"
     )
-    register_arrow(
-        spark,
+    functions.arrow(
         "ArrayOperate",
         _per_row("ArrayOperate", _array_operate_row, pa.list_(pa.string())),
         "array<string>",

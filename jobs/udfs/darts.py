@@ -25,6 +25,7 @@ from pyspark.sql.functions import pandas_udf
 
 from jobs.udfs.config import DartStoreConfig
 from jobs.udfs.locations import LocationError, LocationNotFound, join_location, read_location
+from jobs.udfs.registration import FunctionSet
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,15 @@ def dart_get(store: DartStoreConfig | None) -> Callable[..., pd.Series]:
     return get
 
 
-def register(spark: SparkSession, store: DartStoreConfig | None) -> None:
-    """Register DartContains and DartGet reading from `store` (again on every call: the store may differ)."""
-    spark.udf.register("DartContains", pandas_udf(dart_contains(store), "boolean"))
-    spark.udf.register("DartGet", pandas_udf(dart_get(store), "string"))
+def declare(functions: FunctionSet, store: DartStoreConfig | None) -> None:
+    """DartContains and DartGet reading from `store` (registered again each time: the store may differ)."""
+    for name, function, returns in (
+        ("DartContains", dart_contains(store), "boolean"),
+        ("DartGet", dart_get(store), "string"),
+    ):
+        functions.declare(name, _registrar(name, function, returns), replace=True)
+
+
+def _registrar(name: str, function: Callable[..., pd.Series], returns: str) -> Callable[[SparkSession], None]:
+    # The UDF is made at registration: pandas_udf parses its type with the session's JVM.
+    return lambda spark: spark.udf.register(name, pandas_udf(function, returns))

@@ -32,15 +32,8 @@ from functools import cache
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
-from jobs.udfs.registration import (
-    UdfError,
-    create_sql_function,
-    distinct_values,
-    epoch_millis,
-    register_arrow,
-)
+from jobs.udfs.registration import FunctionSet, UdfError, distinct_values, epoch_millis
 
 logger = logging.getLogger(__name__)
 
@@ -369,14 +362,12 @@ def format_time_in_zone(timestamp: pa.Array, time_zone: pa.Array, date_format: p
     return pc.if_else(millis.is_null(), pa.scalar(None, pa.string()), result)
 
 
-def register(spark: SparkSession) -> None:
+def declare(functions: FunctionSet) -> None:
     # Dagger makes a negative time positive, and returns the instant.
-    create_sql_function(
-        spark, "TimestampFromUnix", "seconds BIGINT", "TIMESTAMP", "timestamp_seconds(abs(seconds))"
-    )
-    register_arrow(spark, "StartOfWeek", _by_local_date(1, _start_of_week_ms), "bigint")
-    register_arrow(spark, "EndOfWeek", _by_local_date(1, _end_of_week_ms), "bigint")
-    register_arrow(spark, "StartOfMonth", _by_local_date(1000, _start_of_month_s), "bigint")
-    register_arrow(spark, "EndOfMonth", _by_local_date(1000, _end_of_month_s), "bigint")
-    register_arrow(spark, "TimeInDate", time_in_date, "bigint", arities=(3, 4))
-    register_arrow(spark, "FormatTimeInZone", format_time_in_zone, "string")
+    functions.sql("TimestampFromUnix", "seconds BIGINT", "TIMESTAMP", "timestamp_seconds(abs(seconds))")
+    functions.arrow("StartOfWeek", _by_local_date(1, _start_of_week_ms), "bigint")
+    functions.arrow("EndOfWeek", _by_local_date(1, _end_of_week_ms), "bigint")
+    functions.arrow("StartOfMonth", _by_local_date(1000, _start_of_month_s), "bigint")
+    functions.arrow("EndOfMonth", _by_local_date(1000, _end_of_month_s), "bigint")
+    functions.arrow("TimeInDate", time_in_date, "bigint", arities=(3, 4))
+    functions.arrow("FormatTimeInZone", format_time_in_zone, "string")

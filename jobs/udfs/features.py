@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 
 from jobs.udfs.aggregate import INVALID_NUMBER_OF_ARGUMENTS
 from jobs.udfs.feature_rows import FEATURE_ROWS_DDL, feature_rows
-from jobs.udfs.registration import UdfError, register_arrow
+from jobs.udfs.registration import FunctionSet, UdfError
 
 
 def single_feature_with_type(*arguments: pa.Array) -> pa.Array:
@@ -20,5 +19,5 @@ def single_feature_with_type(*arguments: pa.Array) -> pa.Array:
     )
 
 
-def register(spark: SparkSession) -> None:
-    register_arrow(spark, "SingleFeatureWithType", single_feature_with_type, FEATURE_ROWS_DDL)
+def declare(functions: FunctionSet) -> None:
+    functions.arrow("SingleFeatureWithType", single_feature_with_type, FEATURE_ROWS_DDL)

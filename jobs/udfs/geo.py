@@ -12,9 +12,8 @@ import math
 import pyarrow as pa
 import pygeohash
 import s2geometry
-from pyspark.sql import SparkSession
 
-from jobs.udfs.registration import UdfError, create_sql_function, floats, ints, register_arrow
+from jobs.udfs.registration import FunctionSet, UdfError, floats, ints
 
 EARTH_RADIUS_KM = 6371
 # Dagger's S2AreaInKm2: a cell's steradians times the Earth's area over the sphere's (4 pi).
@@ -91,14 +90,13 @@ def s2_area_km2(cell_ids: pa.Array) -> pa.Array:
     return pa.array(areas, pa.float64())
 
 
-def register(spark: SparkSession) -> None:
-    create_sql_function(
-        spark,
+def declare(functions: FunctionSet) -> None:
+    functions.sql(
         "Distance",
         "latitude1 DOUBLE, longitude1 DOUBLE, latitude2 DOUBLE, longitude2 DOUBLE",
         "DOUBLE",
         haversine_sql("latitude1", "longitude1", "latitude2", "longitude2"),
     )
-    register_arrow(spark, "GeoHash", geohash, "string")
-    register_arrow(spark, "S2Id", s2_id, "string")
-    register_arrow(spark, "S2AreaInKm2", s2_area_km2, "double")
+    functions.arrow("GeoHash", geohash, "string")
+    functions.arrow("S2Id", s2_id, "string")
+    functions.arrow("S2AreaInKm2", s2_area_km2, "double")

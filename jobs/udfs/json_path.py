@@ -20,10 +20,9 @@ from decimal import Decimal
 import pyarrow as pa
 from jsonpath_ng.ext import parse
 from jsonpath_ng.jsonpath import Child, Fields, Index, JSONPath, Root
-from pyspark.sql import SparkSession
 
 from jobs.udfs.javatext import java_json
-from jobs.udfs.registration import UdfError, distinct_values, register_arrow
+from jobs.udfs.registration import FunctionSet, UdfError, distinct_values
 
 _MISSING = object()
 
@@ -199,7 +198,7 @@ def _per_row(function: str, operate: Callable[..., str | None]) -> Callable[...,
     return evaluate
 
 
-def register(spark: SparkSession) -> None:
-    register_arrow(spark, "JsonQuery", _per_row("JsonQuery", query), "string", arities=(2,))
-    register_arrow(spark, "JsonUpdate", _per_row("JsonUpdate", update), "string", arities=(3,))
-    register_arrow(spark, "JsonDelete", _per_row("JsonDelete", delete), "string", arities=(2,))
+def declare(functions: FunctionSet) -> None:
+    functions.arrow("JsonQuery", _per_row("JsonQuery", query), "string", arities=(2,))
+    functions.arrow("JsonUpdate", _per_row("JsonUpdate", update), "string", arities=(3,))
+    functions.arrow("JsonDelete", _per_row("JsonDelete", delete), "string", arities=(2,))

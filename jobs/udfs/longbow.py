@@ -18,13 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from pyspark.sql import SparkSession
 
 from jobs.codec.protobuf import column_at_path
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.sources.stream_batches import decoder_for, encode_descriptor_sets, registry_from_option
 from jobs.udfs.javatext import texts
-from jobs.udfs.registration import UdfError, create_sql_function, distinct_values, register_arrow
+from jobs.udfs.registration import FunctionSet, UdfError, distinct_values
 
 FILTERED_DDL = "struct<proto_class: string, messages: array<binary>>"
 _FILTERED_TYPE = pa.struct([("proto_class", pa.string()), ("messages", pa.list_(pa.binary()))])
@@ -151,7 +150,8 @@ def _select_fields(messages: _Messages, *arguments: pa.Array) -> pa.Array:
     return _rebuild(lists, values)
 
 
-def register(spark: SparkSession, registry: SchemaRegistry | None) -> None:
+def declare(functions: FunctionSet, registry: SchemaRegistry | None) -> None:
+    """CondEq, and Filters and SelectFields decoding with `registry`'s descriptor sets."""
     messages = _Messages(
         None if registry is None else encode_descriptor_sets(registry.serialized_descriptor_sets)
     )
@@ -166,12 +166,11 @@ def register(spark: SparkSession, registry: SchemaRegistry | None) -> None:
     def select_fields(*arguments: pa.Array) -> pa.Array:
         return _select_fields(messages, *arguments)
 
-    create_sql_function(
-        spark,
+    functions.sql(
         "CondEq",
         "field_path STRING, value STRING",
         "STRUCT<field_path: STRING, equals: STRING>",
         "named_struct('field_path', field_path, 'equals', value)",
     )
-    register_arrow(spark, "Filters", filters, FILTERED_DDL)
-    register_arrow(spark, "SelectFields", select_fields, "array<string>", arities=(2, 3))
+    functions.arrow("Filters", filters, FILTERED_DDL, replace=True)
+    functions.arrow("SelectFields", select_fields, "array<string>", arities=(2, 3), replace=True)

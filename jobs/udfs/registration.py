@@ -1,15 +1,26 @@
-"""How the scalar functions get into a Spark session: SQL functions over built-in expressions, or
-vectorized Arrow UDFs when no built-in matches Dagger's semantics."""
+"""How Dagger's functions get into a Spark session: SQL functions over built-in expressions, or
+vectorized Arrow UDFs when no built-in matches Dagger's semantics.
+
+Modules declare their functions in a `FunctionSet`; nothing reaches Spark until `FunctionSet.register`
+is asked for some names. Registering is what costs (Spark analyses each SQL function's body, 0.1-1 s
+each on a busy machine), so a dagger registers only the functions its SQL names.
+"""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf
+
+from jobs.udfs.sql_text import words
+
+_lock = threading.Lock()
 
 
 class UdfError(ValueError):
@@ -45,6 +56,84 @@ def register_arrow(
         return function(*arguments)
 
     spark.udf.register(name, arrow_udf(checked, returns))
+
+
+@dataclass(frozen=True)
+class _Declared:
+    name: str
+    """As Spark lists it; calls match it in any case."""
+    register: Callable[[SparkSession], None]
+    calls: frozenset[str]
+    """Lower-case names of other declared functions its SQL body calls: registered before it."""
+    replace: bool
+    """Registered again even when the session has it: it carries one dagger's settings (descriptor
+    sets, a dart store), which may not be those of the dagger that registered it first."""
+
+
+class FunctionSet:
+    """Functions declared by name, registered on a session only when asked for."""
+
+    def __init__(self) -> None:
+        self._declared: dict[str, _Declared] = {}
+
+    def declare(
+        self, name: str, register: Callable[[SparkSession], None], *, body: str = "", replace: bool = False
+    ) -> None:
+        """`register(spark)` puts `name` on a session; `body` is the SQL it runs, for its dependencies."""
+        calls = frozenset(words(body) - {name.lower()})
+        self._declared[name.lower()] = _Declared(name, register, calls, replace)
+
+    def sql(self, name: str, parameters: str, returns: str, body: str) -> None:
+        """A SQL function (see `create_sql_function`)."""
+        self.declare(
+            name, lambda spark: create_sql_function(spark, name, parameters, returns, body), body=body
+        )
+
+    def arrow(
+        self,
+        name: str,
+        function: Callable[..., pa.Array],
+        returns: str,
+        arities: tuple[int, ...] | None = None,
+        *,
+        replace: bool = False,
+    ) -> None:
+        """A vectorized Arrow UDF (see `register_arrow`)."""
+        self.declare(
+            name, lambda spark: register_arrow(spark, name, function, returns, arities), replace=replace
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return [declared.name for declared in self._declared.values()]
+
+    def register(self, spark: SparkSession, names: Collection[str] | None = None) -> list[str]:
+        """Register the declared functions among `names` (any case; None: all of them) and the ones their
+        bodies call, skipping those the session has unless they carry settings; returns the names
+        registered.
+
+        Names that are not declared are ignored: `names` may be every word of a query.
+        """
+        asked = None if names is None else {name.lower() for name in names}
+        wanted = [key for key in self._declared if asked is None or key in asked]
+        registered: list[str] = []
+        done: set[str] = set()
+
+        def visit(key: str) -> None:
+            if key in done:
+                return
+            done.add(key)
+            declared = self._declared[key]
+            for dependency in sorted(declared.calls & self._declared.keys()):
+                visit(dependency)
+            if declared.replace or not spark.catalog.functionExists(declared.name):
+                declared.register(spark)
+                registered.append(declared.name)
+
+        with _lock:  # sessions are shared by threads (Dagster, tests): check and register as one step
+            for key in wanted:
+                visit(key)
+        return registered
 
 
 def expect_arguments(function: str, given: int, *allowed: int) -> None:

@@ -7,19 +7,13 @@ where its functions differ from Dagger's Java and why.
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
-
 from jobs.schema_registry import SchemaRegistry
 from jobs.udfs import arrays, dates, features, geo, json_path, longbow, strings, trends
+from jobs.udfs.registration import FunctionSet
 
 
-def register(spark: SparkSession, registry: SchemaRegistry | None = None) -> None:
-    """Register every scalar function on `spark` (the proto-reading ones need `registry`).
-
-    Registering takes seconds (Spark analyses each SQL function's body), so a session that has them
-    keeps them; only the proto-reading functions are replaced, as they carry the dagger's descriptors.
-    """
-    if not spark.catalog.functionExists("DaggerSplit"):
-        for module in (arrays, dates, features, geo, json_path, trends, strings):
-            module.register(spark)
-    longbow.register(spark, registry)
+def declare(functions: FunctionSet, registry: SchemaRegistry | None = None) -> None:
+    """Every scalar function (the proto-reading ones decode with `registry`'s descriptor sets)."""
+    for module in (arrays, dates, features, geo, json_path, trends, strings):
+        module.declare(functions)
+    longbow.declare(functions, registry)

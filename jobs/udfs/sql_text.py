@@ -13,6 +13,12 @@ from dataclasses import dataclass
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def words(text: str) -> set[str]:
+    """Every word (a run of letters, digits and `_` not starting with a digit) of `text`, in lower case,
+    wherever it stands: in code, literals, comments or backticks."""
+    return {word.lower() for word in _IDENTIFIER.findall(text)}
+
+
 @dataclass(frozen=True)
 class Token:
     kind: str

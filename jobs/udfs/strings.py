@@ -7,9 +7,7 @@ characters and returns NULL for NULL. `DaggerSplit` is Dagger's.
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
-
-from jobs.udfs.registration import create_sql_function
+from jobs.udfs.registration import FunctionSet
 
 
 def java_split(parts: str) -> str:
@@ -22,14 +20,13 @@ def java_split(parts: str) -> str:
     return f"slice({parts}, 1, {kept})"
 
 
-def register(spark: SparkSession) -> None:
+def declare(functions: FunctionSet) -> None:
     parts = "split(input, CASE WHEN delimiter = '' THEN ' ' ELSE delimiter END, -1)"
-    create_sql_function(
-        spark,
+    functions.sql(
         "DaggerSplit",
         "input STRING, delimiter STRING",
         "ARRAY<STRING>",
         "CASE WHEN input IS NULL OR delimiter IS NULL THEN CAST(array() AS ARRAY<STRING>) "
         f"WHEN input = '' THEN array('') ELSE {java_split(parts)} END",
     )
-    create_sql_function(spark, "ByteToString", "bytes BINARY", "STRING", "CAST(bytes AS STRING)")
+    functions.sql("ByteToString", "bytes BINARY", "STRING", "CAST(bytes AS STRING)")

@@ -6,14 +6,12 @@ with `LATERAL HistogramBucket(x, '10,20') AS t(bucket)`.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 
-from pyspark.sql import SparkSession
 from pyspark.sql.functions import udtf
 
-from jobs.udfs.registration import create_sql_function
+from jobs.udfs.registration import FunctionSet
 from jobs.udfs.strings import java_split
 
 # HistogramBucket(value, '10,20,50'): the row '+Inf', then each bucket (as written) with value <= bucket,
@@ -133,14 +131,6 @@ class OutlierMad:
         )
 
 
-_lock = threading.Lock()
-
-
-def register(spark: SparkSession) -> None:
-    """Register both table functions (once per session)."""
-    with _lock:
-        if spark.catalog.functionExists("OutlierMad"):
-            return
-        parameters = "dValue DOUBLE, buckets STRING"
-        create_sql_function(spark, "HistogramBucket", parameters, "TABLE (f0 STRING)", _HISTOGRAM_BUCKET)
-        spark.udtf.register("OutlierMad", OutlierMad)
+def declare(functions: FunctionSet) -> None:
+    functions.sql("HistogramBucket", "dValue DOUBLE, buckets STRING", "TABLE (f0 STRING)", _HISTOGRAM_BUCKET)
+    functions.declare("OutlierMad", lambda spark: spark.udtf.register("OutlierMad", OutlierMad))

@@ -12,9 +12,8 @@ import math
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
-from jobs.udfs.registration import UdfError, epoch_millis, floats, register_arrow
+from jobs.udfs.registration import FunctionSet, UdfError, epoch_millis, floats
 
 MILLIS_PER_MINUTE = 60_000
 
@@ -114,6 +113,6 @@ def exponential_moving_average(
     return pa.array(averages, pa.float64())
 
 
-def register(spark: SparkSession) -> None:
-    register_arrow(spark, "LinearTrend", linear_trend, "double")
-    register_arrow(spark, "ExponentialMovingAverage", exponential_moving_average, "double")
+def declare(functions: FunctionSet) -> None:
+    functions.arrow("LinearTrend", linear_trend, "double")
+    functions.arrow("ExponentialMovingAverage", exponential_moving_average, "double")
