@@ -159,10 +159,34 @@ class KafkaOutput:
     """Attempts whose rows are there but whose marker is not: aborted or killed transactions."""
     incomplete_markers: list[str]
     """Markers whose attempt has fewer or more rows than the marker counts (a loss, or a bug)."""
+    markers: list[dict]
+    """The committed markers, in the order the marker topic holds them."""
+    hidden: int
+    """Records that read_committed consumers do not see: behind a transaction left open (the embedded
+    broker shows aborted ones), a liveness failure of the sink."""
+
+    def where_missing(self, missing: Iterable[OutputRow], lake: LakeOutput) -> list[str]:
+        """For rows the Kafka sink lacks: the lake file that holds each, and the Kafka markers of that
+        batch, so that a failure tells a skipped task from a short one."""
+        by_file = Counter(lake.files.get(row, "no lake file") for row in missing)
+        lines = []
+        for name, count in sorted(by_file.items()):
+            batch = lake_batch_id(name) if name.startswith("part-b") else None
+            batch_markers = [
+                f"p{marker['partition']} {marker['records']} rows (attempt {marker['attempt'][:8]})"
+                for marker in self.markers
+                if marker["batch"] == batch
+            ]
+            lines.append(
+                f"{count} missing in lake file {name}; kafka markers of that batch: "
+                f"{', '.join(batch_markers) or 'none'}"
+            )
+        return lines
 
 
 def read_kafka_output(kafka: KafkaHelper, registry: SchemaRegistry, topic: str) -> KafkaOutput:
     records = kafka.read_all(topic, isolation_level="read_committed")
+    hidden = len(kafka.read_all(topic)) - len(records)
     marker_list = markers(kafka, topic)
     decode = message_class(registry, ORDER).FromString
     committed = []
@@ -182,6 +206,8 @@ def read_kafka_output(kafka: KafkaHelper, registry: SchemaRegistry, topic: str) 
         attempts=len(rows_per_attempt),
         cut_short=len(rows_per_attempt.keys() - marked_attempts),
         incomplete_markers=incomplete,
+        markers=marker_list,
+        hidden=hidden,
     )
 
 
@@ -190,6 +216,8 @@ class LakeOutput:
     committed: list[OutputRow]
     uncommitted_files: int
     """Visible files of batches without a committed marker (a crashed batch not yet replayed)."""
+    files: dict[OutputRow, str] = field(default_factory=dict)
+    """The committed file each row is in (its name tells the batch and the task)."""
 
 
 def lake_batch_id(path: str) -> int:
@@ -213,6 +241,7 @@ def read_lake_output(lake: Path) -> LakeOutput:
         return batch in committed or (batch < latest and batch not in started)
 
     rows: list[OutputRow] = []
+    files: dict[OutputRow, str] = {}
     uncommitted = 0
     dataset = ds.dataset(lake, format="parquet", partitioning="hive")  # skips `_` and `.` entries
     for fragment in dataset.get_fragments():
@@ -221,14 +250,18 @@ def read_lake_output(lake: Path) -> LakeOutput:
             continue
         table = fragment.to_table(columns=["order_id", "customer_id", "amount", "created_at"])
         epoch_seconds = table["created_at"].cast(pa.timestamp("s")).cast(pa.int64())
-        rows += zip(
-            table["order_id"].to_pylist(),
-            table["customer_id"].to_pylist(),
-            table["amount"].to_pylist(),
-            epoch_seconds.to_pylist(),
-            strict=True,
+        fragment_rows = list(
+            zip(
+                table["order_id"].to_pylist(),
+                table["customer_id"].to_pylist(),
+                table["amount"].to_pylist(),
+                epoch_seconds.to_pylist(),
+                strict=True,
+            )
         )
-    return LakeOutput(committed=rows, uncommitted_files=uncommitted)
+        rows += fragment_rows
+        files.update(dict.fromkeys(fragment_rows, Path(fragment.path).name))
+    return LakeOutput(committed=rows, uncommitted_files=uncommitted, files=files)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -23,6 +23,12 @@ exactly_once
     * In the transaction: the rows, each with headers `dagger.attempt` (a new uuid per attempt),
       `dagger.batch` and `dagger.partition`; a flush, so all rows are acknowledged; then the marker
       `{sink, batch, partition, attempt, records}` to the marker topic (key `<sink id>/<p>`); commit.
+    * Fencing at start. A run's first micro-batch initialises the transactional id of every partition
+      (those of the batch, and those its markers name) before reading any marker, so whatever an earlier,
+      killed run left open is aborted now. A transaction left open holds back the last stable offset:
+      read_committed consumers, the marker reads included, would see nothing past it until the broker's
+      transaction timeout aborts it (60 s by default; never on the embedded broker), and a task whose
+      partition is skipped or empty in this run would never fence it.
     * Skipping what is done. The driver reads the marker topic (read_committed; from the beginning once,
       then from where it stopped) and hands each batch the partitions already committed for it: those
       tasks write nothing. The driver's read cannot see an attempt of the same task that commits later
@@ -68,7 +74,8 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +106,7 @@ _FLUSH_TIMEOUT_S = 120.0
 _CLIENT_TIMEOUT_S = 30.0  # metadata, topic creation, init_transactions, commit, reading markers to the end
 _RESOLVE_TIMEOUT_S = 120.0  # waiting for an open transaction to settle; above the default transaction timeout
 _MAX_TRANSACTIONAL_PRODUCERS = 8  # per worker: one per partition it ran lately
+_MAX_PARALLEL_FENCES = 16
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"  # set by Spark on the thread that runs foreachBatch
 
 ATTEMPT_HEADER = "dagger.attempt"
@@ -108,6 +116,10 @@ PARTITION_HEADER = "dagger.partition"
 
 class KafkaSinkError(RuntimeError):
     """Records that the broker did not acknowledge; the micro-batch fails and is replayed."""
+
+
+class _NotReadToEnd(KafkaSinkError):
+    """A topic's partitions were not read to their end in time."""
 
 
 def producer_settings(sink: KafkaSink) -> dict[str, Any]:
@@ -162,7 +174,12 @@ class KafkaSinkWriter:
             )
         sink_id = sink_identity(self._dagger, query_id, self._index)
         if self._markers is None:
-            self._markers = MarkerLog(self.sink)
+            markers = MarkerLog(self.sink)
+            markers.refresh()  # stops at the first transaction left open: enough to name its partitions
+            fence_transactions(
+                self.sink, sink_id, range(max(batch.rdd.getNumPartitions(), markers.partitions(sink_id)))
+            )
+            self._markers = markers
         self._markers.refresh()
         committed = self._markers.committed_partitions(sink_id, batch_id)
         if committed:
@@ -316,6 +333,30 @@ def transactional_settings(sink: KafkaSink, transactional: str) -> dict[str, Any
     return {**producer_settings(sink), "transactional.id": transactional}
 
 
+def fence_transactions(sink: KafkaSink, sink_id: str, partitions: Iterable[int]) -> None:
+    """Initialises the transactional id of each partition once: the broker aborts any transaction an
+    earlier incarnation left open, and fences that incarnation if it is still alive (a killed run's worker).
+    Producers are made and initialised side by side (each waits for the transaction coordinator)."""
+    transactional_ids = [transactional_id(sink_id, partition) for partition in partitions]
+
+    def fence(transactional: str) -> None:
+        producer = Producer(transactional_settings(sink, transactional))
+        try:
+            producer.init_transactions(_CLIENT_TIMEOUT_S)
+        except KafkaException as error:
+            raise KafkaSinkError(
+                f"kafka sink topic {sink.topic!r}: cannot fence transactional.id {transactional!r}: "
+                f"{error.args[0].str()}"
+            ) from None
+
+    if transactional_ids:
+        with ThreadPoolExecutor(min(len(transactional_ids), _MAX_PARALLEL_FENCES)) as pool:
+            list(pool.map(fence, transactional_ids))
+    log.info(
+        "kafka sink %s: fenced %d transactional id(s) of %s", sink.topic, len(transactional_ids), sink_id
+    )
+
+
 def ensure_marker_topic(sink: KafkaSink) -> None:
     """Creates the marker topic if missing: one partition, compacted (only each key's latest marker is
     needed), the cluster's default replication."""
@@ -357,7 +398,7 @@ def _read_to_end(
     try:
         while pending:
             if time.monotonic() > deadline:
-                raise KafkaSinkError(
+                raise _NotReadToEnd(
                     f"marker topic {topic!r}: partition(s) {sorted(pending)} not read to the end within "
                     f"{timeout_s:.0f} s" + (f" ({last_error.str()})" if last_error else "")
                 )
@@ -424,6 +465,10 @@ class MarkerLog:
                 key = (str(marker["sink"]), int(marker["partition"]))
                 self.latest[key] = max(self.latest.get(key, -1), int(marker["batch"]))
         self.positions.update(ends)
+
+    def partitions(self, sink_id: str) -> int:
+        """How many partitions the sink's markers cover: one past the highest partition index seen."""
+        return max((partition + 1 for sink, partition in self.latest if sink == sink_id), default=0)
 
     def committed_partitions(self, sink_id: str, batch_id: int) -> frozenset[int]:
         """The partitions of `batch_id` committed already. Batches run in order, so a marker of a later
@@ -588,17 +633,23 @@ class TransactionalPartitionWriter:
         start = {p: min(o for q, o in candidates if q == p) for p, _ in candidates}
         targets = {p: max(o for q, o in candidates if q == p) + 1 for p, _ in candidates}
         deadline = time.monotonic() + _RESOLVE_TIMEOUT_S
+        undecided = KafkaSinkError(
+            f"cannot tell whether an earlier attempt of batch {self.batch_id} partition {partition} "
+            f"committed: an open transaction holds back marker topic {topic!r}"
+        )
         while True:
-            records, ends = _read_to_end(committed, topic, start)
+            # Past the last stable offset a read_committed consumer gets no end-of-partition event: the
+            # read returns once the open transactions before the candidates have ended.
+            try:
+                records, ends = _read_to_end(committed, topic, start, max(0.0, deadline - time.monotonic()))
+            except _NotReadToEnd:
+                raise undecided from None
             if candidates & {(record.partition(), record.offset()) for record in records}:
                 return True
             if all(ends.get(p, 0) >= target for p, target in targets.items()):
                 return False  # every candidate settled, none committed
             if time.monotonic() > deadline:
-                raise KafkaSinkError(
-                    f"cannot tell whether an earlier attempt of batch {self.batch_id} partition {partition} "
-                    f"committed: an open transaction holds back marker topic {topic!r}"
-                )
+                raise undecided
             start = {p: max(start[p], ends.get(p, start[p])) for p in start}
             time.sleep(0.2)
 
