@@ -9,20 +9,22 @@ STAMP := $(VENV)/.installed
 UI_STAMP := tests/ui/node_modules/.installed
 # The InfluxDB sink tests run Debian's InfluxDB 1.6 server, installed when missing.
 INFLUXD := /usr/bin/influxd
+# The driver JVM's class-data-sharing archive (jobs/jvm_archive.py), made again with the virtualenv.
+JVM_ARCHIVE_STAMP := build/jvm/.made
 
 .PHONY: run test lint bench protos clean
 
-run: $(STAMP) protos
+run: $(STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m jobs demo
 
-test: $(STAMP) $(UI_STAMP) $(INFLUXD) protos
+test: $(STAMP) $(UI_STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 # The suite last: its table (also written into the README) is the last thing printed.
-bench: $(STAMP) $(INFLUXD) protos
+bench: $(STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP)
 	for sink in kafka_parquet influx elasticsearch bigquery; do $(BIN)/python bench/sink_$$sink.py || exit 1; done
 	$(BIN)/python bench/suite.py --readme
 
@@ -34,6 +36,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# Not made (an old JDK, say): a warning, and daggers start without it.
+$(JVM_ARCHIVE_STAMP): $(STAMP)
+	$(BIN)/python -m jobs.jvm_archive
+	touch $@
 
 $(UI_STAMP): tests/ui/package.json tests/ui/package-lock.json
 	test -x /usr/bin/chromium || (apt-get update -qq && \

@@ -10,10 +10,14 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from jobs.jvm_archive import driver_java_options
 from jobs.sources.kafka import KafkaStreamDataSource
 from jobs.sources.parquet import ParquetStreamDataSource
 
 DEFAULT_MASTER = "local[*]"
+
+# The JVM writes /tmp/hsperfdata_<user> otherwise, whatever java.io.tmpdir says.
+JAVA_OPTIONS = "-XX:-UsePerfData -Duser.timezone=UTC"
 
 # Defaults for one machine; every key can be overridden through `extra_conf`.
 _DEFAULT_CONF = {
@@ -29,9 +33,7 @@ _DEFAULT_CONF = {
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
     "spark.ui.enabled": "false",
-    # The JVM writes /tmp/hsperfdata_<user> otherwise, whatever java.io.tmpdir says.
-    "spark.driver.extraJavaOptions": "-XX:-UsePerfData -Duser.timezone=UTC",
-    "spark.executor.extraJavaOptions": "-XX:-UsePerfData -Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": JAVA_OPTIONS,
 }
 
 # On one machine, Spark's default checkpoint writer (Hadoop's FileContext) runs a `readlink` and a `chmod`
@@ -68,7 +70,9 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
     local_conf = _LOCAL_CONF if master.startswith("local") else {}
-    for key, value in {**_DEFAULT_CONF, **local_conf, **(extra_conf or {})}.items():
+    # The driver's JVM starts on this machine whatever the master: it maps the class archive if made.
+    driver_conf = {"spark.driver.extraJavaOptions": driver_java_options(JAVA_OPTIONS)}
+    for key, value in {**_DEFAULT_CONF, **driver_conf, **local_conf, **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()

@@ -1,0 +1,103 @@
+"""A class-data-sharing archive for the Spark driver's JVM: `python -m jobs.jvm_archive` (run by `make`).
+
+A JVM starting Spark loads and verifies some 15,000 classes one by one, which takes seconds of a dagger's
+start-up. JDK 13+ can dump the classes an application loaded into an archive when the JVM exits
+(`-XX:ArchiveClassesAtExit`) and map them from it at the next start (`-XX:SharedArchiveFile`). This module
+makes the archive once, from a short bounded run of the example dagger on the embedded broker (the classes
+of a streaming query over a Python data source, Arrow, foreachBatch and the checkpoint), and
+`driver_java_options` adds it to every driver JVM when it exists.
+
+The JVM checks the archive against itself and the class path: an archive made by another JDK, or for
+another Spark installation, is ignored with a warning and the JVM loads its classes as before, so a stale
+archive costs time, never correctness. `make` makes it again when the virtualenv is rebuilt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ARCHIVE = Path(
+    os.environ.get("DAGGER_JVM_ARCHIVE", Path(__file__).resolve().parents[1] / "build" / "jvm" / "driver.jsa")
+)
+_BOOKINGS = 2_000
+_JVM_EXIT_TIMEOUT_S = 120.0
+
+log = logging.getLogger(__name__)
+
+
+def driver_java_options(base: str) -> str:
+    """`base` plus the archive option when the archive exists."""
+    return f"{base} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.is_file() else base
+
+
+def build(archive: Path = ARCHIVE) -> None:
+    """Runs the example dagger over a few thousand bookings in a JVM that dumps its classes on exit."""
+    from pyspark import SparkContext
+
+    from jobs.broker import EmbeddedBroker
+    from jobs.cli import EXAMPLE_DAGGER
+    from jobs.generator import BookingProducer, booking_batch
+    from jobs.protoc import compile_descriptor_set
+    from jobs.raystack import load_dagger_or_job
+    from jobs.runner import DaggerRun, build_dagger
+    from jobs.schema_registry import SchemaRegistry
+    from jobs.spark import JAVA_OPTIONS, spark_session
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    dumped = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
+    descriptor_set = compile_descriptor_set()
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="dagger-jvm-archive-") as work:
+        os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
+        producer = BookingProducer(
+            broker.bootstrap_servers, "bookings", SchemaRegistry.load([str(descriptor_set)])
+        )
+        producer.produce(booking_batch(0, _BOOKINGS))
+        producer.flush()
+        spark = spark_session(
+            "local[*]",
+            app_name="dagger-jvm-archive",
+            # Classes the archive cannot hold (reflection stubs Spark generates) are warned about one by
+            # one: errors only.
+            extra_conf={
+                "spark.driver.extraJavaOptions": (
+                    f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={dumped} -Xlog:cds*=error"
+                )
+            },
+        )
+        spec = load_dagger_or_job(EXAMPLE_DAGGER)
+        run = DaggerRun(
+            spark, build_dagger(spark, spec), bounded=True, checkpoint_location=f"{work}/checkpoint"
+        )
+        run.start()
+        try:
+            run.wait()
+        finally:
+            run.stop()
+        jvm = SparkContext._gateway.proc  # type: ignore[union-attr]
+        spark.stop()
+        # The JVM exits when its standard input closes, and writes the archive as it exits.
+        jvm.stdin.close()
+        jvm.wait(_JVM_EXIT_TIMEOUT_S)
+    if not dumped.is_file():
+        raise RuntimeError(f"the JVM exited without writing {dumped}")
+    dumped.replace(archive)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    log.setLevel(logging.INFO)
+    try:
+        build()
+    except Exception as error:  # the archive only saves time: a dagger starts without it
+        log.warning("JVM class archive not made (%s); daggers start without it", error)
+        return 0
+    log.info("JVM class archive: %s (%.0f MB)", ARCHIVE, ARCHIVE.stat().st_size / 1e6)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
