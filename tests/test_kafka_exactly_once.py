@@ -72,6 +72,28 @@ def marked(records: list[Message], marker_list: list[dict]) -> list[Message]:
     return [record for record in records if headers(record)[ATTEMPT_HEADER] in attempts]
 
 
+def leave_transaction_open(
+    kafka, sink_topic: str, sink_id: str, payloads: list[bytes], *, batch: int, partition: int, attempt: str
+) -> tuple[Producer, dict[str, str]]:
+    """What a task killed mid-write leaves: rows of `batch` in an open transaction under the task's
+    transactional id, and no marker. Returns the producer (keep it: the transaction stays open while it
+    lives) and the rows' headers."""
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "transactional.id": transactional_id(sink_id, partition),
+            "log_level": 3,
+        }
+    )
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    row_headers = {ATTEMPT_HEADER: attempt, BATCH_HEADER: str(batch), PARTITION_HEADER: str(partition)}
+    for payload in payloads:
+        producer.produce(sink_topic, payload, headers=list(row_headers.items()))
+    assert producer.flush(10) == 0
+    return producer, row_headers
+
+
 def expected_ids(count: int) -> list[str]:
     return [f"o{index}" for index in range(count)]
 
@@ -173,19 +195,11 @@ def test_rows_of_a_transaction_cut_short_by_a_crash_are_not_counted_and_the_batc
     crashing.run.stop()
     assert str(crashing.run.query.id) == query_id  # same checkpoint, same sink identity
     # ...while its sink task had produced part of the batch, and no marker, in an open transaction.
-    partial = Producer(
-        {
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "transactional.id": transactional_id(sink_identity(spec.name, query_id, 0), 0),
-            "log_level": 3,
-        }
+    sink_id = sink_identity(spec.name, query_id, 0)
+    payloads = order_payloads(registry, 4, 2)
+    _partial, crashed = leave_transaction_open(
+        kafka, sink, sink_id, payloads, batch=1, partition=0, attempt="crashed-attempt"
     )
-    partial.init_transactions(10)
-    partial.begin_transaction()
-    crashed = {ATTEMPT_HEADER: "crashed-attempt", BATCH_HEADER: "1", PARTITION_HEADER: "0"}
-    for payload in order_payloads(registry, 4, 2):
-        partial.produce(sink, payload, headers=list(crashed.items()))
-    assert partial.flush(10) == 0
 
     replay = start_dagger(spec)
     replay.process_available()
@@ -217,18 +231,10 @@ def test_a_transaction_a_killed_run_left_open_is_aborted_when_the_next_run_start
     first.run.stop()
     query_id = str(first.run.query.id)
 
-    killed = Producer(
-        {
-            "bootstrap.servers": kafka.bootstrap_servers,
-            "transactional.id": transactional_id(sink_identity(spec.name, query_id, 0), 1),
-            "log_level": 3,
-        }
+    sink_id = sink_identity(spec.name, query_id, 0)
+    _killed, cut_short = leave_transaction_open(
+        kafka, sink, sink_id, order_payloads(registry, 90, 1), batch=1, partition=1, attempt="killed-attempt"
     )
-    killed.init_transactions(10)
-    killed.begin_transaction()
-    cut_short = {ATTEMPT_HEADER: "killed-attempt", BATCH_HEADER: "1", PARTITION_HEADER: "1"}
-    killed.produce(sink, order_payloads(registry, 90, 1)[0], headers=list(cut_short.items()))
-    assert killed.flush(10) == 0
     assert len(read_committed(kafka, sink)) == 4  # nothing past the open transaction
 
     kafka.produce(source, order_payloads(registry, 4, 3), partition=lambda index: 0)
