@@ -529,7 +529,9 @@ class DaggerRun:
             ):
                 time.sleep(0.05)
             self.query.stop()
-        self._drain_progress()
+        # The listener may not have delivered the last batch's progress yet: its report (and the Dagster
+        # observation made of it) would be lost.
+        self._await_progress_of_last_batch()
         self._group_offsets.close()
         try:
             self.spark.streams.removeListener(self._events)
