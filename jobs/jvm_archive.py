@@ -1,6 +1,6 @@
 """A class-data-sharing archive for the Spark driver's JVM: `python -m jobs.jvm_archive` (run by `make`).
 
-A JVM starting Spark loads and verifies some 15,000 classes one by one, which takes seconds of a dagger's
+A JVM starting Spark loads and verifies thousands of classes one by one, which takes seconds of a dagger's
 start-up. JDK 13+ can dump the classes an application loaded into an archive when the JVM exits
 (`-XX:ArchiveClassesAtExit`) and map them from it at the next start (`-XX:SharedArchiveFile`). This module
 makes the archive once, from a short bounded run of the example dagger on the embedded broker (the classes
