@@ -10,7 +10,8 @@ output is compared with the output computed here, in Python, from what was produ
 
 What counts as committed output is what each sink itself records, never the broker's isolation (the
 embedded broker shows aborted transactions to read_committed consumers):
-  * Kafka: the rows whose `dagger.attempt` header names an attempt with a committed marker;
+  * Kafka: the rows whose `dagger.attempt` header names an attempt with a marker, both read with
+    read_uncommitted (the sink counts an attempt as committed once its marker shows);
   * Parquet: the files of batches that have a `committed` marker (or were committed and then pruned:
     batch b's markers go once batch b + 100 is committed, which needs b committed first).
 """
@@ -38,7 +39,7 @@ from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from jobs.schema_registry import SchemaRegistry
 from tests.conftest import KafkaHelper, kafka_sink, message_class
 from tests.dagster_deployment import DagsterDeployment, wait_for, write_orders_dagger
-from tests.test_kafka_exactly_once import headers, marked, markers
+from tests.test_kafka_exactly_once import headers, marked
 
 SEED_VARIABLE = "DAGGER_CRASH_SEED"
 ORDER = "dagger.testing.Order"
@@ -160,10 +161,11 @@ class KafkaOutput:
     incomplete_markers: list[str]
     """Markers whose attempt has fewer or more rows than the marker counts (a loss, or a bug)."""
     markers: list[dict]
-    """The committed markers, in the order the marker topic holds them."""
+    """The markers, in the order the marker topic holds them."""
     hidden: int
-    """Records that read_committed consumers do not see: behind a transaction left open (the embedded
-    broker shows aborted ones), a liveness failure of the sink."""
+    """Records that read_committed consumers do not see. On the embedded broker a transaction whose commit
+    succeeded can stay open for ever after its transactional id was fenced a few times (a broker defect,
+    reproduced without Spark; see the README), and read_committed readers stop there."""
 
     def where_missing(self, missing: Iterable[OutputRow], lake: LakeOutput) -> list[str]:
         """For rows the Kafka sink lacks: the lake file that holds each, and the Kafka markers of that
@@ -185,9 +187,10 @@ class KafkaOutput:
 
 
 def read_kafka_output(kafka: KafkaHelper, registry: SchemaRegistry, topic: str) -> KafkaOutput:
-    records = kafka.read_all(topic, isolation_level="read_committed")
-    hidden = len(kafka.read_all(topic)) - len(records)
-    marker_list = markers(kafka, topic)
+    # read_uncommitted: the embedded broker can leave a committed transaction open for ever (see `hidden`).
+    records = kafka.read_all(topic)
+    hidden = len(records) - len(kafka.read_all(topic, isolation_level="read_committed"))
+    marker_list = [json.loads(record.value()) for record in kafka.read_all(f"{topic}.dagger-commits")]
     decode = message_class(registry, ORDER).FromString
     committed = []
     for record in marked(records, marker_list):

@@ -59,11 +59,12 @@ exactly_once
     key for as long as the checkpoint lives (the sink creates it compacted); rows and markers must be on
     the same cluster (one transaction holds both).
 
-    Consumers with read_uncommitted, and brokers that do not hide aborted transactions (the embedded
-    tansu broker shows them to read_committed consumers), see the rows of aborted attempts too. On
-    those, the output restricted to attempts that have a marker is still exactly once: rows are flushed
-    before their marker is produced, so a visible marker means all its rows are visible, and an attempt
-    without one was aborted or cut short and its batch written again by a new attempt.
+    Consumers with read_uncommitted see the rows of aborted attempts too. So does everyone on a broker
+    that does not hide aborted transactions (the embedded tansu broker shows them to read_committed
+    consumers). There the sink itself counts an attempt as committed once its marker shows, so the
+    output restricted to attempts that have a marker is exactly once: rows are flushed before their
+    marker is produced, so a visible marker means all its rows are visible, and an attempt without one
+    was aborted or cut short and its batch written again by a new attempt.
 """
 
 from __future__ import annotations
