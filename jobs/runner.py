@@ -193,26 +193,37 @@ def stream_view_schema(
     return StructType([field for field in reader.layout.spark_schema if field.name != VALID_RECORD_COLUMN])
 
 
-def _fields_to_decode(
-    registry: SchemaRegistry, sql: str, stream: KafkaStream | ParquetStream
-) -> list[str] | None:
-    """Only the fields the query and the stream's pre-processors may read are decoded and passed to Spark
-    (None: all of them)."""
-    names = [field.name for field in registry.message(stream.proto_message).fields]
-    fields = sql_stage.referenced_fields(sql, names)
+@dataclass(frozen=True)
+class _ColumnsRead:
+    """What a stream's source must produce: the message fields to decode and the metadata columns to
+    emit (None: all of them)."""
+
+    fields: list[str] | None = None
+    metadata: list[str] | None = None
+
+
+def _columns_read(registry: SchemaRegistry, sql: str, stream: KafkaStream | ParquetStream) -> _ColumnsRead:
+    """Only the columns the query and the stream's pre-processors may read are built and passed to Spark."""
+    fields = [field.name for field in registry.message(stream.proto_message).fields]
+    metadata = _DATA_SOURCES[stream.kind].reader_class.metadata_schema.names
+    names = [*fields, *metadata]
+    read = sql_stage.referenced_fields(sql, names)
     for step in stream.pre_processors:
-        read = _fields_read_by(step, names)
-        if fields is None or read is None:
-            return None
-        fields = [*fields, *read]
-    if fields is None:
-        return None
+        read_by_step = _fields_read_by(step, names)
+        if read is None or read_by_step is None:
+            return _ColumnsRead()
+        read = [*read, *read_by_step]
+    if read is None:
+        return _ColumnsRead()
     event_time = stream.event_time_field.split(".")[0]
-    return [name for name in names if name in fields or name == event_time]
+    return _ColumnsRead(
+        fields=[name for name in fields if name in read or name == event_time],
+        metadata=[name for name in metadata if name in read],
+    )
 
 
 def _fields_read_by(step: Transformer, names: list[str]) -> list[str] | None:
-    """The fields a pre-processor may read (None: any, as user code and plugins may)."""
+    """The columns a pre-processor may read (None: any, as user code and plugins may)."""
     if isinstance(step, InvalidRecordFilter):
         return []
     if isinstance(step, Deduplicate):
@@ -236,8 +247,10 @@ def _stream_frame(
 ) -> DataFrame:
     data_source = _DATA_SOURCES[stream.kind]
     try:  # message, event-time field and column names are checked here, not in a failing task
-        fields = _fields_to_decode(registry, spec.sql, stream) if project else None
-        layout = data_source.reader_class(stream, descriptor_sets, spec.rowtime_column, fields).layout
+        columns = _columns_read(registry, spec.sql, stream) if project else _ColumnsRead()
+        layout = data_source.reader_class(
+            stream, descriptor_sets, spec.rowtime_column, columns.fields, columns.metadata
+        ).layout
     except (LookupError, ValueError) as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
@@ -246,7 +259,8 @@ def _stream_frame(
         .option("stream", stream.model_dump_json())
         .option("descriptor_sets", descriptor_sets)
         .option("rowtime_column", spec.rowtime_column)
-        .option("fields", json.dumps(fields))
+        .option("fields", json.dumps(columns.fields))
+        .option("metadata", json.dumps(columns.metadata))
         .load()
     )
     # Counted here (visible in every progress report), then removed with the flag before SQL sees them.

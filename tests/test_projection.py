@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.sql import referenced_fields
-from tests.conftest import message_class
+from tests.conftest import kafka_stream, message_class, order_payloads
 
 FIELDS = ["order_id", "customer_id", "amount", "created_at"]
 
@@ -38,11 +41,11 @@ def test_a_projection_decodes_the_kept_fields_exactly(registry):
     assert row == {name: full_row[name] for name in ("id", "segments", "labels", "points_by_id")}
 
 
-def test_pre_processors_add_the_fields_they_read_and_user_code_keeps_every_field(registry):
-    from jobs.runner import _fields_to_decode
+def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_column(registry):
+    from jobs.runner import _columns_read
     from jobs.spec import KafkaStream
 
-    def decoded(pre_processors: list[dict]) -> list[str] | None:
+    def read(pre_processors: list[dict], sql: str = "SELECT order_id FROM orders") -> tuple:
         stream = KafkaStream.model_validate(
             {
                 "kind": "kafka",
@@ -54,18 +57,68 @@ def test_pre_processors_add_the_fields_they_read_and_user_code_keeps_every_field
                 "pre_processors": pre_processors,
             }
         )
-        return _fields_to_decode(registry, "SELECT order_id FROM orders", stream)
+        columns = _columns_read(registry, sql, stream)
+        return columns.fields, columns.metadata
 
-    assert decoded([]) == ["order_id", "created_at"]
-    assert decoded(
+    assert read([]) == (["order_id", "created_at"], [])
+    assert read(
         [
             {"kind": "invalid_record_filter"},
             {"kind": "deduplicate", "key_column": "customer_id", "ttl": "1h"},
         ]
-    ) == ["order_id", "customer_id", "created_at"]
-    assert decoded([{"kind": "hash", "columns": ["amount"]}]) == ["order_id", "amount", "created_at"]
-    assert decoded([{"kind": "sql", "sql": "SELECT *, amount FROM orders WHERE amount > 1"}]) is None
-    assert decoded([{"kind": "sql", "sql": "SELECT order_id FROM orders WHERE amount > 1"}]) == [
-        "order_id", "amount", "created_at",
-    ]  # fmt: skip
-    assert decoded([{"kind": "custom", "transformer": "tests.custom_transformer:label_rows"}]) is None
+    ) == (["order_id", "customer_id", "created_at"], [])
+    assert read([{"kind": "deduplicate", "key_column": "kafka_key", "ttl": "1h"}]) == (
+        ["order_id", "created_at"], ["kafka_key"],
+    )  # fmt: skip
+    assert read([{"kind": "hash", "columns": ["amount"]}]) == (["order_id", "amount", "created_at"], [])
+    assert read([{"kind": "sql", "sql": "SELECT *, amount FROM orders WHERE amount > 1"}]) == (None, None)
+    assert read([{"kind": "sql", "sql": "SELECT order_id FROM orders WHERE amount > 1"}]) == (
+        ["order_id", "amount", "created_at"], [],
+    )  # fmt: skip
+    assert read([{"kind": "custom", "transformer": "tests.custom_transformer:label_rows"}]) == (None, None)
+    assert read([], "SELECT order_id, KAFKA_OFFSET FROM orders WHERE kafka_topic = 't'") == (
+        ["order_id", "created_at"], ["kafka_topic", "kafka_offset"],
+    )  # fmt: skip
+    assert read([], "SELECT * FROM orders") == (None, None)
+
+
+def test_metadata_columns_reach_the_query_exactly_and_only_when_it_names_them(
+    kafka, registry, spark, make_dagger, start_dagger
+):
+    topic = kafka.new_topic("metadata")
+    timestamps_ms = [1_700_000_000_123, 1_700_000_001_456, 1_700_000_002_789]
+    kafka.produce(
+        topic, order_payloads(registry, 0, 3), timestamps_ms=timestamps_ms, keys=[b"k0", None, b"k2"]
+    )
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+    )
+    log = [{"kind": "log", "max_rows_per_batch": 100}]
+
+    named = make_dagger(
+        streams=[stream],
+        sql="SELECT order_id, kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, kafka_key "
+        "FROM orders",
+        sinks=log,
+    )
+    running = start_dagger(named)
+    running.process_available()
+    rows = sorted(
+        (json.loads(line.split(" | ", 1)[1]) for line in running.logged), key=lambda row: row["order_id"]
+    )
+    assert rows == [
+        {
+            "order_id": f"o{index}",
+            "kafka_topic": topic,
+            "kafka_partition": 0,
+            "kafka_offset": index,
+            # The log sink prints timestamps in UTC without an offset, bytes as hex.
+            "kafka_timestamp": datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f"),
+            "kafka_key": key,
+        }
+        for index, (millis, key) in enumerate(zip(timestamps_ms, ["6b30", None, "6b32"], strict=True))
+    ]
+
+    running.run.stop()
+    start_dagger(make_dagger(streams=[stream], sql="SELECT order_id FROM orders", sinks=log))
+    assert spark.table("orders").columns == ["order_id", "created_at", "rowtime"]

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from jobs.python_workers import freeze_imported_objects
+
 PartitionWriter = Callable[[Iterator[pa.RecordBatch]], int]
 
 
@@ -21,6 +23,7 @@ def write_partitions(batch: DataFrame, write: PartitionWriter) -> int:
     names = batch.columns
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imported_objects()
         renamed = (arrow_batch.rename_columns(names) for arrow_batch in batches)
         yield pa.RecordBatch.from_pydict({"rows": [write(renamed)]})
 

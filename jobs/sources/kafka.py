@@ -31,6 +31,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from jobs.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors, flush_or_fail
+from jobs.python_workers import freeze_imported_objects
 from jobs.sources.stream_batches import ProtoStreamDataSource, ProtoStreamReader, StreamLayout
 from jobs.spec import KafkaStream
 
@@ -109,9 +110,14 @@ class KafkaStreamReader(ProtoStreamReader):
     stream: KafkaStream
 
     def __init__(
-        self, stream: KafkaStream, descriptor_sets: str, rowtime_column: str, fields: list[str] | None = None
+        self,
+        stream: KafkaStream,
+        descriptor_sets: str,
+        rowtime_column: str,
+        fields: list[str] | None = None,
+        metadata: list[str] | None = None,
     ) -> None:
-        super().__init__(stream, descriptor_sets, rowtime_column, fields)
+        super().__init__(stream, descriptor_sets, rowtime_column, fields, metadata)
         self._consumer: Consumer | None = None  # driver side only, created on first use
         self._client_errors = ClientErrors()  # what the consumer reported since the last call
         self._latest: Offsets | None = None
@@ -316,6 +322,7 @@ class KafkaStreamReader(ProtoStreamReader):
     # ---- executor side ---------------------------------------------------------------------------
 
     def read(self, partition: KafkaPartitionRange) -> Iterator[pa.RecordBatch]:
+        freeze_imported_objects()
         reader = _PartitionReader(self.stream, self.layout, partition)
         finished = False
         try:
@@ -591,16 +598,22 @@ class _PartitionReader:
         valid = None
         if invalid:
             valid = self._apply_invalid_record_policy(messages, invalid)
-        metadata = [
-            pa.repeat(self.range.topic, len(messages)),
-            pa.repeat(pa.scalar(self.range.partition, pa.int32()), len(messages)),
-            pa.array(offsets, pa.int64()),
-            pa.array([message.timestamp()[1] * 1000 for message in messages], pa.int64()).cast(
-                METADATA_SCHEMA.field("kafka_timestamp").type
-            ),
-            pa.array([message.key() for message in messages], pa.binary()),
-        ]
+        metadata = [self._metadata_column(name, messages, offsets) for name in self.layout.metadata.names]
         return self.layout.assemble(decoded, metadata, valid)
+
+    def _metadata_column(self, name: str, messages: list[Message], offsets: list[int]) -> pa.Array:
+        if name == "kafka_topic":
+            return pa.repeat(self.range.topic, len(messages))
+        if name == "kafka_partition":
+            return pa.repeat(pa.scalar(self.range.partition, pa.int32()), len(messages))
+        if name == "kafka_offset":
+            return pa.array(offsets, pa.int64())
+        if name == "kafka_timestamp":
+            millis = pa.array([message.timestamp()[1] for message in messages], pa.int64())
+            return millis.cast(pa.timestamp("ms", tz="UTC")).cast(METADATA_SCHEMA.field(name).type)
+        if name == "kafka_key":
+            return pa.array([message.key() for message in messages], pa.binary())
+        raise KeyError(f"no metadata column {name!r}")
 
     def _apply_invalid_record_policy(self, messages: list[Message], invalid: dict[int, str]) -> pa.Array:
         policy = self.stream.invalid_records

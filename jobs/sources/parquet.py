@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
+from jobs.python_workers import freeze_imported_objects
 from jobs.sources.stream_batches import ROWTIME_TYPE, ProtoStreamDataSource, ProtoStreamReader
 from jobs.spec import ParquetStream
 
@@ -112,6 +113,7 @@ class ParquetStreamReader(ProtoStreamReader):
         ]
 
     def read(self, partition: ParquetFilePartition) -> Iterator[pa.RecordBatch]:
+        freeze_imported_objects()
         try:
             parquet_file = pq.ParquetFile(partition.path)
         except (OSError, pa.ArrowInvalid) as error:
@@ -121,8 +123,8 @@ class ParquetStreamReader(ProtoStreamReader):
         layout = self.layout
         for batch in parquet_file.iter_batches(batch_size=_READ_BATCH_ROWS):
             decoded = self._conform(batch, layout.decoder.schema, partition.path)
-            source_file = pa.repeat(partition.path, batch.num_rows)
-            yield layout.assemble(decoded, [source_file])
+            source_file = [pa.repeat(partition.path, batch.num_rows)] if layout.metadata.names else []
+            yield layout.assemble(decoded, source_file)
 
     def _conform(self, batch: pa.RecordBatch, target: pa.Schema, path: str) -> pa.RecordBatch:
         columns = []

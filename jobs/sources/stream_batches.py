@@ -103,6 +103,7 @@ class StreamLayout:
                 "for its own columns; choose another rowtime_column or rename the field"
             )
         self.decoder = decoder
+        self.metadata = metadata
         self.event_time_field = event_time_field
         self.schema = pa.schema(
             [
@@ -120,7 +121,7 @@ class StreamLayout:
     def assemble(
         self, decoded: pa.RecordBatch, metadata: Sequence[pa.Array], valid: pa.Array | None = None
     ) -> pa.RecordBatch:
-        """Decoded message columns + metadata -> a batch of `self.schema`.
+        """Decoded message columns + metadata (the columns of `self.metadata`) -> a batch of `self.schema`.
 
         The rowtime is the event-time field; a record without one gets the epoch, as Dagger does, so the
         watermark treats it as late rather than the query failing.
@@ -141,22 +142,31 @@ class ProtoStreamReader(DataSourceStreamReader):
     decoder on first use.
     """
 
-    metadata_schema: pa.Schema
+    metadata_schema: pa.Schema  # every metadata column the source can emit
 
     def __init__(
-        self, stream: BaseModel, descriptor_sets: str, rowtime_column: str, fields: list[str] | None = None
+        self,
+        stream: BaseModel,
+        descriptor_sets: str,
+        rowtime_column: str,
+        fields: list[str] | None = None,
+        metadata: list[str] | None = None,
     ) -> None:
         self.stream = stream
         self.descriptor_sets = descriptor_sets
         self.rowtime_column = rowtime_column
         self.fields = fields
+        self.metadata = metadata
 
     @property
     def layout(self) -> StreamLayout:
         decoder = decoder_for(self.descriptor_sets, self.stream.proto_message, self.fields)
+        emitted = [
+            field for field in self.metadata_schema if self.metadata is None or field.name in self.metadata
+        ]
         return StreamLayout(
             decoder,
-            self.metadata_schema,
+            pa.schema(emitted),
             self.stream.event_time_field,
             self.rowtime_column,
             self.stream.row_layout,
@@ -165,8 +175,9 @@ class ProtoStreamReader(DataSourceStreamReader):
 
 class ProtoStreamDataSource(DataSource):
     """Base of the stream data sources. Options: `stream` (the stream model as JSON), `descriptor_sets`
-    (see `encode_descriptor_sets`), `rowtime_column` and `fields` (JSON list of the message fields to
-    decode, or `null` for all)."""
+    (see `encode_descriptor_sets`), `rowtime_column`, `fields` (JSON list of the message fields to
+    decode, or `null` for all) and `metadata` (JSON list of the metadata columns to emit, or `null` for
+    all): a column nobody reads costs its building in Python and its conversion in the JVM."""
 
     stream_model: type[BaseModel]
     reader_class: type[ProtoStreamReader]
@@ -174,8 +185,9 @@ class ProtoStreamDataSource(DataSource):
     def _reader(self) -> ProtoStreamReader:
         stream = self.stream_model.model_validate_json(self.options["stream"])
         fields = json.loads(self.options.get("fields", "null"))
+        metadata = json.loads(self.options.get("metadata", "null"))
         return self.reader_class(
-            stream, self.options["descriptor_sets"], self.options["rowtime_column"], fields
+            stream, self.options["descriptor_sets"], self.options["rowtime_column"], fields, metadata
         )
 
     def schema(self) -> StructType:
