@@ -3,9 +3,12 @@ source runner import the source and pickle its reader, and each such process pay
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import order_payloads
 
 _PLAN_A_KAFKA_STREAM = """
 import json, pickle, sys
@@ -41,3 +44,46 @@ def test_planning_a_kafka_stream_loads_neither_pandas_nor_urllib(descriptor_set:
         timeout=120,
     ).stdout
     assert loaded.strip() == "[]"
+
+
+_READ_AND_WRITE_A_PARTITION = """
+import json, sys
+from jobs.sinks.kafka import KafkaPartitionWriter
+from jobs.sources.kafka import KafkaPartitionRange, KafkaStreamReader
+from jobs.sources.stream_batches import encode_descriptor_sets
+from jobs.spec import KafkaSink, KafkaStream
+
+descriptor_set, servers, source_topic, sink_topic, count = sys.argv[1:]
+with open(descriptor_set, "rb") as payload:
+    descriptor_sets = encode_descriptor_sets([payload.read()])
+stream = KafkaStream(
+    kind="kafka", table="orders", proto_message="dagger.testing.Order", event_time_field="created_at",
+    topics=[source_topic], bootstrap_servers=servers,
+)
+fields = ["order_id", "customer_id", "amount", "created_at"]
+reader = KafkaStreamReader(stream, descriptor_sets, "rowtime", fields, ["kafka_offset", "kafka_timestamp"])
+batches = list(reader.read(KafkaPartitionRange(source_topic, 0, 0, int(count))))
+sink = KafkaSink(
+    kind="kafka", topic=sink_topic, proto_message="dagger.testing.Order", bootstrap_servers=servers
+)
+projected = (batch.select(fields) for batch in batches)
+written = KafkaPartitionWriter(sink, descriptor_sets, 0).write(projected)
+offsets = [offset for batch in batches for offset in batch.column("kafka_offset").to_pylist()]
+print(json.dumps({"written": written, "offsets": offsets, "pandas": "pandas" in sys.modules}))
+"""
+
+
+def test_a_worker_reading_and_writing_kafka_does_not_load_pandas(
+    descriptor_set: Path, kafka, registry
+) -> None:
+    """A task worker's hot path (read a partition with metadata columns, encode and produce the rows) builds
+    its Arrow values from buffers: pandas would add about 40 MB to every Python worker."""
+    source_topic, sink_topic = kafka.new_topic("worker-in"), kafka.new_topic("worker-out")
+    kafka.produce(source_topic, order_payloads(registry, 0, 5))
+    answer = subprocess.run(
+        [sys.executable, "-c", _READ_AND_WRITE_A_PARTITION, str(descriptor_set), kafka.bootstrap_servers,
+         source_topic, sink_topic, "5"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert json.loads(answer) == {"written": 5, "offsets": [0, 1, 2, 3, 4], "pandas": False}
+    assert [record.value() for record in kafka.read_all(sink_topic)] == order_payloads(registry, 0, 5)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from jobs.arrow_values import int_array
 from jobs.python_workers import freeze_imported_objects
 
 PartitionWriter = Callable[[Iterator[pa.RecordBatch]], int]
@@ -25,7 +26,7 @@ def write_partitions(batch: DataFrame, write: PartitionWriter) -> int:
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_imported_objects()
         renamed = (arrow_batch.rename_columns(names) for arrow_batch in batches)
-        yield pa.RecordBatch.from_pydict({"rows": [write(renamed)]})
+        yield pa.RecordBatch.from_arrays([int_array([write(renamed)])], names=["rows"])
 
     # Dotted result names (`point.x`) would be read as struct fields by mapInArrow: go positional.
     positional = batch.toDF(*(f"_{index}" for index in range(len(names))))

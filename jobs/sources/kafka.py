@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from jobs.arrow_values import bool_array, int_array, scalar
 from jobs.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors, flush_or_fail
 from jobs.python_workers import freeze_imported_objects
 from jobs.sources.stream_batches import ProtoStreamDataSource, ProtoStreamReader, StreamLayout
@@ -603,15 +604,15 @@ class _PartitionReader:
 
     def _metadata_column(self, name: str, messages: list[Message], offsets: list[int]) -> pa.Array:
         if name == "kafka_topic":
-            return pa.repeat(self.range.topic, len(messages))
+            return pa.repeat(scalar(self.range.topic, pa.string()), len(messages))
         if name == "kafka_partition":
-            return pa.repeat(pa.scalar(self.range.partition, pa.int32()), len(messages))
+            return pa.repeat(scalar(self.range.partition, pa.int32()), len(messages))
         if name == "kafka_offset":
-            return pa.array(offsets, pa.int64())
+            return int_array(offsets)
         if name == "kafka_timestamp":
-            millis = pa.array([message.timestamp()[1] for message in messages], pa.int64())
-            return millis.cast(pa.timestamp("ms", tz="UTC")).cast(METADATA_SCHEMA.field(name).type)
-        if name == "kafka_key":
+            millis = int_array([message.timestamp()[1] for message in messages], pa.timestamp("ms", tz="UTC"))
+            return millis.cast(METADATA_SCHEMA.field(name).type)
+        if name == "kafka_key":  # the one column that still converts Python values (and loads pandas)
             return pa.array([message.key() for message in messages], pa.binary())
         raise KeyError(f"no metadata column {name!r}")
 
@@ -632,7 +633,7 @@ class _PartitionReader:
         flags = [True] * len(messages)
         for index in invalid:
             flags[index] = False
-        return pa.array(flags, pa.bool_())
+        return bool_array(flags)
 
     def _send_to_dead_letter_topic(self, records: list[tuple[Message, str]]) -> None:
         if self._dead_letters is None:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
+from jobs.arrow_values import scalar
 from jobs.python_workers import freeze_imported_objects
 from jobs.sources.stream_batches import ROWTIME_TYPE, ProtoStreamDataSource, ProtoStreamReader
 from jobs.spec import ParquetStream
@@ -121,9 +122,10 @@ class ParquetStreamReader(ProtoStreamReader):
                 f"stream {self.stream.table!r}: cannot read {partition.path}: {error}"
             ) from None
         layout = self.layout
+        path = scalar(partition.path, pa.string())
         for batch in parquet_file.iter_batches(batch_size=_READ_BATCH_ROWS):
             decoded = self._conform(batch, layout.decoder.schema, partition.path)
-            source_file = [pa.repeat(partition.path, batch.num_rows)] if layout.metadata.names else []
+            source_file = [pa.repeat(path, batch.num_rows)] if layout.metadata.names else []
             yield layout.assemble(decoded, source_file)
 
     def _conform(self, batch: pa.RecordBatch, target: pa.Schema, path: str) -> pa.RecordBatch:

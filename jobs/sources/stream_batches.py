@@ -21,15 +21,14 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from jobs.arrow_values import scalar
 from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, column_at_path, timestamp_field_at_path
 from jobs.schema_registry import SchemaRegistry
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
 ROWTIME_TYPE = pa.timestamp("us", tz="UTC")
-# Built from its bytes, not with pa.scalar: pyarrow imports pandas (about 40 MB) the first time it converts
-# a Python value, and the processes that import this module only to plan the query or to track offsets
-# (Spark's planner workers, the streaming source runner) have no other use for it.
-_EPOCH = pa.Array.from_buffers(ROWTIME_TYPE, 1, [None, pa.py_buffer(bytes(8))])[0]
+_EPOCH = scalar(0, ROWTIME_TYPE)
+_VALID = scalar(True, pa.bool_())
 
 
 def encode_descriptor_sets(payloads: Sequence[bytes]) -> str:
@@ -128,7 +127,7 @@ class StreamLayout:
         """
         rowtime = pc.fill_null(column_at_path(decoded, self.event_time_field), _EPOCH)
         if valid is None:
-            valid = pa.repeat(True, decoded.num_rows)
+            valid = pa.repeat(_VALID, decoded.num_rows)
         columns = decoded.columns
         if self.dagger_layout is not None:
             columns, metadata = self.dagger_layout.convert(columns), []
