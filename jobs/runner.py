@@ -209,7 +209,7 @@ def _columns_read(registry: SchemaRegistry, sql: str, stream: KafkaStream | Parq
     names = [*fields, *metadata]
     read = sql_stage.referenced_fields(sql, names)
     for step in stream.pre_processors:
-        read_by_step = _fields_read_by(step, names)
+        read_by_step = _columns_read_by(step, names)
         if read is None or read_by_step is None:
             return _ColumnsRead()
         read = [*read, *read_by_step]
@@ -222,7 +222,7 @@ def _columns_read(registry: SchemaRegistry, sql: str, stream: KafkaStream | Parq
     )
 
 
-def _fields_read_by(step: Transformer, names: list[str]) -> list[str] | None:
+def _columns_read_by(step: Transformer, names: list[str]) -> list[str] | None:
     """The columns a pre-processor may read (None: any, as user code and plugins may)."""
     if isinstance(step, InvalidRecordFilter):
         return []
