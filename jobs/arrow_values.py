@@ -26,7 +26,7 @@ def int_array(values: Sequence[int], arrow_type: pa.DataType = _INT64) -> pa.Arr
 
 
 def bool_array(values: Sequence[bool]) -> pa.Array:
-    return int_array([1 if value else 0 for value in values], pa.int8()).cast(pa.bool_())
+    return int_array(values, pa.int8()).cast(pa.bool_())  # a bool is an int to Python's array
 
 
 def scalar(value: bool | int | str, arrow_type: pa.DataType) -> pa.Scalar:

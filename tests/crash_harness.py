@@ -39,7 +39,7 @@ from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from jobs.schema_registry import SchemaRegistry
 from tests.conftest import KafkaHelper, kafka_sink, message_class
 from tests.dagster_deployment import DagsterDeployment, wait_for, write_orders_dagger
-from tests.test_kafka_exactly_once import headers, marked
+from tests.test_kafka_exactly_once import headers, marked, markers
 
 SEED_VARIABLE = "DAGGER_CRASH_SEED"
 ORDER = "dagger.testing.Order"
@@ -190,7 +190,7 @@ def read_kafka_output(kafka: KafkaHelper, registry: SchemaRegistry, topic: str) 
     # read_uncommitted: the embedded broker can leave a committed transaction open for ever (see `hidden`).
     records = kafka.read_all(topic)
     hidden = len(records) - len(kafka.read_all(topic, isolation_level="read_committed"))
-    marker_list = [json.loads(record.value()) for record in kafka.read_all(f"{topic}.dagger-commits")]
+    marker_list = markers(kafka, topic, isolation_level="read_uncommitted")
     decode = message_class(registry, ORDER).FromString
     committed = []
     for record in marked(records, marker_list):

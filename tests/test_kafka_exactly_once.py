@@ -57,8 +57,9 @@ def headers(record: Message) -> dict[str, str]:
     return {name: value.decode() for name, value in record.headers() or []}
 
 
-def markers(kafka, sink_topic: str) -> list[dict]:
-    return [json.loads(record.value()) for record in read_committed(kafka, f"{sink_topic}.dagger-commits")]
+def markers(kafka, sink_topic: str, isolation_level: str = "read_committed") -> list[dict]:
+    records = kafka.read_all(f"{sink_topic}.dagger-commits", isolation_level=isolation_level)
+    return [json.loads(record.value()) for record in records]
 
 
 def order_ids(registry, records: list[Message]) -> list[str]:
