@@ -11,13 +11,20 @@ UI_STAMP := tests/ui/node_modules/.installed
 INFLUXD := /usr/bin/influxd
 # The driver JVM's class-data-sharing archive (jobs/jvm_archive.py), made again with the virtualenv.
 JVM_ARCHIVE_STAMP := build/jvm/.made
+# Apache Kafka for the tests: the broker's classpath, resolved by Maven from Maven Central (never for `run`).
+KAFKA_POM := tests/servers/apache_kafka/pom.xml
+KAFKA_STAMP := build/kafka/.resolved
+# The Postgres tests start a throwaway cluster of Debian 12's PostgreSQL 15, installed when missing.
+POSTGRES := /usr/lib/postgresql/15/bin/postgres
+# apt-get for the servers the tests need; one update per make run at most.
+APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
 .PHONY: run test lint bench protos clean
 
 run: $(STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m jobs demo
 
-test: $(STAMP) $(UI_STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP)
+test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(KAFKA_STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -43,13 +50,22 @@ $(JVM_ARCHIVE_STAMP): $(STAMP)
 	touch $@
 
 $(UI_STAMP): tests/ui/package.json tests/ui/package-lock.json
-	test -x /usr/bin/chromium || (apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
+	test -x /usr/bin/chromium || ($(APT_INSTALL) chromium chromium-driver)
 	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 $(INFLUXD):
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq influxdb influxdb-client
+	$(APT_INSTALL) influxdb influxdb-client
+
+# The server binaries only; the tests run their own cluster (tests/servers/postgres.py), never the package's.
+$(POSTGRES):
+	$(APT_INSTALL) postgresql
+
+$(KAFKA_STAMP): $(KAFKA_POM)
+	rm -rf build/kafka/libs
+	mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/kafka/libs
+	touch $@
 
 clean:
 	rm -rf build .dagger .pytest_cache test-artifacts

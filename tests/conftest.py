@@ -1,6 +1,8 @@
-"""Shared test infrastructure: one embedded broker, one Spark session and one schema registry per run.
+"""Shared test infrastructure: one Apache Kafka broker, one Spark session and one schema registry per run.
 
-Tests talk to the real broker and real Spark; the helpers here only produce, consume and build daggers.
+Tests talk to Apache Kafka and real Spark; the helpers here only produce, consume and build daggers. The
+smoke set that proves `make run`'s path is parametrized with `on_both_brokers` and also runs on the
+embedded broker.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ pytest_plugins = [
     "tests.servers.bigquery",  # `bigquery`: a bqemulator (REST + gRPC Storage Write API)
     "tests.servers.elasticsearch",  # `elasticsearch`: an osmem-server (Elasticsearch/OpenSearch REST)
     "tests.servers.influxdb",  # `influxdb`: Debian's influxd 1.6, with a v2 compatibility proxy
+    "tests.servers.kafka",  # `apache_kafka`: a KRaft Apache Kafka broker from Maven Central
+    "tests.servers.postgres",  # `postgres`: Debian's PostgreSQL, a throwaway cluster
     "tests.udf_sql",  # `sql`: one SELECT with Dagger's scalar functions registered
 ]
 
@@ -46,7 +50,8 @@ def registry(descriptor_set: Path) -> SchemaRegistry:
 
 
 @pytest.fixture(scope="session")
-def broker() -> Iterator[EmbeddedBroker]:
+def embedded_broker() -> Iterator[EmbeddedBroker]:
+    """The embedded broker `make run` uses, for the smoke set that proves its path."""
     with EmbeddedBroker() as running:
         yield running
 
@@ -142,9 +147,18 @@ class KafkaHelper:
             consumer.close()
 
 
+APACHE_KAFKA, EMBEDDED = "apache-kafka", "embedded-broker"
+
+on_both_brokers = pytest.mark.parametrize("kafka", [APACHE_KAFKA, EMBEDDED], indirect=True)
+"""Runs a test on Apache Kafka and on the embedded broker (the smoke set of `make run`'s path)."""
+
+
 @pytest.fixture(scope="session")
-def kafka(broker: EmbeddedBroker) -> KafkaHelper:
-    return KafkaHelper(broker.bootstrap_servers)
+def kafka(request: pytest.FixtureRequest) -> KafkaHelper:
+    """Apache Kafka, or the embedded broker for tests marked `on_both_brokers`."""
+    broker = getattr(request, "param", APACHE_KAFKA)
+    fixture = {APACHE_KAFKA: "apache_kafka", EMBEDDED: "embedded_broker"}[broker]
+    return KafkaHelper(request.getfixturevalue(fixture).bootstrap_servers)
 
 
 @pytest.fixture

@@ -23,50 +23,15 @@ from psycopg import sql
 from jobs.broker import free_port
 from jobs.runner import DaggerBuildError, DaggerQueryError
 from tests.conftest import kafka_stream, message_class
+from tests.servers.postgres import PostgresServer
 
 # --------------------------------------------------------------------------------------------------------
 # PostgreSQL
 # --------------------------------------------------------------------------------------------------------
 
-PG_HOST, PG_PORT, PG_DATABASE = "127.0.0.1", 5432, "test"
-
-
-def _pg_connect(user: str) -> psycopg.Connection:
-    return psycopg.connect(
-        host=PG_HOST, port=PG_PORT, dbname=PG_DATABASE, user=user, connect_timeout=3, autocommit=True
-    )
-
-
-def _pg_user() -> str | None:
-    for user in ("postgres", "root"):
-        try:
-            with _pg_connect(user):
-                return user
-        except psycopg.OperationalError:
-            continue
-    return None
-
-
-@pytest.fixture(scope="session")
-def pg_user() -> str:
-    """The local PostgreSQL server's user; the server is started if it is not running."""
-    user = _pg_user()
-    if user is None:
-        versions = sorted(path.name for path in Path("/etc/postgresql").iterdir())
-        assert versions, "no PostgreSQL cluster configured under /etc/postgresql"
-        command = ["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", "start"]
-        assert shutil.which("pg_ctlcluster"), "pg_ctlcluster not found"
-        subprocess.run(command, check=True, capture_output=True, timeout=60)
-        deadline = time.monotonic() + 30
-        while (user := _pg_user()) is None and time.monotonic() < deadline:
-            time.sleep(0.3)
-    assert user is not None, f"cannot connect to PostgreSQL at {PG_HOST}:{PG_PORT}/{PG_DATABASE}"
-    return user
-
-
 @pytest.fixture
-def pg(pg_user: str) -> Iterator[psycopg.Connection]:
-    with _pg_connect(pg_user) as connection:
+def pg(postgres: PostgresServer) -> Iterator[psycopg.Connection]:
+    with postgres.connect() as connection:
         yield connection
 
 
@@ -92,12 +57,15 @@ def pg_table(pg: psycopg.Connection) -> Iterator[Callable[[str, list[tuple]], st
         pg.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
-def pg_source(pg_user: str, query: str, variables: list[str], outputs: dict, **fields: Any) -> dict:
+def pg_source(
+    postgres: PostgresServer, query: str, variables: list[str], outputs: dict, **fields: Any
+) -> dict:
     return {
-        "host": PG_HOST,
-        "port": PG_PORT,
-        "user": pg_user,
-        "database": PG_DATABASE,
+        "host": postgres.host,
+        "port": postgres.port,
+        "user": postgres.user,
+        "password": postgres.password,
+        "database": postgres.database,
         "query_pattern": query,
         "query_variables": variables,
         "output_mapping": outputs,
@@ -172,7 +140,7 @@ def customers(pg_table) -> str:
 
 
 def test_postgres_enrichment_maps_result_columns_to_typed_output_fields(
-    kafka, registry, make_dagger, start_dagger, pg_user, pg_table, tmp_path
+    kafka, registry, make_dagger, start_dagger, postgres, pg_table, tmp_path
 ):
     table = customers(pg_table)
     topic = produce_orders(
@@ -181,7 +149,7 @@ def test_postgres_enrichment_maps_result_columns_to_typed_output_fields(
     post = {
         "postgres": [
             pg_source(
-                pg_user,
+                postgres,
                 f"SELECT name, tier, balance, since, tags, profile FROM {table} WHERE customer_id = %s",
                 ["customer_id"],
                 {
@@ -196,7 +164,7 @@ def test_postgres_enrichment_maps_result_columns_to_typed_output_fields(
             ),
             # Dagger's style: the value spliced into a quoted literal; bound as text here.
             pg_source(
-                pg_user,
+                postgres,
                 f"SELECT name || '!' AS shout, balance FROM {table} "
                 "WHERE customer_id = '%s' AND min_amount <= %s AND name NOT LIKE '%%z%%'",
                 ["customer_id", "amount"],
@@ -239,7 +207,7 @@ def test_postgres_enrichment_maps_result_columns_to_typed_output_fields(
 
 
 def test_postgres_variables_are_bound_never_spliced_into_the_sql(
-    kafka, registry, make_dagger, start_dagger, pg, pg_user, pg_table, tmp_path
+    kafka, registry, make_dagger, start_dagger, pg, postgres, pg_table, tmp_path
 ):
     table = customers(pg_table)
     drop = f"x'; DROP TABLE {table}; --"
@@ -250,14 +218,14 @@ def test_postgres_variables_are_bound_never_spliced_into_the_sql(
     post = {
         "postgres": [
             pg_source(
-                pg_user,
+                postgres,
                 f"SELECT name FROM {table} WHERE customer_id = %s",
                 ["customer_id"],
                 {"bare": "name"},
                 fail_on_errors=True,
             ),
             pg_source(
-                pg_user,
+                postgres,
                 f"SELECT name FROM {table} WHERE customer_id = '%s'",
                 ["customer_id"],
                 {"quoted": "name"},
@@ -279,7 +247,7 @@ def test_postgres_variables_are_bound_never_spliced_into_the_sql(
 
 
 def test_postgres_makes_one_query_per_row_with_non_empty_variables(
-    kafka, registry, make_dagger, start_dagger, pg, pg_user, pg_table, tmp_path
+    kafka, registry, make_dagger, start_dagger, pg, postgres, pg_table, tmp_path
 ):
     """Each query goes through a function that records its argument: the server's own count of calls."""
     table = customers(pg_table)
@@ -294,7 +262,7 @@ def test_postgres_makes_one_query_per_row_with_non_empty_variables(
     )
     orders = [("o1", "c1", 1.0), ("o2", "", 1.0), ("o3", "c2", 1.0), ("o4", "", 1.0), ("o5", "c1", 1.0)]
     topic = produce_orders(kafka, registry, orders)
-    source = pg_source(pg_user, f"SELECT name FROM {function}(%s)", ["customer_id"], {"name": "name"})
+    source = pg_source(postgres, f"SELECT name FROM {function}(%s)", ["customer_id"], {"name": "name"})
     try:
         running = start_dagger(order_dagger(make_dagger, kafka, topic, {"postgres": [source]}, tmp_path))
         running.process_available()
@@ -308,14 +276,14 @@ def test_postgres_makes_one_query_per_row_with_non_empty_variables(
 
 
 def test_postgres_more_than_one_row_is_invalid_configuration(
-    kafka, registry, make_dagger, start_dagger, pg_user, pg_table, tmp_path
+    kafka, registry, make_dagger, start_dagger, postgres, pg_table, tmp_path
 ):
     table = pg_table("customer_id text, name text", [("dup", "A"), ("dup", "B"), ("one", "C")])
     topic = produce_orders(kafka, registry, [("o1", "dup", 1.0), ("o2", "one", 1.0)])
 
     def post(fail_on_errors: bool) -> dict:
         query = f"SELECT name FROM {table} WHERE customer_id = %s"
-        source = pg_source(pg_user, query, ["customer_id"], {"name": "name"}, fail_on_errors=fail_on_errors)
+        source = pg_source(postgres, query, ["customer_id"], {"name": "name"}, fail_on_errors=fail_on_errors)
         return {"postgres": [source], "internal": [ORDER_ID]}
 
     lenient = start_dagger(order_dagger(make_dagger, kafka, topic, post(False), tmp_path, unique_name("pg")))
@@ -332,7 +300,7 @@ def test_postgres_more_than_one_row_is_invalid_configuration(
 
 
 def test_postgres_connections_per_worker_are_bounded_by_capacity(
-    kafka, registry, make_dagger, start_dagger, pg, pg_user, pg_table, tmp_path
+    kafka, registry, make_dagger, start_dagger, pg, postgres, pg_table, tmp_path
 ):
     table = customers(pg_table)
     topic = produce_orders(kafka, registry, [(f"o{index}", "c1", 1.0) for index in range(8)])
@@ -342,7 +310,7 @@ def test_postgres_connections_per_worker_are_bounded_by_capacity(
         f"FROM {table}, pg_sleep(0.2) WHERE customer_id = %s"
     )
     outputs = {"pid": {"path": "pid", "type": "BIGINT"}, "finished": {"path": "finished", "type": "DOUBLE"}}
-    source = pg_source(pg_user, query, ["customer_id"], outputs, capacity=2)
+    source = pg_source(postgres, query, ["customer_id"], outputs, capacity=2)
     name = unique_name("pg-capacity")
     spec = order_dagger(
         make_dagger, kafka, topic, {"postgres": [source], "internal": [ORDER_ID]}, tmp_path, name
@@ -576,9 +544,8 @@ def test_an_enrichment_that_cannot_apply_stops_the_dagger_before_start(
     from jobs.runner import build_dagger
 
     if kind == "postgres":
-        source = pg_source(
-            "postgres", "SELECT name FROM t WHERE customer_id = %s", ["customer_id"], {"n": "name"}
-        )
+        nowhere = PostgresServer("127.0.0.1", 1, "nobody", "unused", "none")  # never contacted
+        source = pg_source(nowhere, "SELECT name FROM t WHERE customer_id = %s", ["customer_id"], {"n": "name"})
     else:
         source = grpc_source("127.0.0.1:1", {"name": "$.name"})
     spec = order_dagger(make_dagger, kafka, "unused", {kind: [{**source, **changes}]}, tmp_path)
