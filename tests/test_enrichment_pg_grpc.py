@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
-import shutil
-import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -28,6 +25,7 @@ from tests.servers.postgres import PostgresServer
 # --------------------------------------------------------------------------------------------------------
 # PostgreSQL
 # --------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def pg(postgres: PostgresServer) -> Iterator[psycopg.Connection]:
@@ -545,7 +543,8 @@ def test_an_enrichment_that_cannot_apply_stops_the_dagger_before_start(
 
     if kind == "postgres":
         nowhere = PostgresServer("127.0.0.1", 1, "nobody", "unused", "none")  # never contacted
-        source = pg_source(nowhere, "SELECT name FROM t WHERE customer_id = %s", ["customer_id"], {"n": "name"})
+        query = "SELECT name FROM t WHERE customer_id = %s"
+        source = pg_source(nowhere, query, ["customer_id"], {"n": "name"})
     else:
         source = grpc_source("127.0.0.1:1", {"name": "$.name"})
     spec = order_dagger(make_dagger, kafka, "unused", {kind: [{**source, **changes}]}, tmp_path)

@@ -80,7 +80,7 @@ class BrokerSecurity:
 
     @property
     def broker_pem(self) -> Path:
-        """The broker's private key (PKCS#8) and certificate in one PEM file, as Kafka's PEM keystore reads."""
+        """The broker's private key (PKCS#8) and certificate in one PEM file: Kafka's PEM keystore."""
         return self.folder / "broker-keystore.pem"
 
     def certificates(self) -> None:
@@ -245,9 +245,7 @@ class ApacheKafka:
             "process.roles=broker,controller",
             "node.id=1",
             f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
-            "listeners=CLIENT://127.0.0.1:{0},INTERNAL://127.0.0.1:{1},CONTROLLER://127.0.0.1:{2}".format(
-                self.port, self.internal_port, self.controller_port
-            ),
+            f"listeners=CLIENT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},CONTROLLER://127.0.0.1:{self.controller_port}",
             f"advertised.listeners=CLIENT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}",
             f"listener.security.protocol.map=CLIENT:{client_protocol},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name=INTERNAL",
@@ -285,7 +283,7 @@ class ApacheKafka:
             try:
                 if admin.list_topics(timeout=2).brokers:
                     return
-            except Exception:  # noqa: BLE001 - not serving yet; the deadline decides
+            except Exception:
                 time.sleep(0.2)
         self.kill()
         raise ApacheKafkaError(f"the broker did not serve within {timeout_s:.0f}s: {self._output_tail()}")

@@ -55,9 +55,11 @@ class PostgresServer:
 
 def server_binaries() -> Path:
     """Debian's newest installed server's bin folder (`/usr/lib/postgresql/<major>/bin`)."""
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parent.parent.name))
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda path: int(path.parent.parent.name)
+    )
     if not found:
-        raise PostgresError("no PostgreSQL server under /usr/lib/postgresql: `make test` installs `postgresql`")
+        raise PostgresError("no PostgreSQL server in /usr/lib/postgresql: `make test` installs `postgresql`")
     return found[-1].parent
 
 
@@ -120,7 +122,8 @@ def _wait_until_accepting(server: PostgresServer, process: subprocess.Popen, log
         try:
             with server.connect():
                 return
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as refused:
             if time.monotonic() > deadline:
-                raise PostgresError(f"postgres did not accept logins within 60s: {log.read_text()[-2000:]}")
+                tail = log.read_text()[-2000:]
+                raise PostgresError(f"postgres did not accept logins within 60s: {tail}") from refused
             time.sleep(0.1)
