@@ -8,12 +8,12 @@ from a seeded RNG (`Moment`); the deployment's `dagger_restarts` sensor starts t
 checkpoint. At the end the last run drains the input and is stopped gracefully, and each sink's committed
 output is compared with the output computed here, in Python, from what was produced.
 
-What counts as committed output is what each sink itself records, never the broker's isolation (the
-embedded broker shows aborted transactions to read_committed consumers):
-  * Kafka: the rows whose `dagger.attempt` header names an attempt with a marker, both read with
-    read_uncommitted (the sink counts an attempt as committed once its marker shows);
-  * Parquet: the files of batches that have a `committed` marker (or were committed and then pruned:
-    batch b's markers go once batch b + 100 is committed, which needs b committed first).
+The Kafka sink's output is read as its users read it, with a read_committed consumer, and checked
+against the sink's own bookkeeping (each attempt's rows carry its id; a committed attempt has a marker in
+the same transaction): no committed row may be hidden from read_committed readers, and no row of an
+aborted or killed attempt may show. The Parquet sink's output is the files of batches that have a
+`committed` marker (or were committed and then pruned: batch b's markers go once batch b + 100 is
+committed, which needs b committed first).
 """
 
 from __future__ import annotations
@@ -115,14 +115,15 @@ class Tally:
     """A sink's committed output against the expected output."""
 
     sink: str
-    kills: int
+    kills: str
+    """What the sink went through, e.g. `20 kills (3 mid-batch, 2 in recovery, 9 with workers)`."""
     missing: int
     duplicated: int
     unexpected: int
     rows: int
 
     @classmethod
-    def of(cls, sink: str, kills: int, expected: Counter[OutputRow], actual: list[OutputRow]) -> Tally:
+    def of(cls, sink: str, kills: str, expected: Counter[OutputRow], actual: list[OutputRow]) -> Tally:
         seen = Counter(actual)
         return cls(
             sink=sink,
@@ -140,7 +141,7 @@ class Tally:
     def line(self) -> str:
         extra = f", {self.unexpected} unexpected" if self.unexpected else ""
         return (
-            f"{self.sink}: {self.kills} kills, {self.missing} missing, {self.duplicated} duplicated"
+            f"{self.sink}: {self.kills}, {self.missing} missing, {self.duplicated} duplicated"
             f"{extra} ({self.rows} committed rows)"
         )
 
@@ -153,7 +154,7 @@ class Tally:
 @dataclass(frozen=True)
 class KafkaOutput:
     committed: list[OutputRow]
-    """Rows of attempts with a committed marker."""
+    """The rows a read_committed consumer sees."""
     attempts: int
     """Attempts that wrote rows."""
     cut_short: int
@@ -163,9 +164,9 @@ class KafkaOutput:
     markers: list[dict]
     """The markers, in the order the marker topic holds them."""
     hidden: int
-    """Records that read_committed consumers do not see. On the embedded broker a transaction whose commit
-    succeeded can stay open for ever after its transactional id was fenced a few times (a broker defect,
-    reproduced without Spark; see the README), and read_committed readers stop there."""
+    """Rows of attempts with a marker that read_committed consumers do not see (must be 0)."""
+    uncommitted_visible: int
+    """Rows of attempts without a marker that read_committed consumers see (must be 0)."""
 
     def where_missing(self, missing: Iterable[OutputRow], lake: LakeOutput) -> list[str]:
         """For rows the Kafka sink lacks: the lake file that holds each, and the Kafka markers of that
@@ -187,30 +188,35 @@ class KafkaOutput:
 
 
 def read_kafka_output(kafka: KafkaHelper, registry: SchemaRegistry, topic: str) -> KafkaOutput:
-    # read_uncommitted: the embedded broker can leave a committed transaction open for ever (see `hidden`).
-    records = kafka.read_all(topic)
-    hidden = len(records) - len(kafka.read_all(topic, isolation_level="read_committed"))
-    marker_list = markers(kafka, topic, isolation_level="read_uncommitted")
+    """The sink's topic as a read_committed consumer sees it, and everything written to it (aborted and
+    killed transactions included) read_uncommitted, compared through the sink's markers."""
+    visible = kafka.read_all(topic, isolation_level="read_committed")
+    everything = kafka.read_all(topic)
+    marker_list = markers(kafka, topic)
     decode = message_class(registry, ORDER).FromString
     committed = []
-    for record in marked(records, marker_list):
+    for record in visible:
         order = decode(record.value())
         committed.append((order.order_id, order.customer_id, order.amount, order.created_at.seconds))
-    rows_per_attempt = Counter(headers(record)["dagger.attempt"] for record in records)
+    rows_per_attempt = Counter(headers(record)["dagger.attempt"] for record in everything)
+    visible_per_attempt = Counter(headers(record)["dagger.attempt"] for record in visible)
+    marked_attempts = {marker["attempt"] for marker in marker_list}
     incomplete = [
         f"batch {marker['batch']} partition {marker['partition']}: marker counts {marker['records']}, "
         f"{rows_per_attempt[marker['attempt']]} rows carry its attempt"
         for marker in marker_list
         if rows_per_attempt[marker["attempt"]] != marker["records"]
     ]
-    marked_attempts = {marker["attempt"] for marker in marker_list}
     return KafkaOutput(
         committed=committed,
         attempts=len(rows_per_attempt),
         cut_short=len(rows_per_attempt.keys() - marked_attempts),
         incomplete_markers=incomplete,
         markers=marker_list,
-        hidden=hidden,
+        hidden=len(marked(everything, marker_list)) - len(marked(visible, marker_list)),
+        uncommitted_visible=sum(
+            count for attempt, count in visible_per_attempt.items() if attempt not in marked_attempts
+        ),
     )
 
 
@@ -352,6 +358,15 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
+def has_jvm(pid: int) -> bool:
+    """Whether a Java process (the Spark driver's JVM) runs under `pid`."""
+    for process in process_tree(pid):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{process}/comm").read_text().strip() == "java":
+                return True
+    return False
+
+
 def signal_all(processes: Iterable[int], signal_number: int) -> None:
     for process in processes:
         with contextlib.suppress(ProcessLookupError):  # ended meanwhile
@@ -369,14 +384,49 @@ def kill_tree(pid: int, stopped: Iterable[int] = ()) -> None:
 
 
 class Moment(enum.Enum):
-    """What a kill's moment is drawn relative to: a random delay after the run's progress (any moment:
-    planning, writing, between batches), a random delay after a batch started (while it computes and
-    writes), or the instant the batch's first rows show in the Kafka sink's topic (mostly before the
-    transaction that holds them commits)."""
+    """What a kill's moment is drawn relative to:
+
+    * a random delay after the run's progress (any moment: planning, writing, between batches);
+    * a random delay after a batch started (while it computes and writes);
+    * the instant the batch's first rows show in the Kafka sink's topic (before the transaction that
+      holds them commits, mostly);
+    * a random delay after a restarted run's worker started, before the run's first commit (while it
+      starts Spark, fences the transactions a killed run left open and replays the batch it planned)."""
 
     AFTER_PROGRESS = "after progress"
     INTO_BATCH = "into a batch"
     AT_KAFKA_ROWS = "after a batch's first Kafka rows"
+    IN_RECOVERY = "in recovery"
+
+
+@dataclass(frozen=True)
+class KillPlan:
+    """How many kills, and the least number that must land at each kind of moment."""
+
+    kills: int
+    at_kafka_rows: int
+    in_recovery: int
+    whole_tree: int
+
+    def next_moment(self, rng: random.Random, kills: list[Kill], restarted: bool) -> Moment:
+        """A moment drawn from the RNG, unless the kills left are only just enough for the minimums that
+        kills so far have not met (then one of those)."""
+        unmet = {
+            Moment.AT_KAFKA_ROWS: self.at_kafka_rows - sum(kill.rows_at_broker for kill in kills),
+            Moment.IN_RECOVERY: self.in_recovery - sum(kill.in_recovery for kill in kills),
+        }
+        if not restarted:
+            unmet.pop(Moment.IN_RECOVERY)  # the first run has nothing to recover
+        owed = [moment for moment, count in unmet.items() if count > 0]
+        if owed and sum(unmet[moment] for moment in owed) >= self.kills - len(kills):
+            return rng.choice(owed)
+        return rng.choice([moment for moment in Moment if restarted or moment is not Moment.IN_RECOVERY])
+
+    def whole_tree(self, rng: random.Random, kills: list[Kill], moment: Moment) -> bool:
+        """Whether the JVM and Python workers die too: always with rows in a transaction (the JVM left alive
+        would finish it), when the minimum is owed, else at random."""
+        owed = self.whole_tree - sum(kill.whole_tree for kill in kills)
+        return moment is Moment.AT_KAFKA_ROWS or owed >= self.kills - len(kills) or rng.random() < 0.5
 
 
 @dataclass(frozen=True)
@@ -391,6 +441,23 @@ class Kill:
     at: CheckpointState
     parquet_mid_write: bool
     """The lake had a batch started and not committed when the driver died."""
+    rows_at_broker: bool
+    """A micro-batch was in flight and some of its rows were already at the broker."""
+    in_recovery: bool
+    """A restarted run was killed before its first commit."""
+
+    def line(self) -> str:
+        who = "run worker, JVM and Python workers" if self.whole_tree else "run worker"
+        where = "in flight" if self.at.mid_batch else "done"
+        notes = [
+            *(["rows at the broker"] if self.rows_at_broker else []),
+            *(["in recovery"] if self.in_recovery else []),
+            *(["lake batch half-written"] if self.parquet_mid_write else []),
+        ]
+        return (
+            f"{who} (pid {self.pid}) {self.delay_s:.2f}s {self.moment.value}; batch {self.at.planned} {where}"
+            + "".join(f", {note}" for note in notes)
+        )
 
 
 class OutputWatch:
@@ -524,31 +591,42 @@ class CrashDagger:
     def _ended(self, run_id: str) -> bool:
         return self.dagster.instance.get_run_by_id(run_id).is_finished
 
-    def kill_at_random_moment(self, run_id: str, feed: OrderFeed, orders: int, max_delay_s: float) -> Kill:
-        """Produces `orders` more while the run starts and waits until it has committed a batch; then
-        SIGKILLs its worker at a moment drawn from the RNG (see `Moment`; random delays are at most
-        `max_delay_s`, or a third of it inside a batch), alone or with its JVM and Python workers (always
-        in a transaction: the JVM left alive would finish it)."""
+    def kill_at_random_moment(
+        self, run_id: str, feed: OrderFeed, orders: int, max_delay_s: float, plan: KillPlan
+    ) -> Kill:
+        """Produces `orders` more while the run starts, then SIGKILLs its worker at a moment the plan draws
+        (see `Moment`; random delays are at most `max_delay_s`, or a third of it inside a batch), alone or
+        with its JVM and Python workers."""
+        committed_before = self.state().committed
         feed.produce(orders)
-        pid = self.wait_for_progress(run_id, self.state().committed)
-        moment = self.rng.choice(list(Moment))
+        restarted = len(self.run_ids) > 1
+        moment = plan.next_moment(self.rng, self.kills, restarted)
+        if moment is Moment.IN_RECOVERY:
+            pid = self.wait_for_run_worker(run_id)
+            wait_for(lambda: has_jvm(pid) or self._ended(run_id), 120, f"the Spark JVM of run {run_id}")
+        else:
+            pid = self.wait_for_progress(run_id, committed_before)
         delay = {
             Moment.AFTER_PROGRESS: self.rng.uniform(0, max_delay_s),
             Moment.INTO_BATCH: self.rng.uniform(0, max_delay_s / 3),
             Moment.AT_KAFKA_ROWS: 0.0,
+            Moment.IN_RECOVERY: self.rng.uniform(0, 2 * max_delay_s),  # Spark starts, fences, replays
         }[moment]
-        whole_tree = moment is Moment.AT_KAFKA_ROWS or self.rng.random() < 0.5
+        whole_tree = plan.whole_tree(self.rng, self.kills, moment)
         # Listed now: at the moment itself, stopping them must take microseconds (a transaction commits in
-        # a few milliseconds after its rows show).
-        victims = process_tree(pid) if whole_tree else [pid]
+        # a few milliseconds after its rows show). In recovery the JVM may still be starting: listed late.
+        if moment is not Moment.IN_RECOVERY:
+            victims = process_tree(pid) if whole_tree else [pid]
         if moment is Moment.AT_KAFKA_ROWS:
             self.watch.start()
-        if moment is not Moment.AFTER_PROGRESS:
+        if moment in (Moment.INTO_BATCH, Moment.AT_KAFKA_ROWS):
             committed = self.state().committed
             wait_for(lambda: self.state().planned > committed, 60, "the next batch", poll_s=0.01)
         if moment is Moment.AT_KAFKA_ROWS:
             self.watch.wait_for_batch(self.state().planned)
         time.sleep(delay)
+        if moment is Moment.IN_RECOVERY:
+            victims = process_tree(pid) if whole_tree else [pid]
         signal_all(victims, signal.SIGSTOP)  # from here on the driver does nothing: read where it is
         at = self.state()
         lake_markers = self.lake / "_dagger"
@@ -559,9 +637,33 @@ class CrashDagger:
             kill_tree(pid, stopped=victims)
         else:
             os.kill(pid, signal.SIGKILL)
-        kill = Kill(run_id, pid, moment, delay, whole_tree, at, parquet_mid_write)
+        kill = Kill(
+            run_id,
+            pid,
+            moment,
+            delay,
+            whole_tree,
+            at,
+            parquet_mid_write,
+            rows_at_broker=moment is Moment.AT_KAFKA_ROWS and at.mid_batch,
+            in_recovery=restarted and at.committed == committed_before,
+        )
         self.kills.append(kill)
         return kill
+
+    def wait_for_run_worker(self, run_id: str, timeout_s: float = 120) -> int:
+        """The pid of the run's worker, once it has started executing (before Spark is up)."""
+        pid: int | None = None
+
+        def started() -> bool:
+            nonlocal pid
+            with contextlib.suppress(AssertionError):
+                pid = self.dagster.run_worker_pid(run_id)
+            return pid is not None or self._ended(run_id)
+
+        wait_for(started, timeout_s, f"run {run_id} to start executing", poll_s=0.05)
+        assert pid is not None, f"run {run_id} ended before it started: {self.failure(run_id)}"
+        return pid
 
     def restart_of(self, run_id: str, timeout_s: float = 120) -> str:
         """The run the restart sensor launched for the crashed `run_id`."""

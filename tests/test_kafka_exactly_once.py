@@ -1,11 +1,12 @@
-"""The Kafka sink's exactly_once delivery, on the embedded broker and local Spark.
+"""The Kafka sink's exactly_once delivery, on Apache Kafka and local Spark.
 
-The embedded broker (tansu) shows aborted transactional records to read_committed consumers (see
-shared/reference/local-servers.md), so isolation alone cannot show exactly-once here. Every check therefore
-tells committed from aborted output by what the sink records itself: each row carries the attempt that
-wrote it (header `dagger.attempt`), each committed attempt has a marker in the marker topic, and the
-output restricted to attempts with a marker must hold every expected row exactly once. On real Kafka,
-read_committed consumers see exactly that restricted output.
+Every check reads the output as users do, with read_committed consumers, and holds it against what the
+sink records itself: each row carries the attempt that wrote it (header `dagger.attempt`), each committed
+attempt has a marker in the marker topic (in the same transaction), so read_committed readers must see
+exactly the rows of marked attempts, every expected row once, and no row of an aborted attempt.
+
+The round trip also runs on the embedded broker (`make run`'s path). That broker shows aborted
+transactional records to read_committed readers, so the crash cases run on Apache Kafka only.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from jobs.sinks.kafka import (
 )
 from jobs.sources.stream_batches import encode_descriptor_sets
 from jobs.spec import DaggerConfigError, KafkaSink
-from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import kafka_sink, kafka_stream, message_class, on_both_brokers, order_payloads
 
 ORDER = "dagger.testing.Order"
 SQL = "SELECT order_id, customer_id, amount, created_at FROM orders"
@@ -105,6 +106,7 @@ def drop_checkpoint_commit(checkpoint: str, batch_id: int) -> None:
         (Path(checkpoint) / "commits" / name).unlink()
 
 
+@on_both_brokers
 def test_every_row_is_in_one_marked_attempt_and_read_committed_once(
     kafka, registry, make_dagger, start_dagger
 ):
@@ -171,11 +173,8 @@ def test_rows_of_a_transaction_cut_short_by_a_crash_are_not_counted_and_the_batc
 ):
     """Batch 1 crashes, its sink task having produced rows in a transaction it never committed (a fake
     producer with the task's transactional id stands in for the task). The replay fences that producer
-    (on real Kafka that aborts its transaction) and writes batch 1 as a new attempt with a marker.
-
-    tansu keeps showing the crashed attempt's rows to read_committed consumers (real Kafka hides them once
-    aborted): they carry an attempt that has no marker, so the committed output, the marked attempts,
-    still holds every row exactly once."""
+    (which aborts its transaction) and writes batch 1 as a new attempt with a marker: read_committed
+    readers see batch 1 once, and none of the crashed attempt's rows."""
     source, sink = kafka.new_topic("eo-crash"), kafka.new_topic("eo-crash-out")
     kafka.produce(source, order_payloads(registry, 0, 4))
     spec = exactly_once_dagger(make_dagger, kafka, source, sink)
@@ -209,11 +208,10 @@ def test_rows_of_a_transaction_cut_short_by_a_crash_are_not_counted_and_the_batc
 
     records = read_committed(kafka, sink)
     marker_list = markers(kafka, sink)
-    crashed_rows = [record for record in records if headers(record) == crashed]
-    assert len(crashed_rows) in (0, 2)  # 2 on tansu, which shows aborted records; 0 on real Kafka
+    assert [record for record in records if headers(record) == crashed] == []
     assert "crashed-attempt" not in {marker["attempt"] for marker in marker_list}
-    assert order_ids(registry, marked(records, marker_list)) == expected_ids(8)
-    assert len(records) == 8 + len(crashed_rows)
+    assert order_ids(registry, records) == expected_ids(8)
+    assert len(marked(records, marker_list)) == len(records)
     assert sorted((m["batch"], m["partition"]) for m in marker_list) == [(0, 0), (1, 0)]
 
 
@@ -221,7 +219,7 @@ def test_a_transaction_a_killed_run_left_open_is_aborted_when_the_next_run_start
     kafka, registry, make_dagger, start_dagger
 ):
     """A run killed mid-write leaves its task's transaction open, which holds back what read_committed
-    consumers see (until the broker's transaction timeout; for ever on the embedded broker). Here the open
+    consumers see (until the broker's transaction timeout, 60 s by default). Here the open
     transaction is partition 1's, and the next run's batches have rows in partition 0 only, so no task of
     that run initialises partition 1's transactional id: the sink fences every partition's id at start."""
     source, sink = kafka.new_topic("eo-open", partitions=2), kafka.new_topic("eo-open-out")
@@ -246,10 +244,9 @@ def test_a_transaction_a_killed_run_left_open_is_aborted_when_the_next_run_start
     records = read_committed(kafka, sink)
     marker_list = markers(kafka, sink)
     assert sorted((m["batch"], m["partition"]) for m in marker_list) == [(0, 0), (0, 1), (1, 0)]
-    assert order_ids(registry, marked(records, marker_list)) == expected_ids(7)
-    cut_short_rows = [record for record in records if headers(record) == cut_short]
-    assert len(cut_short_rows) in (0, 1)  # 1 on tansu, which shows aborted records; 0 on real Kafka
-    assert len(records) == 7 + len(cut_short_rows)
+    assert [record for record in records if headers(record) == cut_short] == []
+    assert order_ids(registry, records) == expected_ids(7)
+    assert len(marked(records, marker_list)) == len(records)
 
 
 def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_markers(kafka, registry, caplog):

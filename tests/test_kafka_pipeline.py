@@ -1,4 +1,4 @@
-"""End to end on the real broker and local Spark: protobuf records in, exactly the expected records out."""
+"""End to end on Apache Kafka and local Spark: protobuf records in, exactly the expected records out."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from jobs.runner import DaggerBuildError, DaggerQueryError
-from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import kafka_sink, kafka_stream, message_class, on_both_brokers, order_payloads
 
 ALL_TYPES = "dagger.testing.AllTypes"
 ALL_TYPE_COLUMNS = [
@@ -277,6 +277,7 @@ def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(
     assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(12, 20)]
 
 
+@on_both_brokers
 def test_restart_from_checkpoint_continues_without_gap_or_repeat(
     kafka, registry, make_dagger, start_dagger, spark
 ):
