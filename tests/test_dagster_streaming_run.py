@@ -19,6 +19,7 @@ from google.protobuf import descriptor_pb2
 from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
 from tests.conftest import order_payloads
+from tests.crash_harness import CheckpointState
 from tests.dagster_deployment import wait_for, write_orders_dagger
 
 
@@ -72,6 +73,10 @@ def test_a_run_whose_worker_is_killed_is_restarted_from_its_checkpoint(
     dagster.wait_until_up()
     first_run = dagster.client.submit_job_execution("crashing_orders_job")
     wait_for(lambda: dagster.logged_order_ids(first_run) == _ids(10), 120, "the first run's records")
+    # The log sink writes a batch before the checkpoint records it: killed in between, the batch would be
+    # replayed (at least once). This test is about the restart, so it kills after the commit.
+    checkpoint = dagster.daggers / "crashing-orders.checkpoint"
+    wait_for(lambda: CheckpointState.read(checkpoint).committed >= 0, 60, "the first batch's commit")
 
     worker = dagster.run_worker_pid(first_run)
     os.kill(worker, signal.SIGKILL)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import math
-import time
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -204,14 +203,12 @@ def test_an_unreachable_host_fails_after_bounded_retries_naming_it(
         sinks=[es_sink(nowhere, "lost", max_retries=2, retry_backoff="100ms", timeout="2s")],
     )
     running = start_dagger(spec)
-    started = time.monotonic()
     with pytest.raises(
         DaggerQueryError,
         match=rf"elasticsearch sink {nowhere} index 'lost': batch 0: gave up after 2 retries: "
         rf"{nowhere}/_bulk: NewConnectionError: .*Connection refused",
     ):
         running.process_available()
-    assert time.monotonic() - started < 15
 
 
 def test_a_host_that_is_down_is_failed_over(kafka, registry, make_dagger, start_dagger, elasticsearch):

@@ -10,7 +10,6 @@ The v2 write path (the `influxdb-client` write API, `/api/v2/write`) cannot be s
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -218,11 +217,11 @@ def test_failed_requests_are_retried_with_backoff(
     sink = influx_sink(proxy.url, database, max_retries=3, retry_backoff="200ms")
     running = start_dagger(orders_dagger(make_dagger, kafka, topic, sql, sink))
     proxy.fail_next(2, 503, "overloaded")
-    started = time.monotonic()
     running.process_available()
 
-    assert time.monotonic() - started >= 0.6  # 200 ms, then 400 ms
     assert len(proxy.requests) == 3
+    first, second, third = (request.received_at for request in proxy.requests)
+    assert second - first >= 0.2 and third - second >= 0.4  # 200 ms, then 400 ms
     assert proxy.requests[0].lines == proxy.requests[2].lines
     assert influxdb.count(database, MEASUREMENT) == 3
 
@@ -279,11 +278,9 @@ def test_client_errors_fail_at_once_with_the_servers_message(
     sql = "SELECT order_id AS tag_order, amount, created_at AS window_timestamp FROM orders"
     sink = influx_sink(proxy.url, database, password=password, max_retries=3, retry_backoff="10s")
     running = start_dagger(orders_dagger(make_dagger, kafka, topic, sql, sink))
-    started = time.monotonic()
     with pytest.raises(DaggerQueryError, match=rf"batch 0: write rejected: {answer}$"):
         running.process_available()
-    assert time.monotonic() - started < 10  # no retry: the first back-off alone is 10 s
-    assert len(proxy.requests) == 1
+    assert len(proxy.requests) == 1  # no retry
 
 
 def test_a_row_without_fields_fails_the_batch_naming_the_row(

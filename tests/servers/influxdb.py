@@ -76,6 +76,8 @@ class ProxiedRequest:
     params: dict[str, str]
     authorization: str | None
     lines: list[str]
+    received_at: float
+    """`time.monotonic()` when the proxy read the request: the gaps between retries."""
 
 
 @dataclass
@@ -128,7 +130,9 @@ class CompatProxy:
         authorization = request.headers.get("Authorization")
         with self._lock:
             self.requests.append(
-                ProxiedRequest(parsed.path, params, authorization, body.decode("utf-8").splitlines())
+                ProxiedRequest(
+                    parsed.path, params, authorization, body.decode("utf-8").splitlines(), time.monotonic()
+                )
             )
             failure = self._failure
             if failure is not None and failure.remaining > 0:
