@@ -406,7 +406,7 @@ class KillPlan:
     kills: int
     at_kafka_rows: int
     in_recovery: int
-    whole_tree: int
+    with_workers: int
 
     def next_moment(self, rng: random.Random, kills: list[Kill], restarted: bool) -> Moment:
         """A moment drawn from the RNG, unless the kills left are only just enough for the minimums that
@@ -422,10 +422,10 @@ class KillPlan:
             return rng.choice(owed)
         return rng.choice([moment for moment in Moment if restarted or moment is not Moment.IN_RECOVERY])
 
-    def whole_tree(self, rng: random.Random, kills: list[Kill], moment: Moment) -> bool:
+    def takes_workers(self, rng: random.Random, kills: list[Kill], moment: Moment) -> bool:
         """Whether the JVM and Python workers die too: always with rows in a transaction (the JVM left alive
         would finish it), when the minimum is owed, else at random."""
-        owed = self.whole_tree - sum(kill.whole_tree for kill in kills)
+        owed = self.with_workers - sum(kill.whole_tree for kill in kills)
         return moment is Moment.AT_KAFKA_ROWS or owed >= self.kills - len(kills) or rng.random() < 0.5
 
 
@@ -612,7 +612,7 @@ class CrashDagger:
             Moment.AT_KAFKA_ROWS: 0.0,
             Moment.IN_RECOVERY: self.rng.uniform(0, 2 * max_delay_s),  # Spark starts, fences, replays
         }[moment]
-        whole_tree = plan.whole_tree(self.rng, self.kills, moment)
+        whole_tree = plan.takes_workers(self.rng, self.kills, moment)
         # Listed now: at the moment itself, stopping them must take microseconds (a transaction commits in
         # a few milliseconds after its rows show). In recovery the JVM may still be starting: listed late.
         if moment is not Moment.IN_RECOVERY:

@@ -18,8 +18,11 @@ from confluent_kafka import Producer
 from tests.crash_harness import (
     SEED_VARIABLE,
     START_SECONDS,
+    CheckpointState,
     CrashDagger,
+    Kill,
     KillPlan,
+    Moment,
     Order,
     OrderFeed,
     Tally,
@@ -30,7 +33,7 @@ from tests.crash_harness import (
     read_lake_output,
 )
 
-PLAN = KillPlan(kills=20, at_kafka_rows=3, in_recovery=2, whole_tree=2)
+PLAN = KillPlan(kills=20, at_kafka_rows=3, in_recovery=2, with_workers=2)
 UPFRONT_ORDERS = 2_000
 ORDERS_PER_RUN = 150  # produced while each run starts, so that every run has new input to commit
 TAIL_ORDERS = 300  # produced for the last run, which drains everything
@@ -100,7 +103,7 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     assert kills == PLAN.kills, report
     assert counts["mid-batch"] >= PLAN.at_kafka_rows, report
     assert counts["in recovery"] >= PLAN.in_recovery, report
-    assert counts["with workers"] >= PLAN.whole_tree, report
+    assert counts["with workers"] >= PLAN.with_workers, report
     assert all(tally.exact for tally in tallies), report
     assert from_kafka.hidden == from_kafka.uncommitted_visible == 0, report
     assert from_kafka.incomplete_markers == [], report
@@ -162,32 +165,62 @@ def test_the_lake_reader_keeps_committed_and_pruned_batches_only(tmp_path):
     assert output.uncommitted_files == 1
 
 
-def test_the_kafka_reader_keeps_rows_of_attempts_with_a_marker_only(kafka, registry):
+def test_the_kafka_reader_counts_what_read_committed_readers_see_against_the_markers(kafka, registry):
     topic = kafka.new_topic("crash-check")
     marker_topic = kafka.new_topic(name=f"{topic}.dagger-commits")
 
-    def rows(attempt: str, batch: int, indexes: list[int]) -> None:
-        payloads = order_payloads(registry, [Order(index) for index in indexes])
-        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 3})
-        attempt_headers = [
-            ("dagger.attempt", attempt),
-            ("dagger.batch", str(batch)),
-            ("dagger.partition", "0"),
-        ]
-        for payload in payloads:
+    def rows(attempt: str, indexes: list[int], transaction: str | None = None) -> Producer:
+        """Rows of `attempt`; with `transaction`, inside a transaction of that id left open."""
+        settings = {"transactional.id": transaction} if transaction else {}
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 3, **settings})
+        if transaction:
+            producer.init_transactions(10)
+            producer.begin_transaction()
+        attempt_headers = [("dagger.attempt", attempt), ("dagger.batch", "1"), ("dagger.partition", "0")]
+        for payload in order_payloads(registry, [Order(index) for index in indexes]):
             producer.produce(topic, payload, headers=attempt_headers)
         assert producer.flush(10) == 0
+        return producer
 
-    rows("committed", 0, [0, 1])
-    rows("cut-short", 1, [2])  # no marker: aborted, or killed before its commit
-    rows("replayed", 1, [2])
+    rows("committed", [0, 1])
+    rows("aborted", [2], transaction="crash-check-aborted").abort_transaction(10)  # no marker either
+    rows("replayed", [2])
+    rows("stray", [3])  # visible, yet no marker names it
+    still_open = rows("open", [4], transaction="crash-check-open")  # marked, but its transaction is open
     markers = [
         {"sink": "s", "batch": 0, "partition": 0, "attempt": "committed", "records": 2},
-        {"sink": "s", "batch": 1, "partition": 0, "attempt": "replayed", "records": 3},  # one row short
+        {"sink": "s", "batch": 1, "partition": 0, "attempt": "replayed", "records": 3},  # two rows short
+        {"sink": "s", "batch": 2, "partition": 0, "attempt": "open", "records": 1},
     ]
     kafka.produce(marker_topic, [json.dumps(marker).encode() for marker in markers])
 
     output = read_kafka_output(kafka, registry, topic)
-    assert sorted(order_id for order_id, *_ in output.committed) == ["o0", "o1", "o2"]
-    assert (output.attempts, output.cut_short) == (3, 1)
+    still_open.abort_transaction(10)
+    assert sorted(order_id for order_id, *_ in output.committed) == ["o0", "o1", "o2", "o3"]
+    assert (output.attempts, output.cut_short) == (5, 2)  # aborted and stray carry no marker
+    assert (output.hidden, output.uncommitted_visible) == (1, 1)  # o4 hidden, o3 shown
     assert output.incomplete_markers == ["batch 1 partition 0: marker counts 3, 1 rows carry its attempt"]
+
+
+def _kill(**observed: bool) -> Kill:
+    fields = {"whole_tree": False, "rows_at_broker": False, "in_recovery": False, **observed}
+    moment = Moment.AFTER_PROGRESS
+    return Kill("run", 1, moment, 0.0, at=CheckpointState(0, 0), parquet_mid_write=False, **fields)
+
+
+def test_the_kill_plan_draws_the_moments_still_owed_when_the_kills_left_are_just_enough():
+    plan = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
+    rng = random.Random(1)
+    owed = {Moment.AT_KAFKA_ROWS, Moment.IN_RECOVERY}
+    assert {plan.next_moment(rng, [_kill(), _kill()], restarted=True) for _ in range(50)} == owed
+    drawn = {plan.next_moment(rng, [_kill()], restarted=True) for _ in range(200)}
+    assert drawn == set(Moment)  # a kill to spare: any moment
+    assert Moment.IN_RECOVERY not in {plan.next_moment(rng, [], restarted=False) for _ in range(200)}
+    # Met by the kills so far: drawn freely again.
+    met = [_kill(rows_at_broker=True), _kill(rows_at_broker=True), _kill(in_recovery=True)]
+    assert len({plan.next_moment(rng, met, restarted=True) for _ in range(200)}) == len(Moment)
+
+    three_alone = [_kill(), _kill(), _kill()]
+    assert all(plan.takes_workers(rng, three_alone, Moment.AFTER_PROGRESS) for _ in range(50))
+    assert all(plan.takes_workers(rng, [], Moment.AT_KAFKA_ROWS) for _ in range(50))
+    assert len({plan.takes_workers(rng, [], Moment.INTO_BATCH) for _ in range(50)}) == 2
