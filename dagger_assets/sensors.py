@@ -32,7 +32,7 @@ from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
 from dagger_assets.restarts import rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, topic_partitions
-from jobs.kafka_errors import ClientErrors
+from jobs.kafka_errors import ClientErrors, ask_or_fail
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
 from jobs.spec import DaggerSpec, KafkaStream
 from resources import KafkaStreamResource
@@ -52,14 +52,10 @@ def list_matching_topics(stream: KafkaStream) -> list[str]:
         "error_cb": client_errors,
     }
     admin = AdminClient(settings)
-    try:
-        metadata = admin.list_topics(timeout=_BROKER_TIMEOUT_S)
-    except KafkaException:
-        admin.poll(0)  # serves the client's error events: a refused login says more than a timeout
-        permanent = client_errors.permanent()
-        if permanent is None:
-            raise
-        raise KafkaException(permanent) from None
+    # A refused login or TLS handshake ends the wait at once, in the client's words, not as a timeout.
+    metadata = ask_or_fail(
+        admin, client_errors, lambda timeout: admin.list_topics(timeout=timeout), _BROKER_TIMEOUT_S
+    )
     pattern = re.compile(stream.topic_pattern or "")
     return sorted(name for name in metadata.topics if pattern.fullmatch(name))
 

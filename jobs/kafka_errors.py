@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+_Answer = TypeVar("_Answer")
 
 # Errors a retry cannot cure: the client's settings or credentials are wrong.
 PERMANENT_ERROR_CODES = frozenset(
@@ -68,3 +72,24 @@ def flush_or_fail(
             if remaining:
                 producer.purge()
             return remaining, permanent
+
+
+def ask_or_fail(
+    client: Any, errors: ClientErrors, call: Callable[[float], _Answer], timeout_s: float
+) -> _Answer:
+    """`call(timeout)` on `client` (whose `error_cb` is `errors`) in short slices until it answers or
+    `timeout_s` passes; a permanent error the client reports meanwhile ends the wait at once, raised as a
+    `KafkaException` of that error (a refused login, a failed TLS handshake) instead of a timeout."""
+    deadline = time.monotonic() + timeout_s
+    slice_s = 1.0
+    while True:
+        try:
+            return call(max(0.1, min(slice_s, deadline - time.monotonic())))
+        except KafkaException:
+            client.poll(0)  # serves the client's error events
+            permanent = errors.permanent()
+            if permanent is not None:
+                raise KafkaException(permanent) from None
+            if time.monotonic() >= deadline:
+                raise
+        slice_s = min(slice_s * 2, 8.0)

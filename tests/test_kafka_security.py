@@ -1,100 +1,170 @@
-"""SASL settings reach every Kafka client of a dagger, and credentials never show in errors, logs or runs.
+"""Daggers on a secured Apache Kafka: SASL_SSL with SCRAM-SHA-512, a CA of the test's own, ACLs on.
 
-A broker of its own requires SASL SCRAM-SHA-512 logins (`tansu --authentication`) and knows no user (the
-embedded broker keeps users in memory and accepts new ones only from an authenticated client, so no login
-can succeed here). That is enough to see each client's effective settings through its real behaviour:
-a client given the SASL settings performs a SCRAM exchange for the configured user, which the broker
-refuses as `unknown-user` (librdkafka's own message, naming the `sasl_plaintext://` listener); a client
-without them never gets that far and only times out. Every failure carries a planted password, which
-must appear nowhere.
+One broker for the module (`secured`): its client listener takes only SASL_SSL logins, its certificate
+(CN and IP SAN 127.0.0.1) is signed by a CA made here, and the StandardAuthorizer allows the `admin` super
+user everything and other users only what ACLs grant. Two users are made by the admin:
+
+* `dagger`: READ, WRITE, DESCRIBE and CREATE on topics prefixed `secure-`, READ on groups prefixed
+  `dagger-`, WRITE and DESCRIBE on transactional ids prefixed `dagger-`, IDEMPOTENT_WRITE on the cluster:
+  what a dagger with a dead-letter topic and an exactly-once sink needs, and nothing else.
+* `reader-without-acl`: DESCRIBE (no READ) on topics prefixed `locked-`, READ on groups prefixed
+  `dagger-`, nothing on `secure-` topics.
+
+A dagger reads, dead-letters and writes through that broker end to end as `dagger`; a wrong password, a CA
+the broker's certificate does not chain to and a missing ACL each fail with the client's own reason,
+naming the broker, mechanism or topic. Passwords are planted strings that must appear in no error, log
+line or Dagster record.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import socket
-import subprocess
+import tempfile
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AclOperation,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from dagster import AssetKey, DagsterInstance, EnvVar, materialize
 from dagster_shared.serdes import serialize_value
 
 from dagger_assets.definitions import build_definitions
 from dagger_assets.sensors import list_matching_topics
-from jobs.broker import free_port, tansu_binary
 from jobs.runner import DaggerQueryError
 from jobs.sources.kafka import KafkaPartitionRange, KafkaSourceError, KafkaStreamReader, _PartitionReader
 from jobs.sources.stream_batches import encode_descriptor_sets
 from jobs.spec import KafkaStream
 from resources import KafkaStreamResource, SparkResource, default_resources
-from tests.conftest import kafka_sink, kafka_stream, order_payloads
-from tests.dagster_deployment import write_orders_dagger
+from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
+from tests.dagster_deployment import wait_for, write_orders_dagger
+from tests.servers.kafka import SCRAM, ApacheKafka, BrokerSecurity, KafkaUser
 
-PLANTED = "planted-sasl-secret-91c4"
-USER = "dagger-user"
 ORDER = "dagger.testing.Order"
+SQL = "SELECT order_id, customer_id, amount, created_at FROM orders"
+WRONG_PASSWORD = "planted-wrong-password-91c4"
+DAGGER_PASSWORD = f"planted-dagger-password-{uuid.uuid4().hex[:8]}"
+READER_PASSWORD = f"planted-reader-password-{uuid.uuid4().hex[:8]}"
+PLANTED = (WRONG_PASSWORD, DAGGER_PASSWORD, READER_PASSWORD)
+PREFIXED = ResourcePatternType.PREFIXED
 
 
-def refused_login(address: str) -> str:
-    """librdkafka's words for a SCRAM-SHA-512 login the broker at `address` refused for an unknown user."""
-    return (
-        rf"sasl_plaintext://{re.escape(address)}/bootstrap: SASL authentication error: "
-        r"SASL SCRAM authentication failed: broker responded with unknown-user"
-    )
+@dataclass
+class SecuredKafka:
+    broker: ApacheKafka
+    security: BrokerSecurity
+    dagger: KafkaUser
+    reader: KafkaUser
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.broker.bootstrap_servers
+
+    def settings(
+        self, user: KafkaUser, password: str | None = None, ca: Path | None = None
+    ) -> dict[str, str]:
+        """A client's settings as a dagger file writes them: `password` and `ca` replace the right ones."""
+        settings = self.security.client_config(user)
+        if password is not None:
+            settings["sasl.password"] = password
+        if ca is not None:
+            settings["ssl.ca.location"] = str(ca)
+        return settings
+
+    def _admin_config(self) -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.client_config(), "log_level": 3}
+
+    def new_topic(self, prefix: str = "secure", partitions: int = 1, name: str | None = None) -> str:
+        topic = name or f"{prefix}-{uuid.uuid4().hex[:8]}"
+        admin = self.security.admin_client(self.bootstrap_servers)
+        for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+            future.result(timeout=30)
+        return topic
+
+    def produce(self, topic: str, values: Sequence[bytes], partition: int | None = None) -> None:
+        producer = Producer({**self._admin_config(), "linger.ms": 5})
+        for value in values:
+            if partition is None:
+                producer.produce(topic, value)
+            else:
+                producer.produce(topic, value, partition=partition)
+        assert producer.flush(30) == 0
+
+    def read_committed(self, topic: str, timeout_s: float = 60.0) -> list[Message]:
+        """Every record a read_committed consumer (the admin) sees, read to the end of every partition."""
+        consumer = Consumer(
+            {
+                **self._admin_config(),
+                "group.id": f"reader-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+            consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
+            pending, records = set(partitions), []
+            deadline = time.monotonic() + timeout_s
+            while pending and time.monotonic() < deadline:
+                for message in consumer.consume(1000, timeout=0.5):
+                    if message.error() is None:
+                        records.append(message)
+                    elif message.error().code() == KafkaError._PARTITION_EOF:
+                        pending.discard(message.partition())
+            assert not pending, f"partitions {pending} of {topic} not read to the end"
+            return sorted(records, key=lambda record: (record.partition(), record.offset()))
+        finally:
+            consumer.close()
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        admin = self.security.admin_client(self.bootstrap_servers)
+        [future] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+        return {(tp.topic, tp.partition): tp.offset for tp in future.result(timeout=30).topic_partitions}
 
 
 @pytest.fixture(scope="module")
-def sasl_broker() -> Iterator[str]:
-    """The address of a broker that requires SASL SCRAM-SHA-512 logins."""
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            str(tansu_binary()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--authentication",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, (
-                    "tansu --authentication did not start"
-                )
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-@pytest.fixture
-def sasl_settings(monkeypatch) -> dict[str, str]:
-    """Client settings as a dagger file writes them, the password read from the environment."""
-    monkeypatch.setenv("DAGGER_TEST_SASL_PASSWORD", PLANTED)
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": USER,
-        "sasl.password": "${DAGGER_TEST_SASL_PASSWORD}",
-    }
+def secured() -> Iterator[SecuredKafka]:
+    """One secured broker for the module, with the `dagger` and `reader-without-acl` users."""
+    with tempfile.TemporaryDirectory(prefix="secured-kafka-") as folder:
+        security = BrokerSecurity(Path(folder) / "tls")
+        with ApacheKafka(Path(folder) / "broker", security=security) as broker:
+            address = broker.bootstrap_servers
+            dagger = security.add_user(address, "dagger", DAGGER_PASSWORD)
+            read, write, describe = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
+            create = AclOperation.CREATE  # the exactly-once sink creates its marker topic
+            security.allow(
+                address, dagger, ResourceType.TOPIC, "secure-", [read, write, describe, create], PREFIXED
+            )
+            security.allow(address, dagger, ResourceType.GROUP, "dagger-", [read], PREFIXED)
+            security.allow(
+                address, dagger, ResourceType.TRANSACTIONAL_ID, "dagger-", [write, describe], PREFIXED
+            )
+            security.allow(
+                address, dagger, ResourceType.BROKER, "kafka-cluster", [AclOperation.IDEMPOTENT_WRITE]
+            )
+            reader = security.add_user(address, "reader-without-acl", READER_PASSWORD)
+            security.allow(address, reader, ResourceType.TOPIC, "locked-", [describe], PREFIXED)
+            security.allow(address, reader, ResourceType.GROUP, "dagger-", [read], PREFIXED)
+            yield SecuredKafka(broker, security, dagger, reader)
 
 
 @pytest.fixture
@@ -105,144 +175,329 @@ def dagger_logs(caplog) -> pytest.LogCaptureFixture:
 
 
 def assert_no_secret(*texts: str) -> None:
-    leaked = [text for text in texts if PLANTED in text]
-    assert not leaked, f"the planted password appears in: {leaked[0][:300]!r}"
+    for text in texts:
+        for password in PLANTED:
+            assert password not in text, f"a planted password appears in: {text[:300]!r}"
 
 
-def test_the_source_consumer_logs_in_with_the_streams_sasl_settings(
-    sasl_broker, sasl_settings, dagger_logs, make_dagger, start_dagger
+def refused_login(address: str) -> str:
+    """librdkafka's words (and the broker's) for a SCRAM-SHA-512 login refused by the broker at `address`."""
+    return (
+        rf"sasl_ssl://{re.escape(address)}/bootstrap: SASL authentication error: Authentication failed "
+        rf"during authentication due to invalid credentials with SASL mechanism {SCRAM}"
+    )
+
+
+def failed_handshake(address: str) -> str:
+    """librdkafka's words for a broker certificate that does not chain to the CA the client trusts."""
+    return (
+        rf"sasl_ssl://{re.escape(address)}/bootstrap: (SSL handshake failed: )?"
+        r"error:[0-9A-F]+:SSL routines::certificate verify failed"
+    )
+
+
+def order_ids(registry, records: list[Message]) -> list[str]:
+    decode = message_class(registry, ORDER).FromString
+    return sorted((decode(record.value()).order_id for record in records), key=lambda i: int(i[1:]))
+
+
+def expected_ids(count: int) -> list[str]:
+    return [f"o{index}" for index in range(count)]
+
+
+def orders_stream(secured: SecuredKafka, **fields) -> dict:
+    return kafka_stream(secured.bootstrap_servers, "orders", ORDER, "created_at", **fields)
+
+
+def orders_sink(secured: SecuredKafka, topic: str, **fields) -> dict:
+    return kafka_sink(secured.bootstrap_servers, topic, ORDER, **fields)
+
+
+# ---- end to end ----------------------------------------------------------------------------------------
+
+
+def test_a_dagger_reads_dead_letters_and_writes_exactly_once_as_a_user_limited_by_acls(
+    secured, registry, dagger_logs, capfd, make_dagger, start_dagger
 ):
+    """Every client of a dagger logs in with the stream's or sink's settings: the source's consumers (driver
+    and executors), the dead-letter producer, the group-offset committer, both sinks' producers, the
+    exactly-once sink's admin client and marker consumers, and the sensors' admin client."""
+    run = uuid.uuid4().hex[:8]
+    sources = [
+        secured.new_topic(name=f"secure-{run}-orders-a"),
+        secured.new_topic(name=f"secure-{run}-orders-b", partitions=2),
+    ]
+    exactly_once, at_least_once = secured.new_topic("secure-out-eo"), secured.new_topic("secure-out")
+    dead_letters = secured.new_topic("secure-dead-letters")
+    undecodable = [b"\xff\xff\xff", b"\x0a\xff"]
+    secured.produce(
+        sources[0], order_payloads(registry, 0, 6) + undecodable[:1] + order_payloads(registry, 6, 4)
+    )
+    secured.produce(sources[1], order_payloads(registry, 10, 5), partition=0)
+    secured.produce(sources[1], undecodable[1:] + order_payloads(registry, 15, 5), partition=1)
+    settings = secured.settings(secured.dagger)
+    group = f"dagger-{run}"
+    stream = orders_stream(
+        secured,
+        topic_pattern=f"secure-{run}-orders-.*",
+        group_id=group,
+        consumer_config=settings,
+        invalid_records={"action": "dead_letter", "dead_letter_topic": dead_letters},
+    )
     spec = make_dagger(
-        streams=[
-            kafka_stream(
-                sasl_broker, "orders", ORDER, "created_at", topics=["t"], consumer_config=sasl_settings
-            )
+        streams=[stream],
+        sql=SQL,
+        sinks=[
+            orders_sink(secured, exactly_once, delivery="exactly_once", producer_config=settings),
+            orders_sink(secured, at_least_once, producer_config=settings),
         ],
+    )
+    running = start_dagger(spec)
+    running.process_available()
+    secured.produce(sources[0], order_payloads(registry, 20, 5))
+    running.process_available()
+
+    assert order_ids(registry, secured.read_committed(exactly_once)) == expected_ids(25)
+    assert order_ids(registry, secured.read_committed(at_least_once)) == expected_ids(25)
+    letters = secured.read_committed(dead_letters)
+    assert sorted(letter.value() for letter in letters) == sorted(undecodable)
+    origins = {dict(letter.headers())["dagger.source.topic"].decode() for letter in letters}
+    assert origins == set(sources)
+    ends = {(sources[0], 0): 16, (sources[1], 0): 5, (sources[1], 1): 6}  # records and dead letters
+
+    def group_caught_up() -> bool:
+        running.run.wait(0.1)  # serves the query's progress events, which drive the committer
+        return secured.committed_offsets(group) == ends
+
+    wait_for(group_caught_up, 60, f"group {group} to commit the end offsets {ends}")
+    assert list_matching_topics(spec.streams[0]) == sorted(sources)  # the sensors' admin client
+    assert_no_secret(dagger_logs.text, *capfd.readouterr())
+
+
+# ---- wrong password ------------------------------------------------------------------------------------
+
+
+def test_a_wrong_password_fails_the_source_at_once_naming_the_broker_and_mechanism(
+    secured, dagger_logs, capfd, make_dagger, start_dagger
+):
+    topic = secured.new_topic("secure-orders")
+    wrong = secured.settings(secured.dagger, password=WRONG_PASSWORD)
+    spec = make_dagger(
+        streams=[orders_stream(secured, topics=[topic], consumer_config=wrong)],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log"}],
     )
-    assert spec.streams[0].consumer_config["sasl.password"] == PLANTED
     running = start_dagger(spec)
-    started = time.monotonic()
     with pytest.raises(DaggerQueryError) as raised:
         running.process_available()
-    assert time.monotonic() - started < 15  # a refused login is not ridden out like an outage
+    message = str(raised.value)
+    # Refused at the first metadata request, not ridden out for broker_timeout (2 minutes) as an outage.
+    address = re.escape(secured.bootstrap_servers)
     assert re.search(
-        rf"stream 'orders' \({re.escape(sasl_broker)}\): cannot list topics: {refused_login(sasl_broker)}",
-        str(raised.value),
+        rf"stream 'orders' \({address}\): cannot list topics: {refused_login(secured.bootstrap_servers)}",
+        message,
     )
-    assert_no_secret(str(raised.value), str(running.run.query.exception()), dagger_logs.text, *running.logged)
-
-
-def test_without_the_sasl_settings_the_consumer_never_logs_in(sasl_broker, make_dagger, start_dagger):
-    """The contrast: the same stream without SASL settings gets no answer at all, until broker_timeout."""
-    spec = make_dagger(
-        streams=[kafka_stream(sasl_broker, "orders", ORDER, "created_at", topics=["t"], broker_timeout="3s")],
-        sql="SELECT order_id FROM orders",
-        sinks=[{"kind": "log"}],
+    assert "broker_timeout" not in message
+    assert_no_secret(
+        message, str(running.run.query.exception()), dagger_logs.text, *running.logged, *capfd.readouterr()
     )
-    with pytest.raises(DaggerQueryError) as raised:
-        start_dagger(spec).process_available()
-    assert "cannot list topics: no answer from the broker within broker_timeout (3s)" in str(raised.value)
-    assert "SASL" not in str(raised.value)
 
 
-def test_the_sink_producer_logs_in_with_the_sinks_sasl_settings(
-    sasl_broker, sasl_settings, dagger_logs, kafka, registry, make_dagger, start_dagger
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+def test_a_wrong_password_fails_a_kafka_sink_at_once_naming_the_broker_and_mechanism(
+    delivery, secured, registry, dagger_logs, capfd, make_dagger, start_dagger
 ):
-    topic = kafka.new_topic("to-sasl")
-    kafka.produce(topic, order_payloads(registry, 0, 3))
+    source, output = secured.new_topic("secure-orders"), secured.new_topic("secure-out")
+    secured.produce(source, order_payloads(registry, 0, 3))
+    wrong = secured.settings(secured.dagger, password=WRONG_PASSWORD)
     spec = make_dagger(
-        streams=[kafka_stream(kafka.bootstrap_servers, "orders", ORDER, "created_at", topics=[topic])],
-        sql="SELECT order_id FROM orders",
-        sinks=[kafka_sink(sasl_broker, "secured", ORDER, producer_config=sasl_settings)],
+        streams=[orders_stream(secured, topics=[source], consumer_config=secured.settings(secured.dagger))],
+        sql=SQL,
+        sinks=[orders_sink(secured, output, delivery=delivery, producer_config=wrong)],
     )
     running = start_dagger(spec)
-    started = time.monotonic()
     with pytest.raises(DaggerQueryError) as raised:
         running.process_available()
-    assert time.monotonic() - started < 60  # not the producer's 5-minute message timeout
-    assert re.search(
-        rf"kafka sink topic 'secured': delivery failed in batch 0: {refused_login(sasl_broker)}",
-        str(raised.value),
-    )
-    assert_no_secret(str(raised.value), str(running.run.query.exception()), dagger_logs.text)
+    message = str(raised.value)
+    # Not the flush timeout (2 minutes) or the marker lookup's (30 s) with a transport error: the login.
+    failure = {
+        "at_least_once": rf"kafka sink topic '{output}': delivery failed in batch 0: ",
+        "exactly_once": rf"kafka sink topic '{output}' \({re.escape(secured.bootstrap_servers)}\): "
+        rf"cannot look up marker topic '{output}.dagger-commits': ",
+    }[delivery]
+    assert re.search(failure + refused_login(secured.bootstrap_servers), message), message
+    assert_no_secret(message, str(running.run.query.exception()), dagger_logs.text, *capfd.readouterr())
+    assert secured.read_committed(output) == []
 
 
-def test_the_dead_letter_producer_logs_in_with_the_streams_sasl_settings(
-    sasl_broker, sasl_settings, kafka, registry, descriptor_set
+def test_a_wrong_password_fails_the_dead_letter_producer_at_once_naming_the_broker_and_mechanism(
+    secured, descriptor_set
 ):
-    """A stream on the secured cluster cannot read here (no login succeeds), so its partition reader is
-    handed a real undecodable record read from the open broker and asked to dead-letter it."""
-    topic = kafka.new_topic("undecodable")
-    kafka.produce(topic, [b"\xff\xff\xff"])
-    reader = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "dlq-test", "log_level": 3})
-    reader.assign([TopicPartition(topic, 0, 0)])
-    [record] = reader.consume(1, timeout=10)
-    reader.close()
-
-    settings = {**sasl_settings, "sasl.password": PLANTED}  # as the dagger file resolves it
+    """The dead-letter producer logs in with the stream's settings, so a stream with a wrong password fails
+    before it reads a record; its partition reader is handed a real undecodable record instead (read by
+    the admin) and asked to dead-letter it."""
+    topic = secured.new_topic("secure-undecodable")
+    secured.produce(topic, [b"\xff\xff\xff"])
+    [record] = secured.read_committed(topic)
     stream = KafkaStream(
         kind="kafka",
         table="orders",
         proto_message=ORDER,
         event_time_field="created_at",
         topics=[topic],
-        bootstrap_servers=sasl_broker,
-        consumer_config=settings,
-        invalid_records={"action": "dead_letter", "dead_letter_topic": "dead-letters"},
+        bootstrap_servers=secured.bootstrap_servers,
+        consumer_config=secured.settings(secured.dagger, password=WRONG_PASSWORD),
+        invalid_records={"action": "dead_letter", "dead_letter_topic": "secure-dead-letters"},
     )
     layout = KafkaStreamReader(
         stream, encode_descriptor_sets([descriptor_set.read_bytes()]), "rowtime"
     ).layout
     partition_reader = _PartitionReader(stream, layout, KafkaPartitionRange(topic, 0, 0, 1))
     try:
-        started = time.monotonic()
         partition_reader._send_to_dead_letter_topic([(record, "failed to decode")])
         with pytest.raises(KafkaSourceError) as raised:
-            partition_reader._flush_dead_letters()
-        assert time.monotonic() - started < 30
+            partition_reader._flush_dead_letters()  # its wait is 60 s; the refused login ends it
     finally:
         partition_reader.close()
+    message = str(raised.value)
     assert re.search(
-        rf"could not write dead letters to dead-letters: {refused_login(sasl_broker)}", str(raised.value)
+        rf"could not write dead letters to secure-dead-letters: {refused_login(secured.bootstrap_servers)}",
+        message,
     )
-    assert_no_secret(str(raised.value))
+    assert_no_secret(message)
 
 
-def test_the_sensors_admin_client_logs_in_with_the_streams_sasl_settings(sasl_broker, sasl_settings):
+def test_a_wrong_password_fails_the_sensors_admin_client_with_an_authentication_error(secured):
     stream = KafkaStream(
         kind="kafka",
         table="orders",
         proto_message=ORDER,
         event_time_field="created_at",
-        topic_pattern="orders-.*",
-        bootstrap_servers=sasl_broker,
-        consumer_config={**sasl_settings, "sasl.password": PLANTED},
+        topic_pattern="secure-.*",
+        bootstrap_servers=secured.bootstrap_servers,
+        consumer_config=secured.settings(secured.dagger, password=WRONG_PASSWORD),
     )
     with pytest.raises(KafkaException) as raised:
         list_matching_topics(stream)
-    assert re.search(refused_login(sasl_broker), str(raised.value))
+    assert re.search(refused_login(secured.bootstrap_servers), str(raised.value))
     assert_no_secret(str(raised.value))
 
 
-def test_a_dagster_envvar_password_stays_out_of_a_failed_runs_logs_and_metadata(
-    tmp_path: Path, sasl_broker, descriptor_set, spark, monkeypatch
+# ---- a certificate from another CA ---------------------------------------------------------------------
+
+
+def test_a_broker_certificate_from_a_ca_the_client_does_not_trust_fails_the_source_with_a_tls_error(
+    secured, dagger_logs, make_dagger, start_dagger
 ):
-    monkeypatch.setenv("DAGGER_TEST_KAFKA_PASSWORD", PLANTED)
-    path = write_orders_dagger(tmp_path, "secured", sasl_broker, descriptor_set, {"topics": ["orders"]})
+    topic = secured.new_topic("secure-orders")
+    untrusting = secured.settings(secured.dagger, ca=secured.security.untrusted_ca())
+    spec = make_dagger(
+        streams=[orders_stream(secured, topics=[topic], consumer_config=untrusting)],
+        sql="SELECT order_id FROM orders",
+        sinks=[{"kind": "log"}],
+    )
+    running = start_dagger(spec)
+    with pytest.raises(DaggerQueryError) as raised:
+        running.process_available()
+    message = str(raised.value)
+    address = re.escape(secured.bootstrap_servers)
+    assert re.search(
+        rf"stream 'orders' \({address}\): cannot list topics: {failed_handshake(secured.bootstrap_servers)}",
+        message,
+    ), message
+    assert "broker_timeout" not in message
+    assert_no_secret(message, dagger_logs.text)
+
+
+def test_a_broker_certificate_from_a_ca_the_client_does_not_trust_fails_a_kafka_sink_with_a_tls_error(
+    secured, registry, make_dagger, start_dagger
+):
+    source, output = secured.new_topic("secure-orders"), secured.new_topic("secure-out")
+    secured.produce(source, order_payloads(registry, 0, 3))
+    untrusting = secured.settings(secured.dagger, ca=secured.security.untrusted_ca())
+    spec = make_dagger(
+        streams=[orders_stream(secured, topics=[source], consumer_config=secured.settings(secured.dagger))],
+        sql=SQL,
+        sinks=[orders_sink(secured, output, producer_config=untrusting)],
+    )
+    running = start_dagger(spec)
+    with pytest.raises(DaggerQueryError) as raised:
+        running.process_available()
+    message = str(raised.value)
+    failure = rf"kafka sink topic '{output}': delivery failed in batch 0: "
+    assert re.search(failure + failed_handshake(secured.bootstrap_servers), message), message
+    assert_no_secret(message)
+
+
+# ---- ACLs ----------------------------------------------------------------------------------------------
+
+
+def test_a_user_without_read_on_a_topic_gets_an_authorization_error_naming_the_topic(
+    secured, registry, dagger_logs, make_dagger, start_dagger
+):
+    """`reader-without-acl` may describe `locked-` topics (list them, ask their offsets) but not read them."""
+    topic = secured.new_topic("locked-orders")
+    secured.produce(topic, order_payloads(registry, 0, 3))
+    spec = make_dagger(
+        streams=[orders_stream(secured, topics=[topic], consumer_config=secured.settings(secured.reader))],
+        sql="SELECT order_id FROM orders",
+        sinks=[{"kind": "log"}],
+    )
+    running = start_dagger(spec)
+    with pytest.raises(DaggerQueryError) as raised:
+        running.process_available()
+    message = str(raised.value)
+    assert re.search(rf"{re.escape(topic)}\[0\]: .*Broker: Topic authorization failed", message), message
+    assert running.logged == []
+    assert_no_secret(message, dagger_logs.text)
+
+
+def test_a_user_without_any_acl_on_a_topic_is_told_it_is_not_authorized_not_that_the_topic_is_missing(
+    secured, registry, make_dagger, start_dagger
+):
+    """Kafka leaves the topics a user may not describe out of its topic list; the dagger asks for the
+    topic by name and reports the authorization error."""
+    topic = secured.new_topic("secure-orders")
+    secured.produce(topic, order_payloads(registry, 0, 3))
+    spec = make_dagger(
+        streams=[orders_stream(secured, topics=[topic], consumer_config=secured.settings(secured.reader))],
+        sql="SELECT order_id FROM orders",
+        sinks=[{"kind": "log"}],
+    )
+    with pytest.raises(DaggerQueryError) as raised:
+        start_dagger(spec).process_available()
+    message = str(raised.value)
+    assert f"topic {topic}: Broker: Topic authorization failed" in message, message
+    assert "do not exist" not in message
+    assert_no_secret(message)
+
+
+# ---- Dagster -------------------------------------------------------------------------------------------
+
+
+def test_a_dagster_envvar_password_stays_out_of_a_failed_runs_logs_and_metadata(
+    tmp_path: Path, secured, descriptor_set, spark, monkeypatch
+):
+    """The deployment's `kafka_stream` resource says where and as whom (SASL_SSL, the CA, the `dagger`
+    user); its password comes from the environment and is wrong."""
+    monkeypatch.setenv("DAGGER_TEST_KAFKA_PASSWORD", WRONG_PASSWORD)
+    topic = secured.new_topic("secure-orders")
+    path = write_orders_dagger(
+        tmp_path, "secured", secured.bootstrap_servers, descriptor_set, {"topics": [topic]}
+    )
     document = yaml.safe_load(path.read_text())
-    del document["streams"][0]["bootstrap_servers"]  # the deployment's resource says where, and as whom
+    del document["streams"][0]["bootstrap_servers"]
     path.write_text(yaml.safe_dump(document))
     resources = {
         **default_resources(),
         "spark": SparkResource(master="local[2]"),
         "kafka_stream": KafkaStreamResource(
-            bootstrap_servers=sasl_broker,
-            security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="SCRAM-SHA-512",
-            sasl_username=USER,
+            bootstrap_servers=secured.bootstrap_servers,
+            security_protocol="SASL_SSL",
+            sasl_mechanism=SCRAM,
+            sasl_username=secured.dagger.name,
             sasl_password=EnvVar("DAGGER_TEST_KAFKA_PASSWORD"),
+            ssl_ca_location=str(secured.security.ca_file),
         ),
     }
     instance = DagsterInstance.ephemeral()
@@ -256,6 +511,7 @@ def test_a_dagster_envvar_password_stays_out_of_a_failed_runs_logs_and_metadata(
     assert not result.success
     [failure] = [event for event in result.all_events if event.is_step_failure]
     failure_text = serialize_value(failure.step_failure_data)
-    assert re.search(refused_login(sasl_broker), failure_text)  # it failed where expected: the login
+    # It failed where expected, and at once: the login, with the resource's user, mechanism and CA.
+    assert re.search(refused_login(secured.bootstrap_servers), failure_text)
     recorded = [serialize_value(entry) for entry in instance.all_logs(result.run_id)]
     assert_no_secret(failure_text, serialize_value(instance.get_run_by_id(result.run_id)), *recorded)

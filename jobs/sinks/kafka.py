@@ -95,7 +95,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
 from jobs.codec.protobuf import ProtoEncoder
-from jobs.kafka_errors import ClientErrors, flush_or_fail
+from jobs.kafka_errors import ClientErrors, ask_or_fail, flush_or_fail
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.partitions import write_partitions
 from jobs.sources.stream_batches import encode_descriptor_sets, registry_from_option
@@ -362,8 +362,21 @@ def ensure_marker_topic(sink: KafkaSink) -> None:
     """Creates the marker topic if missing: one partition, compacted (only each key's latest marker is
     needed), the cluster's default replication."""
     topic = sink.resolved_marker_topic
-    admin = AdminClient({**_connection_settings(sink), "allow.auto.create.topics": False})
-    metadata = admin.list_topics(topic, timeout=_CLIENT_TIMEOUT_S).topics.get(topic)
+    # The sink's first client on the driver: a refused login or TLS handshake shows here, in the client's
+    # own words, instead of as a metadata timeout.
+    client_errors = ClientErrors()
+    admin = AdminClient(
+        {**_connection_settings(sink), "allow.auto.create.topics": False, "error_cb": client_errors}
+    )
+    try:
+        metadata = ask_or_fail(
+            admin, client_errors, lambda timeout: admin.list_topics(topic, timeout=timeout), _CLIENT_TIMEOUT_S
+        ).topics.get(topic)
+    except KafkaException as error:
+        raise KafkaSinkError(
+            f"kafka sink topic {sink.topic!r} ({sink.bootstrap_servers}): cannot look up marker topic "
+            f"{topic!r}: {error.args[0].str()}"
+        ) from None
     if metadata is not None and metadata.error is None:
         return
     future = admin.create_topics(

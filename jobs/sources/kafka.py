@@ -183,7 +183,7 @@ class KafkaStreamReader(ProtoStreamReader):
             names = list(self.stream.topics or [])
             missing = [name for name in names if name not in metadata.topics]
             if missing:
-                raise KafkaSourceError(f"{self._where()}: topic(s) {', '.join(missing)} do not exist")
+                raise KafkaSourceError(f"{self._where()}: {self._why_missing(missing)}")
         found: dict[str, list[int]] = {}
         for name in names:
             topic = metadata.topics[name]
@@ -191,6 +191,19 @@ class KafkaStreamReader(ProtoStreamReader):
                 raise KafkaSourceError(f"{self._where()}: topic {name}: {topic.error.str()}")
             found[name] = sorted(topic.partitions)
         return found
+
+    def _why_missing(self, names: list[str]) -> str:
+        """A cluster's topic list leaves out the topics the user may not describe (ACLs): asked for by name,
+        such a topic answers with an authorization error, which says more than "does not exist"."""
+        for name in names:
+            answer = self._ask_broker(
+                f"cannot describe topic {name}",
+                lambda timeout, name=name: self.consumer.list_topics(name, timeout=timeout),
+            ).topics.get(name)
+            error = answer.error if answer is not None else None
+            if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                return f"topic {name}: {error.str()} (the user may not describe it)"
+        return f"topic(s) {', '.join(names)} do not exist"
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         return self._ask_broker(

@@ -30,7 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from jobs.broker import free_port
 
@@ -68,7 +79,9 @@ class BrokerSecurity:
     """SASL_SSL with SCRAM-SHA-512 on the client listener, ACLs on, `admin` a super user.
 
     `certificates()` makes a CA and a broker certificate for 127.0.0.1 in `folder`; `client_config(user)`
-    is what a client of that user sets.
+    is what a client of that user sets. On a running broker, `add_user` creates more SCRAM users and
+    `allow` grants them ACLs (both as the admin); `untrusted_ca()` is a CA that signed nothing the broker
+    holds.
     """
 
     folder: Path
@@ -100,6 +113,66 @@ class BrokerSecurity:
             "sasl.password": user.password,
             "ssl.ca.location": str(self.ca_file),
         }
+
+    def untrusted_ca(self) -> Path:
+        """The certificate of another CA, made on first use: the broker's certificate does not chain to it."""
+        certificate = self.folder / "other-ca.pem"
+        if not certificate.exists():
+            make_certificate_authority(self.folder, "other-ca", "another test CA")
+        return certificate
+
+    def admin_client(self, bootstrap_servers: str) -> AdminClient:
+        return AdminClient({"bootstrap.servers": bootstrap_servers, **self.client_config(), "log_level": 3})
+
+    def add_user(self, bootstrap_servers: str, name: str, password: str | None = None) -> KafkaUser:
+        """A SCRAM-SHA-512 user (a fresh password unless given), once it can log in."""
+        user = KafkaUser(name, password or f"{name}-{uuid.uuid4().hex}")
+        credential = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+        upsertion = UserScramCredentialUpsertion(name, credential, user.password.encode())
+        admin = self.admin_client(bootstrap_servers)  # kept alive until its futures are done
+        for future in admin.alter_user_scram_credentials([upsertion]).values():
+            future.result(timeout=30)
+        # The controller has the credential; the broker applies it from the metadata log a moment later.
+        deadline = time.monotonic() + 60
+        while True:
+            client = AdminClient(
+                {"bootstrap.servers": bootstrap_servers, **self.client_config(user), "log_level": 0}
+            )
+            try:
+                client.list_topics(timeout=2)
+                return user
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise ApacheKafkaError(f"user {name} cannot log in 60 s after it was created") from None
+                time.sleep(0.2)
+
+    def allow(
+        self,
+        bootstrap_servers: str,
+        user: KafkaUser,
+        resource_type: ResourceType,
+        name: str,
+        operations: list[AclOperation],
+        pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+    ) -> None:
+        """Grants `user` the `operations` on a resource (a prefix of names with PREFIXED), once the broker's
+        authorizer holds them."""
+        principal = f"User:{user.name}"
+        bindings = [
+            AclBinding(resource_type, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
+            for operation in operations
+        ]
+        admin = self.admin_client(bootstrap_servers)
+        for future in admin.create_acls(bindings).values():
+            future.result(timeout=30)
+        query = AclBindingFilter(
+            resource_type, name, pattern, principal, "*", AclOperation.ANY, AclPermissionType.ANY
+        )
+        deadline = time.monotonic() + 60
+        while not set(bindings) <= set(admin.describe_acls(query).result(timeout=30)):
+            if time.monotonic() > deadline:
+                raise ApacheKafkaError(f"the broker does not describe the ACLs of {principal} on {name}")
+            time.sleep(0.2)
 
     def server_properties(self) -> str:
         return "\n".join(
