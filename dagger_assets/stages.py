@@ -40,6 +40,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from pydantic import Field
 from pyspark.sql.types import StructType
 
+from jobs.config import without_credentials
 from jobs.protoc import compile_descriptor_set
 from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
@@ -199,14 +200,14 @@ def sink_target(sink: Sink) -> dict[str, str | int]:
         }
     if isinstance(sink, InfluxSink):
         return {
-            "url": sink.url,
+            "url": without_credentials(sink.url),
             "database": sink.bucket or sink.database or "",
             "measurement": sink.measurement,
         }
     if isinstance(sink, BigQuerySink):
         return {"table": f"{sink.project}.{sink.dataset}.{sink.table}"}
     if isinstance(sink, ElasticsearchSink):
-        return {"hosts": ", ".join(sink.hosts), "index": sink.index}
+        return {"hosts": ", ".join(without_credentials(host) for host in sink.hosts), "index": sink.index}
     if isinstance(sink, ParquetSink):
         return {"path": sink.path}
     return {"max_rows_per_batch": sink.max_rows_per_batch}
@@ -227,7 +228,7 @@ def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
 def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
     columns = _stream_columns(spec)
     stream_specs = [_stream_spec(spec, stream, columns.get(stream.table)) for stream in spec.streams]
-    processor_specs = [
+    preprocessor_specs = [
         AssetSpec(
             key=preprocessed_key(spec, stream),
             group_name=asset_prefix(spec),
@@ -239,8 +240,8 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
         for stream in spec.streams
         if stream.pre_processors
     ]
-    if has_post_processors(spec):
-        processor_specs.append(
+    postprocessor_specs = (
+        [
             AssetSpec(
                 key=postprocessed_key(spec),
                 group_name=asset_prefix(spec),
@@ -249,7 +250,10 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
                 description="The SQL result after the post-processors.",
                 metadata={"post_processors": _post_processor_summary(spec)},
             )
-        )
+        ]
+        if has_post_processors(spec)
+        else []
+    )
     sql_spec = AssetSpec(
         key=sql_key(spec),
         group_name=asset_prefix(spec),
@@ -270,7 +274,7 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
 
     @multi_asset(
         name=f"{asset_prefix(spec)}_query",
-        specs=[*stream_specs, *processor_specs, sql_spec, *sink_specs],
+        specs=[*stream_specs, *preprocessor_specs, sql_spec, *postprocessor_specs, *sink_specs],
         can_subset=False,
         partitions_def=topic_partitions(spec),
         required_resource_keys=set(default_resources()),
@@ -329,7 +333,12 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
             run.stop()
         yield from new_observations()
         yield from _materializations(
-            spec, built.result.schema, run, [*stream_specs, *processor_specs], sink_specs
+            spec,
+            built.result.schema,
+            run,
+            [*stream_specs, *preprocessor_specs],
+            postprocessor_specs,
+            sink_specs,
         )
 
     return run_dagger_query
@@ -373,8 +382,10 @@ def _materializations(
     result_schema: StructType,
     run: DaggerRun,
     input_specs: list[AssetSpec],
+    postprocessor_specs: list[AssetSpec],
     sink_specs: list[AssetSpec],
 ) -> Iterator[MaterializeResult]:
+    """One result per asset, each after the assets it depends on (Dagster checks the order)."""
     input_rows = sum(report.input_rows for report in run.reports)
     invalid = sum(sum(report.invalid_records.values()) for report in run.reports)
     result_columns = table_schema(result_schema)
@@ -389,6 +400,8 @@ def _materializations(
             "dagster/column_schema": result_columns,
         },
     )
+    for postprocessor_spec in postprocessor_specs:
+        yield MaterializeResult(asset_key=postprocessor_spec.key)
     for sink_spec in sink_specs:
         yield MaterializeResult(asset_key=sink_spec.key, metadata={"dagster/column_schema": result_columns})
 

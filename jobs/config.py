@@ -76,6 +76,21 @@ def _http_url(value: str) -> str:
 
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 
+_URL_CREDENTIALS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
+_SECRET_KEY = re.compile(
+    r"(?i)password|passwd|secret|token|credential|authorization|api[-_.]?key|access[-_.]?key|private[-_.]?key"
+)
+
+
+def without_credentials(url: str) -> str:
+    """`url` without the `user:password@` of `https://user:password@host:9200`, for messages and metadata."""
+    return _URL_CREDENTIALS.sub(r"\1", url)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a setting named `key` holds a credential (`password`, `sasl.password`, `Authorization`...)."""
+    return _SECRET_KEY.search(key) is not None
+
 
 def resolve_path(value: str, info: ValidationInfo) -> str:
     """Paths and URLs as given; relative local paths against the dagger file's folder."""

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, PositiveInt, ValidationError, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ClientConfigValue, Duration, HttpUrl, SqlIdentifier
+from jobs.config import ClientConfigValue, Duration, HttpUrl, SqlIdentifier, is_secret_key
 from jobs.config import ConfigModel as _Model
 from jobs.config import resolve_path as _resolve_path
 from jobs.processors.config import InvalidRecordFilter, PostProcessors, Transformer
@@ -519,6 +519,8 @@ def format_validation_error(source: str, error: ValidationError) -> str:
         got = "" if item["type"] in ("missing",) else f" (got {item['input']!r})"
         if item["type"] == "extra_forbidden" or isinstance(item["input"], dict):
             got = ""
+        if any(isinstance(part, str) and is_secret_key(part) for part in item["loc"]):
+            got = ""  # a credential's value is never repeated, even a wrong one
         lines.append(f"  {where}: {message}{got}")
     return "\n".join(lines)
 

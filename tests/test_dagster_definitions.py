@@ -62,12 +62,16 @@ def _resources() -> dict:
     return {**default_resources(), "spark": SparkResource(master="local[2]")}
 
 
-def _logged_order_ids(instance: DagsterInstance, run_id: str) -> list[str]:
-    """Order ids the log sink wrote to the run's log."""
+def _logged_rows(instance: DagsterInstance, run_id: str) -> list[dict]:
+    """Rows the log sink wrote to the run's log."""
     messages = [
         entry.user_message for entry in instance.all_logs(run_id) if entry.user_message.startswith("batch ")
     ]
-    return [json.loads(message.split(" | ", 1)[1])["order_id"] for message in messages]
+    return [json.loads(message.split(" | ", 1)[1]) for message in messages]
+
+
+def _logged_order_ids(instance: DagsterInstance, run_id: str) -> list[str]:
+    return [row["order_id"] for row in _logged_rows(instance, run_id)]
 
 
 def test_a_bounded_materialization_processes_what_is_available_and_completes(
@@ -301,3 +305,32 @@ def test_processors_become_stages_between_the_stream_the_sql_and_the_sinks(
     assert graph.get(key("postprocessed")).parent_keys == {key("sql")}
     assert graph.get(key("sink", "0_log")).parent_keys == {key("postprocessed")}
     assert graph.get(key("postprocessed")).metadata["post_processors"] == "internal x1"
+
+
+def test_a_bounded_run_with_processors_materializes_every_stage_after_its_parents(
+    tmp_path: Path, kafka, registry, descriptor_set, spark
+):
+    topic = kafka.new_topic("materialize-processed")
+    kafka.produce(topic, order_payloads(registry, 0, 4))
+    stream = {"topics": [topic], "pre_processors": [{"kind": "clear_column", "column": "customer_id"}]}
+    post = {"internal": [{"output_field": "id", "type": "sql", "value": "order_id"}]}
+    write_orders_dagger(
+        tmp_path, "processed", kafka.bootstrap_servers, descriptor_set, stream, post_processors=post
+    )
+    instance = DagsterInstance.ephemeral()
+    result = materialize(
+        [build_definitions(tmp_path).get_assets_def(AssetKey(["processed", "sql"]))],
+        resources=_resources(),
+        run_config={"ops": {"processed_query": {"config": {"bounded": True}}}},
+        instance=instance,
+    )
+    assert result.success
+    materialized = [event.asset_key.path[1:] for event in result.get_asset_materialization_events()]
+    assert materialized == [
+        ["stream", "orders"],
+        ["preprocessed", "orders"],
+        ["sql"],
+        ["postprocessed"],
+        ["sink", "0_log"],
+    ]
+    assert [row["id"] for row in _logged_rows(instance, result.run_id)] == [f"o{index}" for index in range(4)]

@@ -301,9 +301,10 @@ class ApacheKafka:
         if self.security:
             self.security.certificates()
         (self.data_dir / "server.properties").write_text(self._server_properties())
+        # Kafka's Uuid text form; a leading '-' (1 in 64) would read as an option, hence `--cluster-id=`.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         command = [*self._java(), "kafka.tools.StorageTool", "format", "--ignore-formatted"]
-        command += ["-t", cluster_id, "-c", str(self.data_dir / "server.properties")]
+        command += [f"--cluster-id={cluster_id}", "-c", str(self.data_dir / "server.properties")]
         if self.security:
             admin = self.security.admin
             command += ["--add-scram", f"{SCRAM}=[name={admin.name},password={admin.password}]"]

@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from jobs.config import without_credentials
 from jobs.processors.config import ElasticsearchEnrichment
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.http import check_output_paths, extract_json_path, fill, quoted
@@ -87,14 +88,15 @@ class ElasticsearchCaller:
                 continue
             status = reply.status
             if status in _FAILOVER_STATUSES:
-                problems.append(f"GET {url} answered HTTP {status}")
+                problems.append(f"GET {without_credentials(url)} answered HTTP {status}")
                 continue
             if status == 200:
                 return reply.json("GET", url)
             if 200 <= status < 300:
                 raise NoAnswer  # Dagger reads only 200 answers; the row goes on unchanged
             raise CallFailed(
-                f"GET {url} answered HTTP {status}: {reply.excerpt()}", retryable=retryable_status(status)
+                f"GET {without_credentials(url)} answered HTTP {status}: {reply.excerpt()}",
+                retryable=retryable_status(status),
             )
         raise CallFailed("no host answered: " + "; ".join(problems))
 

@@ -37,6 +37,7 @@ from jsonpath_ng import jsonpath as jp
 from jsonpath_ng.ext import parse as parse_json_path
 from pyspark.sql import DataFrame
 
+from jobs.config import without_credentials
 from jobs.processors.config import HttpEnrichment, OutputField
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.transport import HttpPool, retryable_status
@@ -232,7 +233,7 @@ class HttpCaller:
         reply = await self.pool.send(method, url, body, headers)
         if not 200 <= reply.status < 300:
             raise CallFailed(
-                f"{method} {url} answered HTTP {reply.status}: {reply.excerpt()}",
+                f"{method} {without_credentials(url)} answered HTTP {reply.status}: {reply.excerpt()}",
                 retryable=retryable_status(reply.status),
             )
         return reply.json(method, url)

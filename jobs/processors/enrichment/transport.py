@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from jobs.config import without_credentials
 from jobs.processors.enrichment.engine import CallFailed
 
 
@@ -34,8 +35,8 @@ class Reply:
             return json.loads(self.text)
         except ValueError:
             raise CallFailed(
-                f"{method} {url} answered HTTP {self.status} with a body that is not JSON: "
-                f"{self.excerpt()!r}",
+                f"{method} {without_credentials(url)} answered HTTP {self.status} with a body that is not "
+                f"JSON: {self.excerpt()!r}",
                 retryable=False,
             ) from None
 
@@ -80,11 +81,15 @@ class HttpPool:
             ) as response:
                 return Reply(response.status, await response.text(errors="replace"))
         except TimeoutError:
-            raise CallFailed(f"{method} {url} timed out") from None
+            raise CallFailed(f"{method} {without_credentials(url)} timed out") from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
-            raise CallFailed(f"{method} {url}: {type(error).__name__}: {error}") from None
+            raise CallFailed(
+                f"{method} {without_credentials(url)}: {type(error).__name__}: {error}"
+            ) from None
         except (aiohttp.ClientError, ValueError) as error:  # a bad URL, an unreadable answer
-            raise CallFailed(f"{method} {url}: {type(error).__name__}: {error}", retryable=False) from None
+            raise CallFailed(
+                f"{method} {without_credentials(url)}: {type(error).__name__}: {error}", retryable=False
+            ) from None
 
     async def close(self) -> None:
         if self._session is not None:
