@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 UI_STAMP := tests/ui/node_modules/.installed
 # The InfluxDB sink tests run Debian's InfluxDB 1.6 server, installed when missing.
 INFLUXD := /usr/bin/influxd
-# The driver JVM's class-data-sharing archive (jobs/jvm_archive.py), made again with the virtualenv.
+# The driver JVM's class-data-sharing archive (jobs/tools/jvm_archive.py), made again with the virtualenv.
 JVM_ARCHIVE_STAMP := build/jvm/.made
 # Apache Kafka for the tests: the broker's classpath, resolved by Maven from Maven Central (never for `run`).
 KAFKA_POM := tests/servers/apache_kafka/pom.xml
@@ -30,13 +30,13 @@ test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(KAFKA_STAMP) protos $(JVM_AR
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-# The suite last: its table (also written into the README) is the last thing printed.
+# The suite last: its table (also written into docs/benchmarks.md) is the last thing printed.
 bench: $(STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP)
 	for sink in kafka_parquet influx elasticsearch bigquery; do $(BIN)/python bench/sink_$$sink.py || exit 1; done
-	$(BIN)/python bench/suite.py --readme
+	$(BIN)/python bench/suite.py --publish
 
 protos: $(STAMP)
-	$(BIN)/python -m jobs.protoc
+	$(BIN)/python -m jobs.tools.protoc
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,7 +46,7 @@ $(STAMP): pyproject.toml
 
 # Not made (an old JDK, say): a warning, and daggers start without it.
 $(JVM_ARCHIVE_STAMP): $(STAMP)
-	$(BIN)/python -m jobs.jvm_archive
+	$(BIN)/python -m jobs.tools.jvm_archive
 	touch $@
 
 $(UI_STAMP): tests/ui/package.json tests/ui/package-lock.json

@@ -37,12 +37,12 @@ from pyspark.sql import SparkSession
 
 from bench.processes import cpu_between, snapshot
 from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 from jobs.runner import DaggerRun, ProgressReport, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka import producer_settings
 from jobs.spark import spark_session
 from jobs.spec import DaggerSpec, KafkaSink, parse_dagger
+from jobs.tools.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 
 PARTITIONS = 2
 TRIGGER_EXECUTION = "triggerExecution"

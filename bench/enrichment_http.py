@@ -34,12 +34,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from google.protobuf import message_factory
 
-from jobs.broker import EmbeddedBroker
-from jobs.protoc import compile_descriptor_set
 from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
+from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.protoc import compile_descriptor_set
 
 
 class LocalApi:

@@ -88,11 +88,11 @@ from bench.common import (
 )
 from bench.kafka_filter import PROJECTION, SUMMARY_MESSAGE, go_rides
 from bench.processes import TreeSnapshot, cpu_between, snapshot
-from jobs.broker import EmbeddedBroker
 from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.generator import BookingProducer, ensure_topic
-from jobs.protoc import compile_descriptor_set
 from jobs.schema_registry import SchemaRegistry
+from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.generator import BookingProducer, ensure_topic
+from jobs.tools.protoc import compile_descriptor_set
 
 SQL = (
     "SELECT order_number, customer_id, amount_paid_by_cash, kafka_timestamp AS event_timestamp "

@@ -24,13 +24,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from jobs.broker import EmbeddedBroker
-from jobs.generator import BookingProducer, booking_batch
-from jobs.protoc import compile_descriptor_set
 from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
+from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.generator import BookingProducer, booking_batch
+from jobs.tools.protoc import compile_descriptor_set
 
 RESULTS = Path(__file__).parent / "results" / "preprocessors.json"
 SPINE = "spine"

@@ -27,9 +27,9 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import sink_only_dagger
-from jobs.generator import booking_batch
 from jobs.sinks.elasticsearch import ElasticsearchSinkWriter, documents
 from jobs.spark import spark_session
+from jobs.tools.generator import booking_batch
 from tests.servers.elasticsearch import start_server
 
 WARM_UP_DOCS = 1_000

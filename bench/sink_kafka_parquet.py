@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.broker import EmbeddedBroker
-from jobs.generator import booking_batch, ensure_topic
-from jobs.protoc import compile_descriptor_set
 from jobs.runner import build_dagger
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
+from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.generator import booking_batch, ensure_topic
+from jobs.tools.protoc import compile_descriptor_set
 
 RESULTS = Path(__file__).parent / "results" / "sink_kafka_parquet.json"
 WARM_UP_ROWS = 2_000

@@ -60,9 +60,9 @@ from bench.common import (
     throughput_summary,
     write_summary,
 )
-from jobs.broker import EmbeddedBroker
-from jobs.protoc import compile_descriptor_set
 from jobs.schema_registry import SchemaRegistry
+from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.protoc import compile_descriptor_set
 
 INPUT_TOPIC = "bookings-windowed"
 BASELINE_TOPIC = "window-baseline-out"

@@ -26,7 +26,7 @@ from dagger_assets.checks import dagger_checks
 from dagger_assets.restarts import restart_sensor
 from dagger_assets.sensors import new_topic_sensor, schema_change_sensor
 from dagger_assets.stages import dagger_assets, dagger_job
-from jobs.protoc import PROJECT_ROOT
+from jobs.project import PROJECT_ROOT
 from jobs.spec import DaggerConfigError, DaggerSpec, load_dagger
 from resources import default_resources
 

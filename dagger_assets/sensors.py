@@ -28,7 +28,6 @@ from dagster import (
     SensorResult,
     sensor,
 )
-from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
 
 from dagger_assets.restarts import rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, topic_partitions
@@ -40,6 +39,15 @@ from resources.components import overlay
 
 _BROKER_TIMEOUT_S = 10.0
 RESTART_REASON_TAG = "dagger/restart_reason"
+
+
+# The run statuses of a run that holds (or is about to hold) the dagger's checkpoint.
+RUNNING_STATUSES = [
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+    DagsterRunStatus.SUSPENDED,
+]
 
 
 def list_matching_topics(stream: KafkaStream) -> list[str]:
@@ -96,7 +104,7 @@ def new_topic_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> Sen
         new = [] if seen is None else [topic for topic in topics if topic not in seen]
         if not new:
             return SensorResult(cursor=cursor, skip_reason=f"no new topic among {len(topics)} matching")
-        running = context.instance.get_runs(dagger_runs(spec, IN_PROGRESS_RUN_STATUSES), limit=1)
+        running = context.instance.get_runs(dagger_runs(spec, RUNNING_STATUSES), limit=1)
         if running:
             return SensorResult(
                 cursor=cursor,
@@ -149,14 +157,14 @@ def schema_change_sensor(
             if previous is None or previous == digest:
                 continue
             for spec in daggers:
-                for run in context.instance.get_runs(dagger_runs(spec, IN_PROGRESS_RUN_STATUSES)):
+                for run in context.instance.get_runs(dagger_runs(spec, RUNNING_STATUSES)):
                     context.log.info(f"descriptor set {location} changed: stopping run {run.run_id}")
                     context.instance.run_coordinator.cancel_run(run.run_id)
                     stopping[run.run_id] = spec.name
         requests = []
         for run_id, dagger in list(stopping.items()):
             run = context.instance.get_run_by_id(run_id)
-            if run is not None and run.status in IN_PROGRESS_RUN_STATUSES:
+            if run is not None and run.status in RUNNING_STATUSES:
                 continue
             del stopping[run_id]
             stopped = run is not None and run.status in (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS)

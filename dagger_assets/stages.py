@@ -36,12 +36,13 @@ from dagster import (
     in_process_executor,
     multi_asset,
 )
+
+# What `define_asset_job` returns; Dagster exports no public name for the type (annotations only).
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pydantic import Field
 from pyspark.sql.types import StructType
 
 from jobs.config import without_credentials
-from jobs.protoc import compile_descriptor_set
 from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.spec import (
@@ -56,6 +57,7 @@ from jobs.spec import (
     ParquetStream,
     Sink,
 )
+from jobs.tools.protoc import compile_descriptor_set
 from resources import SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS, default_resources
 from resources.components import configure_dagger
 

@@ -1,3 +1,3 @@
-from jobs.cli import main
+from jobs.cli.main import main
 
 raise SystemExit(main())

@@ -38,14 +38,15 @@ from jobs.processors.config import (
     SqlTransformer,
     Transformer,
 )
+from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
-from jobs.processors.transformers import ProcessorError, TransformContext, apply_transformer
-from jobs.schema_registry import SchemaRegistry
+from jobs.processors.transformers import apply_transformer
+from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.kafka import KafkaSinkWriter
 from jobs.sinks.log import LogSinkWriter
 from jobs.sources import kafka as kafka_source
 from jobs.sources import parquet as parquet_source
-from jobs.sources.stream_batches import VALID_RECORD_COLUMN, ProtoStreamDataSource, encode_descriptor_sets
+from jobs.sources.stream_batches import VALID_RECORD_COLUMN, ProtoStreamDataSource
 from jobs.spec import (
     DaggerSpec,
     ElasticsearchSink,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import difflib
 import hashlib
+import json
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -187,3 +189,23 @@ def _message_names(file_proto: descriptor_pb2.FileDescriptorProto) -> list[str]:
 
     walk(file_proto.package, file_proto.message_type)
     return names
+
+
+def encode_descriptor_sets(payloads: Sequence[bytes]) -> str:
+    """Descriptor sets as a data-source option (options are strings; executors rebuild the registry)."""
+    return json.dumps([base64.b64encode(payload).decode("ascii") for payload in payloads])
+
+
+_registries: dict[str, SchemaRegistry] = {}
+_cache_lock = threading.Lock()
+
+
+def registry_from_option(descriptor_sets_option: str) -> SchemaRegistry:
+    """The registry behind an `encode_descriptor_sets` option, built once per process."""
+    key = hashlib.sha256(descriptor_sets_option.encode()).hexdigest()
+    with _cache_lock:
+        registry = _registries.get(key)
+        if registry is None:
+            payloads = [base64.b64decode(item) for item in json.loads(descriptor_sets_option)]
+            registry = _registries[key] = SchemaRegistry(payloads)
+        return registry

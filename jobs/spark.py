@@ -7,10 +7,11 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.jvm_archive import driver_java_options
+from jobs.project import BUILD_DIR
 from jobs.sources.kafka import KafkaStreamDataSource
 from jobs.sources.parquet import ParquetStreamDataSource
 
@@ -18,6 +19,9 @@ DEFAULT_MASTER = "local[*]"
 
 # The JVM writes /tmp/hsperfdata_<user> otherwise, whatever java.io.tmpdir says.
 JAVA_OPTIONS = "-XX:-UsePerfData -Duser.timezone=UTC"
+
+ARCHIVE = Path(os.environ.get("DAGGER_JVM_ARCHIVE", BUILD_DIR / "jvm" / "driver.jsa"))
+"""The driver JVM's class-data-sharing archive, made by `python -m jobs.tools.jvm_archive`."""
 
 # Defaults for one machine; every key can be overridden through `extra_conf`.
 _DEFAULT_CONF = {
@@ -50,6 +54,11 @@ _LOCAL_CONF = {
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
     ),
 }
+
+
+def driver_java_options(base: str) -> str:
+    """`base` plus the class archive option when the archive exists (a start-up saving, never required)."""
+    return f"{base} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.is_file() else base
 
 
 def spark_session(

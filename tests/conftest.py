@@ -11,7 +11,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,11 @@ from google.protobuf import message_factory
 from google.protobuf.message import Message as ProtoMessage
 from pyspark.sql import SparkSession
 
-from jobs.broker import EmbeddedBroker
-from jobs.protoc import compile_descriptor_set
 from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spec import DaggerSpec, parse_dagger
+from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.protoc import compile_descriptor_set
 
 pytest_plugins = [
     "tests.dagster_deployment",  # the `dagster` deployment fixture
@@ -88,12 +88,17 @@ _topic_counter = itertools.count()
 @dataclass
 class KafkaHelper:
     bootstrap_servers: str
+    settings: dict[str, str] = field(default_factory=dict)
+    """Client settings besides the address (a secured cluster's login), for every client made here."""
+
+    def client_config(self, **extra: Any) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap_servers, **self.settings, "log_level": 3, **extra}
 
     def new_topic(self, prefix: str = "t", partitions: int = 1, name: str | None = None) -> str:
         topic = name or f"{prefix}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 3})
+        admin = AdminClient(self.client_config())
         for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-            future.result(timeout=10)
+            future.result(timeout=30)
         return topic
 
     def produce(
@@ -104,7 +109,7 @@ class KafkaHelper:
         timestamps_ms: Sequence[int] | None = None,
         keys: Sequence[bytes | None] | None = None,
     ) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5, "log_level": 3})
+        producer = Producer(self.client_config(**{"linger.ms": 5}))
         for index, value in enumerate(values):
             arguments: dict[str, Any] = {"value": value}
             if partition is not None:
@@ -121,17 +126,17 @@ class KafkaHelper:
     ) -> list[Message]:
         """Every record of every partition, read to the end (in partition, offset order)."""
         consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "group.id": f"reader-{uuid.uuid4().hex}",
-                "isolation.level": isolation_level,
-                "enable.partition.eof": True,
-                "enable.auto.commit": False,
-                "log_level": 3,
-            }
+            self.client_config(
+                **{
+                    "group.id": f"reader-{uuid.uuid4().hex}",
+                    "isolation.level": isolation_level,
+                    "enable.partition.eof": True,
+                    "enable.auto.commit": False,
+                }
+            )
         )
         try:
-            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
             consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
             pending, records = set(partitions), []
             deadline = time.monotonic() + timeout_s

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.processors.transformers import TransformContext
+from jobs.processors.context import TransformContext
 
 
 def label_rows(frame: DataFrame, context: TransformContext, label: str) -> DataFrame:

@@ -21,8 +21,8 @@ import yaml
 from dagster import DagsterInstance
 from dagster_graphql import DagsterGraphQLClient
 
-from jobs.broker import free_port
-from jobs.protoc import PROJECT_ROOT
+from jobs.project import PROJECT_ROOT
+from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream
 
 # The instance a deployment would use: runs launch at once. Restarts of crashed runs come from the code

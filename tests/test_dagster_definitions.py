@@ -13,7 +13,7 @@ from dagster import AssetKey, DagsterInstance, EnvVar, materialize
 from dagster_shared.serdes import serialize_value
 
 from dagger_assets.definitions import build_definitions
-from jobs.protoc import PROJECT_ROOT
+from jobs.project import PROJECT_ROOT
 from resources import KafkaStreamResource, LogSinkResource, SparkResource, default_resources
 from tests.conftest import order_payloads
 from tests.dagster_deployment import write_orders_dagger

@@ -173,7 +173,7 @@ def test_a_per_topic_template_adds_one_partition_and_run_per_topic(
 
 
 def test_an_unreachable_broker_skips_the_tick_naming_the_broker(tmp_path: Path, descriptor_set, instance):
-    from jobs.broker import free_port
+    from jobs.tools.broker import free_port
 
     address = f"127.0.0.1:{free_port()}"
     write_orders_dagger(tmp_path, "offline", address, descriptor_set, {"topic_pattern": "x-.*"})

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from dagster import DagsterRunStatus
 
-from jobs.generator import BookingProducer, booking_batch
-from jobs.protoc import PROJECT_ROOT
+from jobs.project import PROJECT_ROOT
 from jobs.schema_registry import SchemaRegistry
+from jobs.tools.generator import BookingProducer, booking_batch
 
 UI_DRIVER = PROJECT_ROOT / "tests" / "ui" / "dagster_flow.mjs"
 ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "ui"

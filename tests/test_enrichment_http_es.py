@@ -17,8 +17,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from jobs.broker import free_port
 from jobs.runner import DaggerBuildError, DaggerQueryError
+from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, message_class
 
 LOG = [{"kind": "log", "max_rows_per_batch": 1000}]

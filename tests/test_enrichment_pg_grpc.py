@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from jobs.broker import free_port
 from jobs.runner import DaggerBuildError, DaggerQueryError
+from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, message_class
 from tests.servers.postgres import PostgresServer
 

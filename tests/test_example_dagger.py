@@ -7,10 +7,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from jobs.cli import EXAMPLE_DAGGER
 from jobs.codec.protobuf import ProtoEncoder
-from jobs.generator import BOOKING_MESSAGE, booking_batch
+from jobs.project import EXAMPLE_DAGGER
 from jobs.spec import parse_dagger
+from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
 from tests.conftest import message_class, on_both_brokers
 
 BOOKINGS = 300

@@ -1,4 +1,4 @@
-"""The driver JVM maps the class-data-sharing archive that `make` made (jobs/jvm_archive.py)."""
+"""The driver JVM maps the class-data-sharing archive that `make` made (jobs/tools/jvm_archive.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 from pyspark import SparkContext
 
-from jobs.jvm_archive import ARCHIVE, driver_java_options
+from jobs.spark import ARCHIVE, driver_java_options
 
 
 def test_the_driver_jvm_maps_the_class_archive(spark):
-    assert ARCHIVE.is_file(), f"{ARCHIVE} is missing: `make` makes it (python -m jobs.jvm_archive)"
+    assert ARCHIVE.is_file(), f"{ARCHIVE} is missing: `make` makes it (python -m jobs.tools.jvm_archive)"
     assert f"-XX:SharedArchiveFile={ARCHIVE}" in spark.sparkContext.getConf().get(
         "spark.driver.extraJavaOptions"
     )
@@ -20,5 +20,5 @@ def test_the_driver_jvm_maps_the_class_archive(spark):
 
 
 def test_without_an_archive_the_options_stay_as_they_are(tmp_path, monkeypatch):
-    monkeypatch.setattr("jobs.jvm_archive.ARCHIVE", tmp_path / "none.jsa")
+    monkeypatch.setattr("jobs.spark.ARCHIVE", tmp_path / "none.jsa")
     assert driver_java_options("-Dx=1") == "-Dx=1"

@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Message, Producer
 
 from jobs.runner import DaggerQueryError
+from jobs.schema_registry import encode_descriptor_sets
 from jobs.sinks import kafka as kafka_sink_module
 from jobs.sinks.kafka import (
     ATTEMPT_HEADER,
@@ -33,7 +34,6 @@ from jobs.sinks.kafka import (
     sink_identity,
     transactional_id,
 )
-from jobs.sources.stream_batches import encode_descriptor_sets
 from jobs.spec import DaggerConfigError, KafkaSink
 from tests.conftest import kafka_sink, kafka_stream, message_class, on_both_brokers, order_payloads
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from jobs.schema_registry import encode_descriptor_sets
 from jobs.sources import kafka as kafka_source
 from jobs.sources.kafka import KafkaPartitionRange, KafkaStreamReader
-from jobs.sources.stream_batches import encode_descriptor_sets
 from jobs.spec import KafkaStream
 from tests.conftest import KafkaHelper, kafka_stream, order_payloads
 

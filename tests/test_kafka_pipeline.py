@@ -497,7 +497,7 @@ def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(
 
 
 def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger, start_dagger):
-    from jobs.broker import free_port
+    from jobs.tools.broker import free_port
 
     topic = kafka.new_topic("undeliverable")
     kafka.produce(topic, order_payloads(registry, 0, 3))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,17 +29,12 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import (
-    Consumer,
     ConsumerGroupTopicPartitions,
-    KafkaError,
     KafkaException,
     Message,
-    Producer,
-    TopicPartition,
 )
 from confluent_kafka.admin import (
     AclOperation,
-    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -50,11 +44,11 @@ from dagster_shared.serdes import serialize_value
 from dagger_assets.definitions import build_definitions
 from dagger_assets.sensors import list_matching_topics
 from jobs.runner import DaggerQueryError
+from jobs.schema_registry import encode_descriptor_sets
 from jobs.sources.kafka import KafkaPartitionRange, KafkaSourceError, KafkaStreamReader, _PartitionReader
-from jobs.sources.stream_batches import encode_descriptor_sets
 from jobs.spec import KafkaStream
 from resources import KafkaStreamResource, SparkResource, default_resources
-from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import KafkaHelper, RunningDagger, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.dagster_deployment import wait_for, write_orders_dagger
 from tests.servers.kafka import SCRAM, ApacheKafka, BrokerSecurity, KafkaUser
 
@@ -89,51 +83,20 @@ class SecuredKafka:
             settings["ssl.ca.location"] = str(ca)
         return settings
 
-    def _admin_config(self) -> dict[str, str]:
-        return {"bootstrap.servers": self.bootstrap_servers, **self.security.client_config(), "log_level": 3}
+    @property
+    def admin(self) -> KafkaHelper:
+        """Topics made, records produced and read back as the admin (a super user)."""
+        return KafkaHelper(self.bootstrap_servers, self.security.client_config())
 
     def new_topic(self, prefix: str = "secure", partitions: int = 1, name: str | None = None) -> str:
-        topic = name or f"{prefix}-{uuid.uuid4().hex[:8]}"
-        admin = self.security.admin_client(self.bootstrap_servers)
-        for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-            future.result(timeout=30)
-        return topic
+        return self.admin.new_topic(prefix, partitions, name)
 
     def produce(self, topic: str, values: Sequence[bytes], partition: int | None = None) -> None:
-        producer = Producer({**self._admin_config(), "linger.ms": 5})
-        for value in values:
-            if partition is None:
-                producer.produce(topic, value)
-            else:
-                producer.produce(topic, value, partition=partition)
-        assert producer.flush(30) == 0
+        self.admin.produce(topic, values, partition)
 
-    def read_committed(self, topic: str, timeout_s: float = 60.0) -> list[Message]:
+    def read_committed(self, topic: str) -> list[Message]:
         """Every record a read_committed consumer (the admin) sees, read to the end of every partition."""
-        consumer = Consumer(
-            {
-                **self._admin_config(),
-                "group.id": f"reader-{uuid.uuid4().hex}",
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "enable.auto.commit": False,
-            }
-        )
-        try:
-            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-            consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
-            pending, records = set(partitions), []
-            deadline = time.monotonic() + timeout_s
-            while pending and time.monotonic() < deadline:
-                for message in consumer.consume(1000, timeout=0.5):
-                    if message.error() is None:
-                        records.append(message)
-                    elif message.error().code() == KafkaError._PARTITION_EOF:
-                        pending.discard(message.partition())
-            assert not pending, f"partitions {pending} of {topic} not read to the end"
-            return sorted(records, key=lambda record: (record.partition(), record.offset()))
-        finally:
-            consumer.close()
+        return self.admin.read_all(topic, timeout_s=60, isolation_level="read_committed")
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         admin = self.security.admin_client(self.bootstrap_servers)
@@ -274,23 +237,30 @@ def test_a_dagger_reads_dead_letters_and_writes_exactly_once_as_a_user_limited_b
     assert_no_secret(dagger_logs.text, *capfd.readouterr())
 
 
-# ---- wrong password ------------------------------------------------------------------------------------
-
-
-def test_a_wrong_password_fails_the_source_at_once_naming_the_broker_and_mechanism(
-    secured, dagger_logs, capfd, make_dagger, start_dagger
-):
+def refused_source(
+    secured: SecuredKafka, make_dagger, start_dagger, consumer_config: dict[str, str]
+) -> tuple[RunningDagger, str]:
+    """A dagger whose stream connects with `consumer_config`, and the error its first batch fails with."""
     topic = secured.new_topic("secure-orders")
-    wrong = secured.settings(secured.dagger, password=WRONG_PASSWORD)
     spec = make_dagger(
-        streams=[orders_stream(secured, topics=[topic], consumer_config=wrong)],
+        streams=[orders_stream(secured, topics=[topic], consumer_config=consumer_config)],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log"}],
     )
     running = start_dagger(spec)
     with pytest.raises(DaggerQueryError) as raised:
         running.process_available()
-    message = str(raised.value)
+    return running, str(raised.value)
+
+
+# ---- wrong password ------------------------------------------------------------------------------------
+
+
+def test_a_wrong_password_fails_the_source_at_once_naming_the_broker_and_mechanism(
+    secured, dagger_logs, capfd, make_dagger, start_dagger
+):
+    wrong = secured.settings(secured.dagger, password=WRONG_PASSWORD)
+    running, message = refused_source(secured, make_dagger, start_dagger, wrong)
     # Refused at the first metadata request, not ridden out for broker_timeout (2 minutes) as an outage.
     address = re.escape(secured.bootstrap_servers)
     assert re.search(
@@ -389,17 +359,8 @@ def test_a_wrong_password_fails_the_sensors_admin_client_with_an_authentication_
 def test_a_broker_certificate_from_a_ca_the_client_does_not_trust_fails_the_source_with_a_tls_error(
     secured, dagger_logs, make_dagger, start_dagger
 ):
-    topic = secured.new_topic("secure-orders")
     untrusting = secured.settings(secured.dagger, ca=secured.security.untrusted_ca())
-    spec = make_dagger(
-        streams=[orders_stream(secured, topics=[topic], consumer_config=untrusting)],
-        sql="SELECT order_id FROM orders",
-        sinks=[{"kind": "log"}],
-    )
-    running = start_dagger(spec)
-    with pytest.raises(DaggerQueryError) as raised:
-        running.process_available()
-    message = str(raised.value)
+    _running, message = refused_source(secured, make_dagger, start_dagger, untrusting)
     address = re.escape(secured.bootstrap_servers)
     assert re.search(
         rf"stream 'orders' \({address}\): cannot list topics: {failed_handshake(secured.bootstrap_servers)}",

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from jobs.broker import free_port
 from jobs.runner import DaggerQueryError
+from jobs.tools.broker import free_port
 from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.servers.influxdb import (
     _CONFIG,

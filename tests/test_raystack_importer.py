@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobs.protoc import DEFAULT_OUTPUT
 from jobs.raystack.importer import DaggerJobError, ImportedJob, import_job, read_job
 from jobs.spec import load_dagger
+from jobs.tools.protoc import DEFAULT_OUTPUT
 
 WINDOW_SQL = (
     "SELECT service_type, count(1) AS booking_count, TUMBLE_END(rowtime, INTERVAL '60' SECOND) "

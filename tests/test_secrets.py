@@ -53,10 +53,10 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from dagster import DagsterRunStatus
 from psycopg import sql
 
-from jobs.broker import free_port
-from jobs.protoc import PROJECT_ROOT
+from jobs.project import PROJECT_ROOT
 from jobs.runner import DaggerQueryError, build_dagger
 from jobs.spec import DaggerConfigError, parse_dagger
+from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, message_class
 from tests.dagster_deployment import wait_for
 from tests.servers.kafka import ApacheKafka, BrokerSecurity, KafkaUser

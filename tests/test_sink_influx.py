@@ -248,7 +248,7 @@ def test_retries_are_bounded_then_the_batch_fails_naming_the_sink(
 def test_an_unreachable_server_fails_the_batch_after_the_retries(
     kafka, registry, make_dagger, start_dagger, influxdb
 ):
-    from jobs.broker import free_port
+    from jobs.tools.broker import free_port
 
     nowhere = f"http://127.0.0.1:{free_port()}"  # nothing listens here
     topic = orders_topic(kafka, registry, 3)

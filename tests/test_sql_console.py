@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.console import ConsoleError, run_statements
+from jobs.cli.console import ConsoleError, run_statements
 from jobs.udfs import register_functions
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def test_the_dagger_sql_command(tmp_path):
     )
     environment = {**os.environ, "DAGGER_SPARK_MASTER": "local[1]"}
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "sql", "-f", str(script), "--darts", str(tmp_path / "darts"),
+        [sys.executable, "-m", "jobs", "sql", "-f", str(script), "--darts", str(tmp_path / "darts"),
          "--python-udfs", str(EXAMPLES)],
         cwd=PROJECT, env=environment, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -13,7 +13,7 @@ from tests.conftest import order_payloads
 _PLAN_A_KAFKA_STREAM = """
 import json, pickle, sys
 from jobs.sources.kafka import KafkaStreamDataSource
-from jobs.sources.stream_batches import encode_descriptor_sets
+from jobs.schema_registry import encode_descriptor_sets
 from jobs.spec import KafkaStream
 
 stream = KafkaStream(
@@ -50,7 +50,7 @@ _READ_AND_WRITE_A_PARTITION = """
 import json, sys
 from jobs.sinks.kafka import KafkaPartitionWriter
 from jobs.sources.kafka import KafkaPartitionRange, KafkaStreamReader
-from jobs.sources.stream_batches import encode_descriptor_sets
+from jobs.schema_registry import encode_descriptor_sets
 from jobs.spec import KafkaSink, KafkaStream
 
 descriptor_set, servers, source_topic, sink_topic, count = sys.argv[1:]

@@ -31,7 +31,9 @@ field and both types.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from jobs.schema_registry import registry_from_option
 
 JSON_WELL_KNOWN_TYPES = frozenset(
     {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
@@ -689,3 +693,30 @@ def _struct_from_tree(tree: dict, length: int) -> pa.StructArray:
         _struct_from_tree(value, length) if isinstance(value, dict) else value for value in tree.values()
     ]
     return pa.StructArray.from_arrays(arrays, names=names)
+
+
+_decoders: dict[tuple[str, str, tuple[str, ...] | None], ProtoDecoder] = {}
+_decoders_lock = threading.Lock()
+
+
+def decoder_for(
+    descriptor_sets_option: str, message_name: str, fields: list[str] | None = None
+) -> ProtoDecoder:
+    """A decoder per process, message and field selection: building one compiles the codec, so workers
+    reuse it. With `fields`, only those fields are decoded (see `SchemaRegistry.projection`)."""
+    registry = registry_from_option(descriptor_sets_option)
+    key = (
+        hashlib.sha256(descriptor_sets_option.encode()).hexdigest(),
+        message_name,
+        None if fields is None else tuple(fields),
+    )
+    with _decoders_lock:
+        decoder = _decoders.get(key)
+        if decoder is None:
+            descriptor = (
+                registry.message(message_name)
+                if fields is None
+                else registry.projection(message_name, fields)
+            )
+            decoder = _decoders[key] = ProtoDecoder(descriptor)
+        return decoder

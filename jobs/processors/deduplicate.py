@@ -46,7 +46,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import LongType, StructField, StructType
 
 from jobs.processors.config import Deduplicate
-from jobs.processors.transformers import TransformContext
+from jobs.processors.context import TransformContext
 
 _KEY = "__dagger_deduplicate_key"
 _POSITIONAL = "__dagger_column_{}"

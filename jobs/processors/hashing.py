@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructType
 
 from jobs.processors.config import Hash
-from jobs.processors.transformers import TransformContext
+from jobs.processors.context import TransformContext
 
 _TEMPORARY = "__dagger_hash_{}"
 _POSITIONAL = "__dagger_column_{}"

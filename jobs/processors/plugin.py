@@ -76,7 +76,7 @@ from pyspark.sql.types import (
 )
 
 from jobs.processors.config import PluginTransformer
-from jobs.processors.transformers import TransformContext
+from jobs.processors.context import TransformContext
 
 log = logging.getLogger("dagger.plugin")
 

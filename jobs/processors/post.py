@@ -21,7 +21,8 @@ from jobs.processors.config import (
     PostgresEnrichment,
     PostProcessors,
 )
-from jobs.processors.transformers import TransformContext, apply_transformer
+from jobs.processors.context import TransformContext
+from jobs.processors.transformers import apply_transformer
 
 POST_TABLE = "data_stream"
 

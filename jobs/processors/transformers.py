@@ -8,9 +8,8 @@ planned, so it builds on the DataFrame API (or `mapInArrow` for Python on the ro
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import sql as sql_stage
@@ -24,28 +23,7 @@ from jobs.processors.config import (
     SqlTransformer,
     Transformer,
 )
-from jobs.schema_registry import SchemaRegistry
-
-
-class ProcessorError(ValueError):
-    """A processor that cannot be applied; the message names the dagger and the processor's key."""
-
-
-@dataclass(frozen=True)
-class TransformContext:
-    """What a transformer may need besides the rows."""
-
-    spark: SparkSession
-    dagger: str
-    key: str
-    """Where the transformer is configured, e.g. `streams[0].pre_processors[1]`, for errors."""
-    table: str
-    """The stream's table (pre-processors) or `data_stream` (post-processors)."""
-    rowtime_column: str
-    registry: SchemaRegistry
-
-    def error(self, message: str) -> ProcessorError:
-        return ProcessorError(f"dagger {self.dagger}: {self.key}: {message}")
+from jobs.processors.context import ProcessorError, TransformContext
 
 
 def apply_transformer(frame: DataFrame, config: Transformer, context: TransformContext) -> DataFrame:

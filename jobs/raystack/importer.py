@@ -29,7 +29,6 @@ import yaml
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from jobs.codec.protobuf import TIMESTAMP
-from jobs.protoc import DEFAULT_OUTPUT
 from jobs.raystack import keys
 from jobs.raystack.flink_sql import FlinkSqlError, SparkQuery, translate
 from jobs.raystack.keys import Findings
@@ -37,6 +36,7 @@ from jobs.raystack.processors import post_processors, transformer
 from jobs.raystack.properties import dagger_keys_from_environment, read_properties_file
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.spec import DaggerConfigError, DaggerSpec, parse_dagger
+from jobs.tools.protoc import DEFAULT_OUTPUT
 
 log = logging.getLogger("dagger.raystack")
 

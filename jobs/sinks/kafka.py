@@ -96,9 +96,8 @@ from pyspark.sql import DataFrame
 
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.kafka_errors import ClientErrors, ask_or_fail, flush_or_fail
-from jobs.schema_registry import SchemaRegistry
+from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets, registry_from_option
 from jobs.sinks.partitions import write_partitions
-from jobs.sources.stream_batches import encode_descriptor_sets, registry_from_option
 from jobs.spec import DaggerSpec, KafkaSink
 
 log = logging.getLogger(__name__)

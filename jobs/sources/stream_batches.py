@@ -8,10 +8,7 @@ the flag (see `jobs.runner`).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import threading
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -22,57 +19,18 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from jobs.arrow_values import scalar
-from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, column_at_path, timestamp_field_at_path
-from jobs.schema_registry import SchemaRegistry
+from jobs.codec.protobuf import (
+    DaggerRowLayout,
+    ProtoDecoder,
+    column_at_path,
+    decoder_for,
+    timestamp_field_at_path,
+)
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
 ROWTIME_TYPE = pa.timestamp("us", tz="UTC")
 _EPOCH = scalar(0, ROWTIME_TYPE)
 _VALID = scalar(True, pa.bool_())
-
-
-def encode_descriptor_sets(payloads: Sequence[bytes]) -> str:
-    """Descriptor sets as a data-source option (options are strings; executors rebuild the registry)."""
-    return json.dumps([base64.b64encode(payload).decode("ascii") for payload in payloads])
-
-
-_registries: dict[str, SchemaRegistry] = {}
-_decoders: dict[tuple[str, str, tuple[str, ...] | None], ProtoDecoder] = {}
-_cache_lock = threading.Lock()
-
-
-def registry_from_option(descriptor_sets_option: str) -> SchemaRegistry:
-    """The registry behind an `encode_descriptor_sets` option, built once per process."""
-    key = hashlib.sha256(descriptor_sets_option.encode()).hexdigest()
-    with _cache_lock:
-        registry = _registries.get(key)
-        if registry is None:
-            payloads = [base64.b64decode(item) for item in json.loads(descriptor_sets_option)]
-            registry = _registries[key] = SchemaRegistry(payloads)
-        return registry
-
-
-def decoder_for(
-    descriptor_sets_option: str, message_name: str, fields: list[str] | None = None
-) -> ProtoDecoder:
-    """A decoder per process, message and field selection: building one compiles the codec, so workers
-    reuse it. With `fields`, only those fields are decoded (see `SchemaRegistry.projection`)."""
-    registry = registry_from_option(descriptor_sets_option)
-    key = (
-        hashlib.sha256(descriptor_sets_option.encode()).hexdigest(),
-        message_name,
-        None if fields is None else tuple(fields),
-    )
-    with _cache_lock:
-        decoder = _decoders.get(key)
-        if decoder is None:
-            descriptor = (
-                registry.message(message_name)
-                if fields is None
-                else registry.projection(message_name, fields)
-            )
-            decoder = _decoders[key] = ProtoDecoder(descriptor)
-        return decoder
 
 
 class StreamLayout:

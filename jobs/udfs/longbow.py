@@ -19,9 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from jobs.codec.protobuf import column_at_path
-from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
-from jobs.sources.stream_batches import decoder_for, encode_descriptor_sets, registry_from_option
+from jobs.codec.protobuf import column_at_path, decoder_for
+from jobs.schema_registry import (
+    SchemaRegistry,
+    SchemaRegistryError,
+    encode_descriptor_sets,
+    registry_from_option,
+)
 from jobs.udfs.javatext import texts
 from jobs.udfs.registration import FunctionSet, UdfError, distinct_values
 

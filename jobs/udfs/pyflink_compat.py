@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from jobs.udfs.python_udfs import FunctionDeclaration
+from jobs.udfs.declaration import FunctionDeclaration
 
 
 class FlinkType:

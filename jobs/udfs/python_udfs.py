@@ -46,6 +46,7 @@ from pyspark.sql.functions import pandas_udf, udf
 from pyspark.util import PythonEvalType
 
 from jobs.udfs.config import PythonUdfsConfig
+from jobs.udfs.declaration import FunctionDeclaration
 from jobs.udfs.locations import LocationError, LocationNotFound, read_location
 
 MODULE_PREFIX = "dagger_python_udfs"
@@ -66,13 +67,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class PythonUdfError(ValueError):
     """A Python function that cannot be registered; the message names its file or module."""
-
-
-@dataclass(frozen=True)
-class FunctionDeclaration:
-    returns: str | None = None
-    vectorized: bool | None = None
-    name: str | None = None
 
 
 def dagger_function(

@@ -39,7 +39,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import bigquery as bq
 
-from jobs.broker import free_port
+from jobs.tools.broker import free_port
 
 PROJECT = "test"
 _STARTUP_TIMEOUT_S = 60.0

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from jobs.broker import free_port
+from jobs.tools.broker import free_port
 
 _STARTUP_TIMEOUT_S = 30.0
 _names = itertools.count()

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from jobs.broker import free_port
+from jobs.tools.broker import free_port
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "s3cret"

@@ -43,7 +43,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from jobs.broker import free_port
+from jobs.tools.broker import free_port
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 LIBS = REPOSITORY / "build" / "kafka" / "libs"

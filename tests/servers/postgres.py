@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobs.broker import free_port
+from jobs.tools.broker import free_port
 
 SUPERUSER = "dagger"
 DATABASE = "test"

@@ -27,10 +27,10 @@ from pyspark.sql import DataFrame
 
 from jobs.config import without_credentials
 from jobs.processors.config import ElasticsearchEnrichment
+from jobs.processors.context import TransformContext
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.http import check_output_paths, extract_json_path, fill, quoted
 from jobs.processors.enrichment.transport import HttpPool, retryable_status
-from jobs.processors.transformers import TransformContext
 
 _FAILOVER_STATUSES = frozenset({502, 503, 504})
 

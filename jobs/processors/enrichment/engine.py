@@ -33,7 +33,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from jobs.processors.config import Enrichment, OutputField
-from jobs.processors.transformers import TransformContext
+from jobs.processors.context import TransformContext
 
 
 class EnrichmentError(RuntimeError):

@@ -34,11 +34,16 @@ from google.protobuf import json_format, message_factory
 from pyspark.sql import DataFrame
 
 from jobs.processors.config import GrpcEnrichment
+from jobs.processors.context import TransformContext
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, enrich
 from jobs.processors.enrichment.http import check_output_paths, extract_json_path, render
-from jobs.processors.transformers import TransformContext
-from jobs.schema_registry import SchemaRegistry, SchemaRegistryError, fetch_descriptor_set
-from jobs.sources.stream_batches import encode_descriptor_sets, registry_from_option
+from jobs.schema_registry import (
+    SchemaRegistry,
+    SchemaRegistryError,
+    encode_descriptor_sets,
+    fetch_descriptor_set,
+    registry_from_option,
+)
 
 RETRYABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}

@@ -39,9 +39,9 @@ from pyspark.sql import DataFrame
 
 from jobs.config import without_credentials
 from jobs.processors.config import HttpEnrichment, OutputField
+from jobs.processors.context import TransformContext
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.transport import HttpPool, retryable_status
-from jobs.processors.transformers import TransformContext
 
 # --------------------------------------------------------------------------------------------------------
 # Patterns and variables

@@ -38,9 +38,9 @@ from uuid import UUID
 from pyspark.sql import DataFrame
 
 from jobs.processors.config import PostgresEnrichment
+from jobs.processors.context import TransformContext
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.http import render
-from jobs.processors.transformers import TransformContext
 
 # --------------------------------------------------------------------------------------------------------
 # The query pattern

@@ -19,15 +19,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from jobs import console
-from jobs.protoc import PROJECT_ROOT, compile_descriptor_set
+from jobs.cli import console
+from jobs.project import EXAMPLE_DAGGER
 from jobs.raystack import load_dagger_or_job
 from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, ProgressReport, build_dagger
 from jobs.schema_registry import SchemaRegistryError
 from jobs.spec import DaggerConfigError
+from jobs.tools.protoc import compile_descriptor_set
 
 log = logging.getLogger("dagger")
-EXAMPLE_DAGGER = PROJECT_ROOT / "daggers" / "booking_filter.yaml"
 
 
 def _print_progress(report: ProgressReport) -> None:
@@ -90,9 +90,9 @@ def convert(location: Path, output: Path | None) -> int:
 
 def demo(rate: int, master: str | None) -> int:
     """The example dagger on an embedded broker fed by the booking generator."""
-    from jobs.broker import EmbeddedBroker
-    from jobs.generator import BookingProducer
     from jobs.schema_registry import SchemaRegistry
+    from jobs.tools.broker import EmbeddedBroker
+    from jobs.tools.generator import BookingProducer
 
     descriptor_set = compile_descriptor_set()
     checkpoint = tempfile.mkdtemp(prefix="dagger-demo-")  # the embedded broker forgets everything on exit

@@ -1,11 +1,11 @@
-"""A class-data-sharing archive for the Spark driver's JVM: `python -m jobs.jvm_archive` (run by `make`).
+"""A class-data-sharing archive for the Spark driver's JVM: `python -m jobs.tools.jvm_archive` (run by make).
 
 A JVM starting Spark loads and verifies thousands of classes one by one, which takes seconds of a dagger's
 start-up. JDK 13+ can dump the classes an application loaded into an archive when the JVM exits
 (`-XX:ArchiveClassesAtExit`) and map them from it at the next start (`-XX:SharedArchiveFile`). This module
 makes the archive once, from a short bounded run of the example dagger on the embedded broker (the classes
 of a streaming query over a Python data source, Arrow, foreachBatch and the checkpoint), and
-`driver_java_options` adds it to every driver JVM when it exists.
+`jobs.spark.driver_java_options` adds it to every driver JVM when it exists.
 
 The JVM checks the archive against itself and the class path: an archive made by another JDK, or for
 another Spark installation, is ignored with a warning and the JVM loads its classes as before, so a stale
@@ -20,32 +20,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-ARCHIVE = Path(
-    os.environ.get("DAGGER_JVM_ARCHIVE", Path(__file__).resolve().parents[1] / "build" / "jvm" / "driver.jsa")
-)
+from jobs.spark import ARCHIVE, JAVA_OPTIONS, spark_session
+
 _BOOKINGS = 2_000
 _JVM_EXIT_TIMEOUT_S = 120.0
 
 log = logging.getLogger(__name__)
 
 
-def driver_java_options(base: str) -> str:
-    """`base` plus the archive option when the archive exists."""
-    return f"{base} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.is_file() else base
-
-
 def build(archive: Path = ARCHIVE) -> None:
     """Runs the example dagger over a few thousand bookings in a JVM that dumps its classes on exit."""
     from pyspark import SparkContext
 
-    from jobs.broker import EmbeddedBroker
-    from jobs.cli import EXAMPLE_DAGGER
-    from jobs.generator import BookingProducer, booking_batch
-    from jobs.protoc import compile_descriptor_set
+    from jobs.project import EXAMPLE_DAGGER
     from jobs.raystack import load_dagger_or_job
     from jobs.runner import DaggerRun, build_dagger
     from jobs.schema_registry import SchemaRegistry
-    from jobs.spark import JAVA_OPTIONS, spark_session
+    from jobs.tools.broker import EmbeddedBroker
+    from jobs.tools.generator import BookingProducer, booking_batch
+    from jobs.tools.protoc import compile_descriptor_set
 
     archive.parent.mkdir(parents=True, exist_ok=True)
     dumped = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")

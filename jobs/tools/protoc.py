@@ -10,9 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from jobs.project import BUILD_DIR, PROJECT_ROOT
+
 DEFAULT_PROTO_ROOT = PROJECT_ROOT / "protos"
-DEFAULT_OUTPUT = PROJECT_ROOT / "build" / "protos" / "descriptor_set.pb"
+DEFAULT_OUTPUT = BUILD_DIR / "protos" / "descriptor_set.pb"
 
 
 class ProtoCompileError(RuntimeError):

@@ -1,0 +1,1 @@
+"""The `dagger` command line (`main`) and its SQL console (`console`)."""

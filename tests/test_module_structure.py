@@ -1,0 +1,86 @@
+"""The project's modules import each other without circles: each can be read (and loaded) on its own."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from jobs.project import PROJECT_ROOT
+
+PACKAGES = ("jobs", "resources", "dagger_assets")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, modules: set[str]) -> set[str]:
+    """The project modules `path` imports, at its top or inside functions (a lazy import is still one)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:  # `from jobs.udfs import python_udfs` names a module
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found & modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = {
+        module_name(path): path for package in PACKAGES for path in (PROJECT_ROOT / package).rglob("*.py")
+    }
+    return {name: imported_modules(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        yield sorted(component)
+
+
+def test_no_module_of_the_project_imports_itself_through_others():
+    assert list(circles(import_graph())) == []
+
+
+def test_the_circle_finder_finds_a_circle_of_three_and_ignores_a_chain():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert list(circles(graph)) == [["a", "b", "c"]]
+    assert list(circles({"a": {"b"}, "b": {"c"}, "c": set()})) == []
