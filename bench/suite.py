@@ -1,10 +1,10 @@
 """The benchmark suite: each workload run by a dagger and by a hand-written loop, summed up in one table.
 
-    .venv/bin/python bench/suite.py [--scale full|small] [--only filter,window,join,live] [--readme]
+    .venv/bin/python bench/suite.py [--scale full|small] [--only filter,window,join,live] [--publish]
 
-`make bench` runs it at full size and puts the table into the README. Workloads, each a script of its own
-(see its docstring) run in a fresh process with its own embedded broker and Spark session, so one cannot
-warm up or burden the next:
+`make bench` runs it at full size and puts the table into the docs (docs/benchmarks.md). Workloads, each a
+script of its own (see its docstring), run in a fresh process with its own embedded broker and Spark
+session, so one cannot warm up or burden the next:
 
     filter  bench/kafka_filter.py      stateless filter Kafka -> Kafka: steady-state events/s
     window  bench/window_aggregate.py  1-minute tumbling window, count(*) and sum by service_type
@@ -41,9 +41,9 @@ from bench.common import cpu_text, machine_description, write_summary
 
 BENCH = Path(__file__).resolve().parent
 PROJECT_ROOT = BENCH.parent
-README = PROJECT_ROOT / "README.md"
-README_BEGIN = "<!-- bench-suite:begin -->"
-README_END = "<!-- bench-suite:end -->"
+BENCHMARKS_PAGE = PROJECT_ROOT / "docs" / "benchmarks.md"
+TABLE_BEGIN = "<!-- bench-suite:begin -->"
+TABLE_END = "<!-- bench-suite:end -->"
 MIB = 1024**2
 
 SCALES: dict[str, dict[str, list[str]]] = {
@@ -258,14 +258,15 @@ def markdown(rows: list[Row], machine: dict[str, Any], scale: str, load_at_end: 
     return "\n".join(lines) + "\n"
 
 
-def update_readme(table: str) -> None:
-    text = README.read_text()
-    if README_BEGIN not in text or README_END not in text:
-        raise SystemExit(f"README.md has no {README_BEGIN} ... {README_END} block for the table")
-    before, rest = text.split(README_BEGIN, 1)
-    after = rest.split(README_END, 1)[1]
-    README.write_text(f"{before}{README_BEGIN}\n{table}{README_END}{after}")
-    print(f"table written into {README}")
+def publish(table: str) -> None:
+    """Writes the table between the benchmarks page's markers."""
+    text = BENCHMARKS_PAGE.read_text()
+    if TABLE_BEGIN not in text or TABLE_END not in text:
+        raise SystemExit(f"{BENCHMARKS_PAGE} has no {TABLE_BEGIN} ... {TABLE_END} block for the table")
+    before, rest = text.split(TABLE_BEGIN, 1)
+    after = rest.split(TABLE_END, 1)[1]
+    BENCHMARKS_PAGE.write_text(f"{before}{TABLE_BEGIN}\n{table}{TABLE_END}{after}")
+    print(f"table written into {BENCHMARKS_PAGE}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,14 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(SCRIPTS), help="comma-separated workloads to run")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--results-dir", type=Path, help="default bench/results (small: build/bench-small)")
-    parser.add_argument("--readme", action="store_true", help="write the table into README.md (full scale)")
+    parser.add_argument(
+        "--publish", action="store_true", help="write the table into docs/benchmarks.md (full scale)"
+    )
     args = parser.parse_args(argv)
     selected = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = sorted(set(selected) - set(SCRIPTS))
     if unknown:
         parser.error(f"--only: unknown workload(s) {', '.join(unknown)}; choose from {', '.join(SCRIPTS)}")
-    if args.readme and args.scale != "full":
-        parser.error("--readme publishes figures: only with --scale full")
+    if args.publish and args.scale != "full":
+        parser.error("--publish: only with --scale full")
     results = args.results_dir or (
         BENCH / "results" if args.scale == "full" else PROJECT_ROOT / "build" / "bench-small"
     )
@@ -308,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     (results / "suite.md").write_text(table)
     print(f"\n{table}")
-    if args.readme:
-        update_readme(table)
+    if args.publish:
+        publish(table)
     failed = [name for name, run in workloads.items() if run["returncode"] != 0]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
