@@ -94,10 +94,17 @@ class KafkaHelper:
     def client_config(self, **extra: Any) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap_servers, **self.settings, "log_level": 3, **extra}
 
-    def new_topic(self, prefix: str = "t", partitions: int = 1, name: str | None = None) -> str:
+    def new_topic(
+        self,
+        prefix: str = "t",
+        partitions: int = 1,
+        name: str | None = None,
+        config: dict[str, str] | None = None,
+    ) -> str:
+        """A new topic (`config`: topic settings, e.g. `max.message.bytes`)."""
         topic = name or f"{prefix}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
         admin = AdminClient(self.client_config())
-        for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        for future in admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})]).values():
             future.result(timeout=30)
         return topic
 

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 
@@ -30,6 +30,8 @@ ORDER = "dagger.testing.Order"
 SEED = 20261121
 MAX_RECORD_BYTES = 1_048_576
 PARTITIONS = 2
+LARGE_RECORDS = {"max.message.bytes": "4000000"}
+"""Topic setting for the 1.2 MB record (Apache Kafka refuses records over 1 MB by default)."""
 SQL = "SELECT order_id, customer_id, amount, created_at FROM orders"
 
 
@@ -71,13 +73,20 @@ def produce(bootstrap_servers: str, topic: str, values: list[tuple[str, bytes | 
     producer = Producer(
         {"bootstrap.servers": bootstrap_servers, "message.max.bytes": 4_000_000, "log_level": 3}
     )
-    records, next_offset = [], [0] * PARTITIONS
+    records: list[Record] = []
     for index, (kind, value) in enumerate(values):
-        partition = index % PARTITIONS
-        producer.produce(topic, value=value, key=f"k{index}".encode(), partition=partition)
-        records.append(Record(kind, value, partition, next_offset[partition]))
-        next_offset[partition] += 1
-        producer.flush(30)  # one record per request: offsets follow the order of the list
+        landed: list[Message] = []
+        producer.produce(
+            topic,
+            value=value,
+            key=f"k{index}".encode(),
+            partition=index % PARTITIONS,
+            on_delivery=lambda error, message, landed=landed: landed.append(error or message),
+        )
+        assert producer.flush(30) == 0  # one record per request: offsets follow the order of the list
+        [outcome] = landed
+        assert isinstance(outcome, Message), f"{kind} record not accepted: {outcome}"
+        records.append(Record(kind, value, outcome.partition(), outcome.offset()))
     return records
 
 
@@ -95,7 +104,7 @@ def protobuf_verdict(registry, value: bytes | None) -> ProtoMessage | str:
 
 @pytest.fixture(scope="module")
 def hostile_topic(kafka, registry) -> tuple[str, list[Record]]:
-    topic = kafka.new_topic("hostile", partitions=PARTITIONS)
+    topic = kafka.new_topic("hostile", partitions=PARTITIONS, config=LARGE_RECORDS)
     return topic, produce(kafka.bootstrap_servers, topic, hostile_values(registry))
 
 
@@ -197,7 +206,8 @@ def test_dead_letter_policy_copies_each_invalid_record_with_its_error_and_origin
     kafka, registry, make_dagger, start_dagger, hostile_topic
 ):
     topic, records = hostile_topic
-    sink_topic, dead_letter_topic = kafka.new_topic("hostile-out"), kafka.new_topic("hostile-dlq")
+    sink_topic = kafka.new_topic("hostile-out")
+    dead_letter_topic = kafka.new_topic("hostile-dlq", config=LARGE_RECORDS)
     spec = orders_dagger(
         make_dagger, kafka, topic, sink_topic, action="dead_letter", dead_letter_topic=dead_letter_topic
     )
