@@ -39,6 +39,19 @@ pytest_plugins = [
 ]
 
 
+REPORT_PROPERTY = "report"
+"""A test's `record_property(REPORT_PROPERTY, text)`: shown in the run's summary, passed or failed."""
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for outcome in ("passed", "failed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            for name, text in getattr(report, "user_properties", []):
+                if name == REPORT_PROPERTY and report.when == "call":
+                    terminalreporter.write_sep("-", f"{report.nodeid} ({outcome})")
+                    terminalreporter.write_line(str(text))
+
+
 @pytest.fixture(scope="session")
 def descriptor_set() -> Path:
     return compile_descriptor_set()

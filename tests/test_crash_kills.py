@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
+from tests.conftest import REPORT_PROPERTY
 from tests.crash_harness import (
     SEED_VARIABLE,
     START_SECONDS,
@@ -44,7 +45,7 @@ MAX_KILL_DELAY_S = 4.0  # after the run's progress (a third of it after a batch 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)  # about 10 minutes on an idle 2-core machine; room for a busy one
 def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
-    dagster, kafka, registry, descriptor_set
+    dagster, kafka, registry, descriptor_set, record_property
 ):
     seed = crash_seed()
     print(f"\ncrash seed {seed} (replay with {SEED_VARIABLE}={seed})")
@@ -99,6 +100,7 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
         ]
     )
     print(report)
+    record_property(REPORT_PROPERTY, report)  # printed at the end of the run, passed or failed
 
     assert kills == PLAN.kills, report
     assert counts["mid-batch"] >= PLAN.at_kafka_rows, report
