@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from jobs import cli
+from jobs.cli import main as cli
 
 
 def main(argv: list[str]) -> int:

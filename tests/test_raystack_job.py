@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs import cli
+from jobs.cli import main as cli
 from jobs.raystack import load_dagger_or_job
 from jobs.raystack.importer import read_job
 from jobs.spec import DaggerSpec
