@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from jobs.runner import DaggerQueryError
 from jobs.tools.broker import free_port
-from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import KafkaHelper, RunningDagger, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.servers.influxdb import (
     _CONFIG,
     ADMIN_PASSWORD,
@@ -54,6 +54,17 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
 # --------------------------------------------------------------------------------------------------------
 
 
+def delivered_order_ids(
+    running: RunningDagger, kafka: KafkaHelper, registry, sink: str, isolation_level: str = "read_uncommitted"
+) -> list[str]:
+    """The order ids in the sink's topic, as long as the dagger still runs."""
+    if not running.run.query.isActive:
+        raise AssertionError(f"the dagger stopped: {running.run.query.exception()}")
+    decode = message_class(registry, ORDER).FromString
+    records = kafka.read_all(sink, isolation_level=isolation_level)
+    return [decode(record.value()).order_id for record in records]
+
+
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
     """An Apache Kafka only this module freezes and kills (requested before `start_dagger`, so it
@@ -80,12 +91,9 @@ def test_a_broker_frozen_for_30_seconds_is_ridden_out_without_loss_or_duplicates
         trigger_interval="1s",
     )
     running = start_dagger(spec)
-    decode = message_class(registry, ORDER).FromString
 
     def delivered() -> list[str]:
-        if not running.run.query.isActive:
-            raise AssertionError(f"the dagger stopped: {running.run.query.exception()}")
-        return [decode(record.value()).order_id for record in kafka.read_all(sink)]
+        return delivered_order_ids(running, kafka, registry, sink)
 
     kafka.produce(source, order_payloads(registry, 0, 100), partition=lambda index: index % 2)
     wait_until(lambda: len(delivered()) >= 100, 120, "the first 100 orders")
@@ -132,13 +140,9 @@ def test_a_broker_killed_and_restarted_on_its_data_is_ridden_out_exactly_once(
         trigger_interval="1s",
     )
     running = start_dagger(spec)
-    decode = message_class(registry, ORDER).FromString
 
     def delivered() -> Counter[str]:
-        if not running.run.query.isActive:
-            raise AssertionError(f"the dagger stopped: {running.run.query.exception()}")
-        records = kafka.read_all(sink, isolation_level="read_committed")
-        return Counter(decode(record.value()).order_id for record in records)
+        return Counter(delivered_order_ids(running, kafka, registry, sink, "read_committed"))
 
     kafka.produce(source, order_payloads(registry, 0, 100), partition=lambda index: index % 2)
     wait_until(lambda: sum(delivered().values()) >= 100, 120, "the first 100 orders")
