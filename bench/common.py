@@ -39,9 +39,10 @@ from bench.processes import cpu_between, snapshot
 from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
 from jobs.runner import DaggerRun, ProgressReport, build_dagger
 from jobs.schema_registry import SchemaRegistry
-from jobs.sinks.kafka import producer_settings
+from jobs.sinks.kafka.config import KafkaSink
+from jobs.sinks.kafka.writer import producer_settings
 from jobs.spark import spark_session
-from jobs.spec import DaggerSpec, KafkaSink, parse_dagger
+from jobs.spec import DaggerSpec, parse_dagger
 from jobs.tools.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 
 PARTITIONS = 2

@@ -30,7 +30,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import sink_only_dagger
-from jobs.sinks.bigquery import BigQuerySinkWriter, RowEncoder, row_descriptor, wire_columns
+from jobs.sinks.base import SinkContext
+from jobs.sinks.bigquery.writer import BigQuerySinkWriter, RowEncoder, row_descriptor, wire_columns
 from jobs.spark import spark_session
 from tests.servers.bigquery import start_emulator, stop_emulator
 
@@ -62,7 +63,7 @@ def sink_writer(emulator: Any, table: str) -> BigQuerySinkWriter:
             "timeout": "60s",
         },
     )
-    return BigQuerySinkWriter(spec.sinks[0], spec)
+    return BigQuerySinkWriter(spec.sinks[0], SinkContext(spec))
 
 
 def main() -> None:

@@ -27,7 +27,8 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import sink_only_dagger
-from jobs.sinks.elasticsearch import ElasticsearchSinkWriter, documents
+from jobs.sinks.base import SinkContext
+from jobs.sinks.elasticsearch.writer import ElasticsearchSinkWriter, documents
 from jobs.spark import spark_session
 from jobs.tools.generator import booking_batch
 from tests.servers.elasticsearch import start_server
@@ -93,7 +94,7 @@ def main() -> None:
                 "batch_size": arguments.batch_size,
             },
         )
-        writer = ElasticsearchSinkWriter(spec.sinks[0], spec)
+        writer = ElasticsearchSinkWriter(spec.sinks[0], SinkContext(spec))
         writer.write(spark.createDataFrame(table.slice(0, WARM_UP_DOCS)).repartition(2), 0)
         frame = spark.createDataFrame(table).repartition(2).cache()
         frame.count()

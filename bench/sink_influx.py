@@ -30,7 +30,8 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import sink_only_dagger
-from jobs.sinks.influx import InfluxPartitionWriter, InfluxSinkWriter
+from jobs.sinks.base import SinkContext
+from jobs.sinks.influx.writer import InfluxPartitionWriter, InfluxSinkWriter
 from jobs.spark import spark_session
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER, running_influxdb
 
@@ -57,7 +58,7 @@ def sink_writer(url: str, database: str, api: str) -> InfluxSinkWriter:
             "password": ADMIN_PASSWORD,
         },
     )
-    return InfluxSinkWriter(spec.sinks[0], spec)
+    return InfluxSinkWriter(spec.sinks[0], SinkContext(spec))
 
 
 def timed(label: str, rows: int, run: Any) -> dict[str, Any]:

@@ -33,8 +33,9 @@ from dagger_assets.restarts import rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, topic_partitions
 from jobs.kafka_errors import ClientErrors, ask_or_fail
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
-from jobs.spec import DaggerSpec, KafkaStream
-from resources import KafkaStreamResource
+from jobs.sources.kafka.config import KafkaStream
+from jobs.sources.kafka.resource import KafkaStreamResource
+from jobs.spec import DaggerSpec
 from resources.components import overlay
 
 _BROKER_TIMEOUT_S = 10.0

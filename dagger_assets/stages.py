@@ -42,21 +42,11 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from pydantic import Field
 from pyspark.sql.types import StructType
 
-from jobs.config import without_credentials
+from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
-from jobs.spec import (
-    BigQuerySink,
-    DaggerConfigError,
-    DaggerSpec,
-    ElasticsearchSink,
-    InfluxSink,
-    KafkaSink,
-    KafkaStream,
-    ParquetSink,
-    ParquetStream,
-    Sink,
-)
+from jobs.sources.config import StreamConfig
+from jobs.spec import DaggerConfigError, DaggerSpec
 from jobs.tools.protoc import compile_descriptor_set
 from resources import SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS, default_resources
 from resources.components import configure_dagger
@@ -107,7 +97,7 @@ def topic_partitions(spec: DaggerSpec) -> DynamicPartitionsDefinition | None:
     return DynamicPartitionsDefinition(name=f"{asset_prefix(spec)}_topics") if spec.per_topic else None
 
 
-def stream_key(spec: DaggerSpec, stream: KafkaStream | ParquetStream) -> AssetKey:
+def stream_key(spec: DaggerSpec, stream: StreamConfig) -> AssetKey:
     return AssetKey([asset_prefix(spec), "stream", stream.table])
 
 
@@ -115,7 +105,7 @@ def sql_key(spec: DaggerSpec) -> AssetKey:
     return AssetKey([asset_prefix(spec), "sql"])
 
 
-def preprocessed_key(spec: DaggerSpec, stream: KafkaStream | ParquetStream) -> AssetKey:
+def preprocessed_key(spec: DaggerSpec, stream: StreamConfig) -> AssetKey:
     return AssetKey([asset_prefix(spec), "preprocessed", stream.table])
 
 
@@ -158,61 +148,19 @@ def _stream_columns(spec: DaggerSpec) -> dict[str, TableSchema]:
         return {}
 
 
-def _stream_spec(
-    spec: DaggerSpec, stream: KafkaStream | ParquetStream, columns: TableSchema | None
-) -> AssetSpec:
-    if isinstance(stream, KafkaStream):
-        where = (
-            {"topics": ", ".join(stream.topics)} if stream.topics else {"topic_pattern": stream.topic_pattern}
-        )
-        where["bootstrap_servers"] = stream.bootstrap_servers or "(kafka_stream resource)"
-    else:
-        where = {"paths": ", ".join(stream.paths)}
+def _stream_spec(spec: DaggerSpec, stream: StreamConfig, columns: TableSchema | None) -> AssetSpec:
     return AssetSpec(
         key=stream_key(spec, stream),
         group_name=asset_prefix(spec),
-        kinds={stream.kind, "protobuf"},
+        kinds=set(STREAM_KINDS[stream.kind].asset_kinds),
         description=f"Stream `{stream.table}` of dagger {spec.name}: {stream.proto_message} records.",
         metadata={
             "proto_message": stream.proto_message,
             "event_time_field": stream.event_time_field,
-            **where,
+            **stream.asset_metadata(),
             **({"dagster/column_schema": columns} if columns else {}),
         },
     )
-
-
-_SINK_KINDS = {
-    "kafka": {"kafka", "protobuf"},
-    "influx": {"influxdb"},
-    "bigquery": {"bigquery"},
-    "elasticsearch": {"elasticsearch"},
-    "parquet": {"parquet"},
-}
-_FROM_RESOURCE = "(from the deployment's resource)"
-
-
-def sink_target(sink: Sink) -> dict[str, str | int]:
-    """Where a sink writes, for the asset's metadata; never its credentials."""
-    if isinstance(sink, KafkaSink):
-        return {
-            "topic": sink.topic,
-            "bootstrap_servers": sink.bootstrap_servers or _FROM_RESOURCE,
-            "proto_message": sink.proto_message,
-        }
-    if isinstance(sink, InfluxSink):
-        return {
-            "url": without_credentials(sink.url),
-            "database": sink.bucket or sink.database or "",
-            "measurement": sink.measurement,
-        }
-    if isinstance(sink, BigQuerySink):
-        return {"table": f"{sink.project}.{sink.dataset}.{sink.table}"}
-    if isinstance(sink, ElasticsearchSink):
-        return {"hosts": ", ".join(without_credentials(host) for host in sink.hosts), "index": sink.index}
-    if isinstance(sink, ParquetSink):
-        return {"path": sink.path}
-    return {"max_rows_per_batch": sink.max_rows_per_batch}
 
 
 def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
@@ -221,9 +169,9 @@ def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
         key=sink_key(spec, index),
         group_name=asset_prefix(spec),
         deps=[result_key(spec)],
-        kinds=_SINK_KINDS.get(sink.kind, set()),
+        kinds=set(SINK_KINDS[sink.kind].asset_kinds),
         description=f"Sink {index} ({sink.kind}) of dagger {spec.name}.",
-        metadata=sink_target(sink),
+        metadata=sink.asset_metadata(),
     )
 
 

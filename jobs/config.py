@@ -26,6 +26,9 @@ _SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_DURATION_S = 365 * 86400
 _ISO_DURATION = TypeAdapter(timedelta)
 
+FROM_RESOURCE = "(from the deployment's resource)"
+"""Shown for a setting the dagger file leaves to the deployment's Dagster resource."""
+
 
 class ConfigModel(BaseModel):
     """A part of a dagger file: unknown keys are errors, values never change after validation."""

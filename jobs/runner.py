@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Protocol
 
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -41,22 +40,15 @@ from jobs.processors.config import (
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import apply_transformer
+from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
-from jobs.sinks.kafka import KafkaSinkWriter
-from jobs.sinks.log import LogSinkWriter
-from jobs.sources import kafka as kafka_source
-from jobs.sources import parquet as parquet_source
-from jobs.sources.stream_batches import VALID_RECORD_COLUMN, ProtoStreamDataSource
-from jobs.spec import (
-    DaggerSpec,
-    ElasticsearchSink,
-    InfluxSink,
-    KafkaSink,
-    KafkaStream,
-    LogSink,
-    ParquetSink,
-    ParquetStream,
-)
+from jobs.sinks.base import SinkContext, SinkWriter
+from jobs.sinks.kafka.config import KafkaSink
+from jobs.sources.config import StreamConfig
+from jobs.sources.kafka.config import KafkaStream
+from jobs.sources.kafka.reader import GroupOffsetCommitter
+from jobs.sources.stream_batches import VALID_RECORD_COLUMN
+from jobs.spec import DaggerSpec
 from jobs.udfs import FunctionsError, register_functions
 
 log = logging.getLogger(__name__)
@@ -73,17 +65,6 @@ class DaggerQueryError(RuntimeError):
     """The streaming query stopped with an error."""
 
 
-class SinkWriter(Protocol):
-    """Writes one micro-batch; raising fails the batch, which the checkpoint then replays."""
-
-    @property
-    def reads_whole_batch(self) -> bool:
-        """False for sinks that look at part of a batch (the log sink takes a few rows)."""
-        ...
-
-    def write(self, batch: DataFrame, batch_id: int) -> None: ...
-
-
 @dataclass
 class BuiltDagger:
     spec: DaggerSpec
@@ -94,7 +75,7 @@ class BuiltDagger:
     @property
     def bounded(self) -> bool:
         """A dagger over Parquet streams only has an end: it runs until its files are read."""
-        return all(isinstance(stream, ParquetStream) for stream in self.spec.streams)
+        return all(STREAM_KINDS[stream.kind].bounded for stream in self.spec.streams)
 
 
 def build_dagger(
@@ -141,7 +122,7 @@ def build_dagger(
         with _processor_errors():
             context = _transform_context(spark, spec, registry, "post_processors", POST_TABLE)
             result = apply_post_processors(result, post, context)
-    sinks = [_sink_writer(index, registry, spec, log_emit) for index in range(len(spec.sinks))]
+    sinks = [_sink_writer(SinkContext(spec, index, registry, log_emit)) for index in range(len(spec.sinks))]
     return BuiltDagger(spec, registry, result, sinks)
 
 
@@ -170,18 +151,14 @@ def _require_clusters(spec: DaggerSpec) -> None:
             )
 
 
-_DATA_SOURCES: dict[str, type[ProtoStreamDataSource]] = {
-    "kafka": kafka_source.KafkaStreamDataSource,
-    "parquet": parquet_source.ParquetStreamDataSource,
-}
-
-
-def stream_view_schema(
-    spec: DaggerSpec, stream: KafkaStream | ParquetStream, registry: SchemaRegistry
-) -> StructType:
+def stream_view_schema(spec: DaggerSpec, stream: StreamConfig, registry: SchemaRegistry) -> StructType:
     """The columns the SQL sees for `stream`: every message field, the source's metadata, the rowtime."""
     descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
-    reader = _DATA_SOURCES[stream.kind].reader_class(stream, descriptor_sets, spec.rowtime_column)
+    reader = (
+        STREAM_KINDS[stream.kind]
+        .data_source_class()
+        .reader_class(stream, descriptor_sets, spec.rowtime_column)
+    )
     if stream.row_layout == "dagger":  # Dagger shows its validity flag (always true once invalid rows stop)
         return StructType(
             [
@@ -203,10 +180,10 @@ class _ColumnsRead:
     metadata: list[str] | None = None
 
 
-def _columns_read(registry: SchemaRegistry, sql: str, stream: KafkaStream | ParquetStream) -> _ColumnsRead:
+def _columns_read(registry: SchemaRegistry, sql: str, stream: StreamConfig) -> _ColumnsRead:
     """Only the columns the query and the stream's pre-processors may read are built and passed to Spark."""
     fields = [field.name for field in registry.message(stream.proto_message).fields]
-    metadata = _DATA_SOURCES[stream.kind].reader_class.metadata_schema.names
+    metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
     names = [*fields, *metadata]
     read = sql_stage.referenced_fields(sql, names)
     for step in stream.pre_processors:
@@ -241,12 +218,12 @@ def _columns_read_by(step: Transformer, names: list[str]) -> list[str] | None:
 def _stream_frame(
     spark: SparkSession,
     spec: DaggerSpec,
-    stream: KafkaStream | ParquetStream,
+    stream: StreamConfig,
     registry: SchemaRegistry,
     descriptor_sets: str,
     project: bool,
 ) -> DataFrame:
-    data_source = _DATA_SOURCES[stream.kind]
+    data_source = STREAM_KINDS[stream.kind].data_source_class()
     try:  # message, event-time field and column names are checked here, not in a failing task
         columns = _columns_read(registry, spec.sql, stream) if project else _ColumnsRead()
         layout = data_source.reader_class(
@@ -302,36 +279,15 @@ def _interval(delay: timedelta) -> str:
     return f"{int(delay.total_seconds() * 1000)} milliseconds"
 
 
-def _sink_writer(
-    index: int,
-    registry: SchemaRegistry,
-    spec: DaggerSpec,
-    log_emit: Callable[[str], None] | None,
-) -> SinkWriter:
-    """The writer of `spec.sinks[index]`; client libraries of the other sink kinds are never imported."""
-    sink = spec.sinks[index]
+def _sink_writer(context: SinkContext) -> SinkWriter:
+    """The writer of one sink; client libraries of the other sink kinds are never imported."""
+    sink = context.spec.sinks[context.index]
     try:
-        if isinstance(sink, KafkaSink):
-            return KafkaSinkWriter(sink, registry, spec, index)
-        if isinstance(sink, LogSink):
-            return LogSinkWriter(sink, log_emit)
-        if isinstance(sink, ParquetSink):
-            from jobs.sinks.parquet import ParquetSinkWriter
-
-            return ParquetSinkWriter(sink, spec)
-        if isinstance(sink, InfluxSink):
-            from jobs.sinks.influx import InfluxSinkWriter
-
-            return InfluxSinkWriter(sink, spec)
-        if isinstance(sink, ElasticsearchSink):
-            from jobs.sinks.elasticsearch import ElasticsearchSinkWriter
-
-            return ElasticsearchSinkWriter(sink, spec)
-        from jobs.sinks.bigquery import BigQuerySinkWriter
-
-        return BigQuerySinkWriter(sink, spec)
+        return SINK_KINDS[sink.kind].writer_class()(sink, context)
     except (LookupError, ValueError) as error:
-        raise DaggerBuildError(f"dagger {spec.name}: sinks[{index}] ({sink.kind}): {error}") from None
+        raise DaggerBuildError(
+            f"dagger {context.spec.name}: sinks[{context.index}] ({sink.kind}): {error}"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -465,7 +421,7 @@ class DaggerRun:
         self.reports: list[ProgressReport] = []
         self._events = _QueryEvents()
         kafka_streams = [stream for stream in built.spec.streams if isinstance(stream, KafkaStream)]
-        self._group_offsets = kafka_source.GroupOffsetCommitter(kafka_streams)
+        self._group_offsets = GroupOffsetCommitter(kafka_streams)
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec

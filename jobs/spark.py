@@ -12,8 +12,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.project import BUILD_DIR
-from jobs.sources.kafka import KafkaStreamDataSource
-from jobs.sources.parquet import ParquetStreamDataSource
+from jobs.registry import STREAM_KINDS
 
 DEFAULT_MASTER = "local[*]"
 
@@ -92,6 +91,6 @@ def spark_session(
         session.sparkContext.setLogLevel(os.environ.get("DAGGER_SPARK_LOG_LEVEL", "WARN"))
     # PySpark logs every SQL analysis error with a JVM stack trace; daggers report them with the position.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    for data_source in (KafkaStreamDataSource, ParquetStreamDataSource):
-        session.dataSource.register(data_source)
+    for kind in STREAM_KINDS.values():
+        session.dataSource.register(kind.data_source_class())
     return session

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
-from pydantic import Field, PositiveInt, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ClientConfigValue, Duration, HttpUrl, SqlIdentifier, is_secret_key
 from jobs.config import ConfigModel as _Model
+from jobs.config import Duration, SqlIdentifier, is_secret_key
 from jobs.config import resolve_path as _resolve_path
-from jobs.processors.config import InvalidRecordFilter, PostProcessors, Transformer
+from jobs.processors.config import PostProcessors, Transformer
+from jobs.registry import SINK_KINDS, STREAM_KINDS
+from jobs.sinks.kafka.config import KafkaSink
+from jobs.sources.kafka.config import KafkaStream
 from jobs.udfs.config import FunctionsConfig
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -29,300 +32,11 @@ class DaggerConfigError(ValueError):
     """A dagger file that cannot be used; the message names the file and the key at fault."""
 
 
-class InvalidRecordPolicy(_Model):
-    """What a stream does with a record that does not decode as its protobuf message."""
+Stream = Annotated[Union[tuple(kind.config for kind in STREAM_KINDS.values())], Field(discriminator="kind")]  # noqa: UP007 (a union built from the registry)
+"""One of the stream kinds of `jobs.registry`, chosen by its `kind` key."""
 
-    action: Literal["fail", "drop", "dead_letter"] = "fail"
-    """`fail` stops the query naming topic, partition and offset; `drop` skips and counts it;
-    `dead_letter` copies the raw record to `dead_letter_topic` (error in a header), then skips it."""
-    dead_letter_topic: str | None = None
-    max_record_bytes: PositiveInt | None = None
-    """A record whose value is larger than this is invalid too (handled by `action`), so one giant record
-    (a producer bug, an attack) never reaches the decoder, the SQL or the sinks. None: no limit."""
-
-    @model_validator(mode="after")
-    def _dead_letter_needs_topic(self) -> InvalidRecordPolicy:
-        if self.action == "dead_letter" and not self.dead_letter_topic:
-            raise ValueError("action 'dead_letter' needs 'dead_letter_topic'")
-        return self
-
-
-class _StreamBase(_Model):
-    table: SqlIdentifier
-    """Name of the SQL view the stream is registered under."""
-    proto_message: str = Field(min_length=1)
-    """Full name of the protobuf message of each record, e.g. `dagger.examples.BookingLogMessage`."""
-    event_time_field: str = Field(min_length=1)
-    """A `google.protobuf.Timestamp` field (dotted path for nested fields) copied into the rowtime column."""
-    pre_processors: list[Transformer] = Field(default_factory=list)
-    """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
-    row_layout: Literal["native", "dagger"] = "native"
-    """`dagger`: the columns as Dagger lays them out (for jobs converted from Dagger): Timestamp and
-    Duration fields as STRUCT<seconds, nanos>, wrappers as STRUCT<value>, maps as ARRAY<STRUCT<key,
-    value>>, no source metadata columns, and `__internal_validation_field__` before the rowtime."""
-
-
-class KafkaStream(_StreamBase):
-    """An unbounded stream of protobuf records from one or more Kafka topics."""
-
-    kind: Literal["kafka"]
-    topics: list[Annotated[str, Field(min_length=1)]] | None = None
-    """Topic names; exactly one of `topics` and `topic_pattern` is set."""
-    topic_pattern: str | None = None
-    """A regular expression matched against whole topic names; new matching topics join while running."""
-    bootstrap_servers: str | None = Field(default=None, min_length=1)
-    """The cluster; may be left to the deployment (the Dagster `kafka_stream` resource)."""
-    group_id: str | None = None
-    """Consumer group: its committed offsets are the starting point, and each finished micro-batch's
-    offsets are committed to it so standard lag tools work."""
-    auto_offset_reset: Literal["earliest", "latest"] = "latest"
-    """Where to start in a partition that has no committed offset for the group."""
-    start_timestamp: datetime | None = None
-    """Rewind: start every partition at the first record at or after this instant (overrides offsets)."""
-    max_records_per_batch: PositiveInt | None = None
-    """Upper bound on records per micro-batch, spread over partitions by their backlog."""
-    consumer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
-    """librdkafka consumer settings passed through as they are (SASL, SSL, fetch sizes...)."""
-    broker_timeout: Duration = timedelta(minutes=2)
-    """How long the source rides out a broker that does not answer (metadata, offsets, records), retrying,
-    before the query fails and the restart policy takes over."""
-    invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
-
-    @field_validator("topic_pattern")
-    @classmethod
-    def _pattern_compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as error:
-                raise ValueError(f"not a valid regular expression: {error}") from None
-        return value
-
-    @field_validator("start_timestamp")
-    @classmethod
-    def _timestamps_are_utc(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
-
-    @model_validator(mode="after")
-    def _invalid_record_filter_drops(self) -> KafkaStream:
-        """Dagger's invalid-record filter is this stream's `drop` policy (records counted per table)."""
-        if any(isinstance(step, InvalidRecordFilter) for step in self.pre_processors):
-            if "invalid_records" not in self.model_fields_set:
-                object.__setattr__(self, "invalid_records", InvalidRecordPolicy(action="drop"))
-            elif self.invalid_records.action == "fail":
-                raise ValueError("an invalid_record_filter pre-processor needs invalid_records.action 'drop'")
-        return self
-
-    @model_validator(mode="after")
-    def _one_topic_selector(self) -> KafkaStream:
-        if (self.topics is None) == (self.topic_pattern is None):
-            raise ValueError("set exactly one of 'topics' (a list) and 'topic_pattern' (a regex)")
-        if self.topics is not None and not self.topics:
-            raise ValueError("'topics' must name at least one topic")
-        return self
-
-
-class DateRange(_Model):
-    """An inclusive range of partition times, read from `dt=YYYY-MM-DD[/hr=HH]` path segments (UTC)."""
-
-    start: datetime
-    end: datetime
-
-    @model_validator(mode="after")
-    def _ordered(self) -> DateRange:
-        if self.start.tzinfo is None:
-            object.__setattr__(self, "start", self.start.replace(tzinfo=UTC))
-        if self.end.tzinfo is None:
-            object.__setattr__(self, "end", self.end.replace(tzinfo=UTC))
-        if self.start > self.end:
-            raise ValueError(f"start {self.start.isoformat()} is after end {self.end.isoformat()}")
-        return self
-
-
-class ParquetStream(_StreamBase):
-    """A bounded stream read from Parquet files whose columns follow the stream's protobuf message."""
-
-    kind: Literal["parquet"]
-    paths: list[str] = Field(min_length=1)
-    """Files or folders (searched recursively for `*.parquet`)."""
-    date_ranges: list[DateRange] = Field(default_factory=list)
-    """Only files whose `dt=`/`hr=` partition time falls in one of these ranges; empty means all."""
-    max_files_per_batch: PositiveInt | None = None
-
-    @field_validator("paths")
-    @classmethod
-    def _resolve(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        return [_resolve_path(path, info) for path in value]
-
-
-Stream = Annotated[KafkaStream | ParquetStream, Field(discriminator="kind")]
-
-
-class KafkaSink(_Model):
-    """Writes each result row as a protobuf message to a Kafka topic."""
-
-    kind: Literal["kafka"]
-    bootstrap_servers: str | None = Field(default=None, min_length=1)
-    """The cluster; may be left to the deployment (the Dagster `kafka_sink` resource)."""
-    topic: str = Field(min_length=1)
-    proto_message: str = Field(min_length=1)
-    """Output message; result columns fill its fields by name (`a.b` fills nested field b of a)."""
-    key_proto_message: str | None = None
-    """Optional key message, filled from the same columns; without it records have no key."""
-    producer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
-    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
-    """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
-    a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka.py`)."""
-    marker_topic: str | None = Field(default=None, min_length=1)
-    """exactly_once only: topic of the commit markers, on the same cluster; default
-    `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
-
-    @model_validator(mode="after")
-    def _delivery_settings(self) -> KafkaSink:
-        if self.delivery == "at_least_once":
-            if self.marker_topic is not None:
-                raise ValueError("'marker_topic' is only used with delivery: exactly_once")
-            return self
-        config = {key.strip(): value for key, value in self.producer_config.items()}
-        if "transactional.id" in config:
-            raise ValueError(
-                "producer_config 'transactional.id' conflicts with delivery: exactly_once, which sets one "
-                "per Spark partition (it fences earlier attempts of the same task)"
-            )
-        if str(config.get("enable.idempotence", "true")).strip().lower() not in ("true", "1"):
-            raise ValueError(
-                "producer_config 'enable.idempotence' must stay true with delivery: exactly_once "
-                "(Kafka transactions need the idempotent producer)"
-            )
-        for key in ("acks", "request.required.acks"):
-            if str(config.get(key, "all")).strip().lower() not in ("all", "-1"):
-                raise ValueError(f"producer_config '{key}' must be 'all' with delivery: exactly_once")
-        return self
-
-    @property
-    def resolved_marker_topic(self) -> str:
-        return self.marker_topic or f"{self.topic}.dagger-commits"
-
-
-class LogSink(_Model):
-    """Prints result rows on the driver's log, a bounded number per micro-batch."""
-
-    kind: Literal["log"]
-    max_rows_per_batch: PositiveInt = 20
-
-
-class _BatchedSink(_Model):
-    """Settings shared by the sinks that write over HTTP in batches."""
-
-    batch_size: PositiveInt = 5000
-    """Rows per request."""
-    max_retries: int = Field(default=3, ge=0)
-    """Retries of a failed request (with exponential back-off) before the micro-batch fails."""
-    retry_backoff: Duration = timedelta(seconds=1)
-    """Wait before the first retry; doubled for each further one."""
-    timeout: Duration = timedelta(seconds=30)
-    """Timeout of one request."""
-
-
-class InfluxSink(_BatchedSink):
-    """Writes each result row as one InfluxDB point, mapped as Dagger does: `tag_*` columns are tags
-    (prefix kept), `label_*` columns tags without the prefix, `time_column` the point's time, every other
-    non-null column a field."""
-
-    kind: Literal["influx"]
-    url: HttpUrl
-    api: Literal["v1", "v2"] = "v1"
-    """`v1`: `/write?db=&rp=` (InfluxDB 1.x); `v2`: the influxdb-client write API (2.x, 3.x, 1.8+)."""
-    measurement: str = Field(min_length=1)
-    database: str | None = None
-    """v1 database (v2: the default bucket is `database/retention_policy`)."""
-    retention_policy: str = ""
-    username: str | None = None
-    password: str | None = None
-    bucket: str | None = None
-    """v2 bucket; default `database/retention_policy` (the 1.8+ compatibility mapping)."""
-    org: str = ""
-    token: str | None = None
-    """v2 token; default `username:password` (the 1.8+ compatibility mapping)."""
-    time_column: str = "window_timestamp"
-    """Column holding each point's time; rows without it are written without a time (server time)."""
-
-    @model_validator(mode="after")
-    def _target_named(self) -> InfluxSink:
-        if self.api == "v1" and not self.database:
-            raise ValueError("api 'v1' needs 'database'")
-        if self.api == "v2" and not (self.bucket or self.database):
-            raise ValueError("api 'v2' needs 'bucket' (or 'database' for the 1.8+ compatibility mapping)")
-        return self
-
-
-class BigQuerySink(_BatchedSink):
-    """Appends result rows to a BigQuery table, created from the result's schema when missing."""
-
-    kind: Literal["bigquery"]
-    project: str = Field(min_length=1)
-    dataset: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")
-    table: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_$-]+$")
-    location: str | None = None
-    endpoint: HttpUrl | None = None
-    """API endpoint, for emulators; default Google's. Credentials come from the environment."""
-    write_endpoint: HttpUrl | None = None
-    """Storage Write API (gRPC) endpoint as `http://host:port` (plaintext) or `https://host:port`, for
-    emulators; default Google's. Required when `endpoint` is plaintext `http://`."""
-    create_table: bool = True
-    partition_field: str | None = None
-    """TIMESTAMP/DATE column to partition the table by; none means an unpartitioned table."""
-    partition_type: Literal["HOUR", "DAY", "MONTH", "YEAR"] = "DAY"
-    clustering_fields: list[str] = Field(default_factory=list, max_length=4)
-
-    @model_validator(mode="after")
-    def _write_endpoint_with_emulator(self) -> BigQuerySink:
-        if self.endpoint and self.endpoint.startswith("http://") and not self.write_endpoint:
-            raise ValueError(
-                "a plaintext 'endpoint' (an emulator) needs 'write_endpoint' too: rows are written through "
-                "the Storage Write API (gRPC), which would otherwise go to Google"
-            )
-        return self
-
-
-class ElasticsearchSink(_BatchedSink):
-    """Indexes result rows as documents through the bulk API (Elasticsearch 7/8, OpenSearch)."""
-
-    kind: Literal["elasticsearch"]
-    hosts: list[HttpUrl] = Field(min_length=1)
-    index: str = Field(min_length=1)
-    """Index name; `{column:%Y.%m.%d}` inserts a date/time column's value in that format (UTC)."""
-    id_column: str | None = None
-    """Column whose value is the document id, so a replayed micro-batch overwrites instead of adding."""
-    username: str | None = None
-    password: str | None = None
-    api_key: str | None = None
-
-
-class ParquetSink(_Model):
-    """Writes result rows to a Parquet lake partitioned by `dt=YYYY-MM-DD/hr=HH` of an event-time column."""
-
-    kind: Literal["parquet"]
-    path: str = Field(min_length=1)
-    """Folder (or URI) of the lake."""
-    time_column: str | None = None
-    """TIMESTAMP column that picks each row's partition; default the dagger's `rowtime_column`."""
-    partition_by_hour: bool = True
-    """`dt=/hr=` folders; false: `dt=` only."""
-    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
-
-    @field_validator("path")
-    @classmethod
-    def _resolve(cls, value: str, info: ValidationInfo) -> str:
-        return _resolve_path(value, info)
-
-
-Sink = Annotated[
-    KafkaSink | LogSink | InfluxSink | BigQuerySink | ElasticsearchSink | ParquetSink,
-    Field(discriminator="kind"),
-]
+Sink = Annotated[Union[tuple(kind.config for kind in SINK_KINDS.values())], Field(discriminator="kind")]  # noqa: UP007
+"""One of the sink kinds of `jobs.registry`, chosen by its `kind` key."""
 
 
 class SchemaRegistryConfig(_Model):
@@ -489,7 +203,7 @@ def _substitute_environment(node: Any, path: str) -> Any:
     return node
 
 
-def _key_path(location: tuple[int | str, ...], tags: set[str]) -> str:
+def _key_path(location: tuple[int | str, ...], tags: frozenset[str]) -> str:
     parts: list[str] = []
     for index, part in enumerate(location):
         if isinstance(part, int):
@@ -503,14 +217,19 @@ def _key_path(location: tuple[int | str, ...], tags: set[str]) -> str:
     return "".join(parts) or "(top level)"
 
 
+def _kind_tags(*unions: Any) -> frozenset[str]:
+    """The `kind` values of discriminated unions (pydantic puts the chosen one in an error's location)."""
+    members = [member for union in unions for member in get_args(get_args(union)[0])]
+    return frozenset(get_args(member.model_fields["kind"].annotation)[0] for member in members)
+
+
+_KIND_TAGS = _kind_tags(Stream, Sink, Transformer)
+
+
 def format_validation_error(source: str, error: ValidationError) -> str:
-    tags = {
-        *("kafka", "parquet", "log", "influx", "bigquery", "elasticsearch"),
-        *("invalid_record_filter", "deduplicate", "hash", "clear_column", "sql", "custom", "plugin"),
-    }
     lines = [f"{source}: invalid dagger ({error.error_count()} problem(s))"]
     for item in error.errors():
-        where = _key_path(item["loc"], tags)
+        where = _key_path(item["loc"], _KIND_TAGS)
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key"

@@ -1,11 +1,11 @@
-"""Kafka streams and sinks: the cluster, its security settings and client defaults."""
+"""The Kafka cluster and its security settings, shared by the Kafka stream and sink resources."""
 
 from __future__ import annotations
 
 from enum import Enum
 from typing import Any
 
-from pydantic import Field, PositiveInt
+from pydantic import Field
 
 from resources.components import ComponentDefaults
 
@@ -55,30 +55,3 @@ class KafkaClientDefaults(ComponentDefaults):
         defaults = {"bootstrap_servers": self.bootstrap_servers, **others}
         defaults[client_key] = {**client_config, **self.client_settings()}
         return {key: value for key, value in defaults.items() if value not in (None, {})}
-
-
-class KafkaStreamResource(KafkaClientDefaults):
-    """Defaults of every Kafka stream (the dagger file's stream keys win)."""
-
-    consumer_config: dict[str, str] = Field(
-        default_factory=dict, description="Extra librdkafka consumer settings."
-    )
-    max_records_per_batch: PositiveInt | None = Field(
-        default=None, description="Upper bound on records per micro-batch."
-    )
-
-    def component_defaults(self) -> dict[str, Any]:
-        return self._defaults(
-            "consumer_config", self.consumer_config, max_records_per_batch=self.max_records_per_batch
-        )
-
-
-class KafkaSinkResource(KafkaClientDefaults):
-    """Defaults of every Kafka sink (the dagger file's sink keys win)."""
-
-    producer_config: dict[str, str] = Field(
-        default_factory=dict, description="Extra librdkafka producer settings."
-    )
-
-    def component_defaults(self) -> dict[str, Any]:
-        return self._defaults("producer_config", self.producer_config)

@@ -14,7 +14,9 @@ from dagster_shared.serdes import serialize_value
 
 from dagger_assets.definitions import build_definitions
 from jobs.project import PROJECT_ROOT
-from resources import KafkaStreamResource, LogSinkResource, SparkResource, default_resources
+from jobs.sinks.log.resource import LogSinkResource
+from jobs.sources.kafka.resource import KafkaStreamResource
+from resources import SparkResource, default_resources
 from tests.conftest import order_payloads
 from tests.dagster_deployment import write_orders_dagger
 
@@ -260,7 +262,7 @@ def test_a_kafka_component_without_a_cluster_anywhere_fails_naming_it(tmp_path: 
 
 
 def test_client_settings_merge_key_by_key_and_the_dagger_file_wins(descriptor_set):
-    from jobs.spec import KafkaStream
+    from jobs.sources.kafka.config import KafkaStream
     from resources.components import overlay
 
     stream = KafkaStream.model_validate(

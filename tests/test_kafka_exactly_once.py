@@ -24,7 +24,8 @@ from confluent_kafka import Message, Producer
 from jobs.runner import DaggerQueryError
 from jobs.schema_registry import encode_descriptor_sets
 from jobs.sinks import kafka as kafka_sink_module
-from jobs.sinks.kafka import (
+from jobs.sinks.kafka.config import KafkaSink
+from jobs.sinks.kafka.writer import (
     ATTEMPT_HEADER,
     BATCH_HEADER,
     PARTITION_HEADER,
@@ -34,7 +35,7 @@ from jobs.sinks.kafka import (
     sink_identity,
     transactional_id,
 )
-from jobs.spec import DaggerConfigError, KafkaSink
+from jobs.spec import DaggerConfigError
 from tests.conftest import kafka_sink, kafka_stream, message_class, on_both_brokers, order_payloads
 
 ORDER = "dagger.testing.Order"
@@ -255,7 +256,7 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
     A cached producer that another worker's producer fenced since is replaced before anything commits; a
     retried attempt of a task that committed (which the driver's pre-batch read did not see) writes
     nothing."""
-    caplog.set_level(logging.INFO, logger="jobs.sinks.kafka")
+    caplog.set_level(logging.INFO, logger="jobs.sinks.kafka.writer")
     sink_topic = kafka.new_topic("eo-tasks")
     sink = KafkaSink(
         kind="kafka",

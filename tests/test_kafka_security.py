@@ -45,9 +45,15 @@ from dagger_assets.definitions import build_definitions
 from dagger_assets.sensors import list_matching_topics
 from jobs.runner import DaggerQueryError
 from jobs.schema_registry import encode_descriptor_sets
-from jobs.sources.kafka import KafkaPartitionRange, KafkaSourceError, KafkaStreamReader, _PartitionReader
-from jobs.spec import KafkaStream
-from resources import KafkaStreamResource, SparkResource, default_resources
+from jobs.sources.kafka.config import KafkaStream
+from jobs.sources.kafka.reader import (
+    KafkaPartitionRange,
+    KafkaSourceError,
+    KafkaStreamReader,
+    _PartitionReader,
+)
+from jobs.sources.kafka.resource import KafkaStreamResource
+from resources import SparkResource, default_resources
 from tests.conftest import KafkaHelper, RunningDagger, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.dagster_deployment import wait_for, write_orders_dagger
 from tests.servers.kafka import SCRAM, ApacheKafka, BrokerSecurity, KafkaUser

@@ -43,7 +43,7 @@ def test_a_projection_decodes_the_kept_fields_exactly(registry):
 
 def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_column(registry):
     from jobs.runner import _columns_read
-    from jobs.spec import KafkaStream
+    from jobs.sources.kafka.config import KafkaStream
 
     def read(pre_processors: list[dict], sql: str = "SELECT order_id FROM orders") -> tuple:
         stream = KafkaStream.model_validate(

@@ -20,7 +20,8 @@ import pytest
 from google.cloud import bigquery as bq
 
 from jobs.runner import DaggerQueryError
-from jobs.sinks.bigquery import COMMIT_LOG_SUFFIX, BigQuerySinkError, BigQuerySinkWriter
+from jobs.sinks.base import SinkContext
+from jobs.sinks.bigquery.writer import COMMIT_LOG_SUFFIX, BigQuerySinkError, BigQuerySinkWriter
 from jobs.spec import DaggerConfigError, parse_dagger
 from tests.conftest import kafka_stream, order_payloads
 from tests.servers.bigquery import CuttingProxy
@@ -218,7 +219,7 @@ def test_a_crash_between_recording_and_committing_commits_the_recorded_streams(
     batch = spark.sql("SELECT concat('o', id) AS order_id, id AS n FROM range(0, 6)").repartition(2)
     expected = [{"order_id": f"o{index}", "n": index} for index in range(6)]
 
-    crashing = BigQuerySinkWriter(spec.sinks[0], spec)
+    crashing = BigQuerySinkWriter(spec.sinks[0], SinkContext(spec))
 
     def crash(batch_id, streams):
         raise SystemExit("driver killed before the commit")
@@ -229,9 +230,9 @@ def test_a_crash_between_recording_and_committing_commits_the_recorded_streams(
     assert table_rows(bigquery, table_id) == []  # pending streams: nothing visible
 
     with caplog.at_level(logging.INFO, logger="dagger.sink.bigquery"):
-        BigQuerySinkWriter(spec.sinks[0], spec).write(batch, 7)
+        BigQuerySinkWriter(spec.sinks[0], SinkContext(spec)).write(batch, 7)
         assert table_rows(bigquery, table_id) == expected
-        BigQuerySinkWriter(spec.sinks[0], spec).write(batch, 7)  # the same batch once more
+        BigQuerySinkWriter(spec.sinks[0], SinkContext(spec)).write(batch, 7)  # the same batch once more
     assert table_rows(bigquery, table_id) == expected
     assert [record.getMessage() for record in caplog.records if record.name == "dagger.sink.bigquery"] == [
         f"bigquery sink {table_id}: batch 7 was recorded but not committed by an earlier attempt: "
@@ -298,7 +299,7 @@ def test_table_problems_fail_the_first_batch_naming_the_column(spark, bigquery, 
             sinks=[bigquery_sink(bigquery, dataset, table, **fields)],
         )
         with pytest.raises(BigQuerySinkError) as failure:
-            BigQuerySinkWriter(spec.sinks[0], spec).write(batch, 0)
+            BigQuerySinkWriter(spec.sinks[0], SinkContext(spec)).write(batch, 0)
         return str(failure.value)
 
     assert write("orders") == (
@@ -336,7 +337,7 @@ def test_nulls_become_null_and_empty_arrays_and_null_elements_fail(spark, bigque
                   CAST(NULL AS TIMESTAMP) AS at
            FROM range(0, 2)"""
     )
-    BigQuerySinkWriter(spec.sinks[0], spec).write(batch, 0)
+    BigQuerySinkWriter(spec.sinks[0], SinkContext(spec)).write(batch, 0)
     assert table_rows(bigquery, f"{bigquery.project}.{dataset}.nulls", order_by="id") == [
         {
             "id": 0,
@@ -357,9 +358,12 @@ def test_nulls_become_null_and_empty_arrays_and_null_elements_fail(spark, bigque
         sinks=[bigquery_sink(bigquery, dataset, "arrays")],
     )
     with pytest.raises(Exception) as failure:  # raised in a Spark task: a PythonException
-        BigQuerySinkWriter(other.sinks[0], other).write(spark.sql("SELECT array(1, NULL) AS xs"), 1)
+        BigQuerySinkWriter(other.sinks[0], SinkContext(other)).write(
+            spark.sql("SELECT array(1, NULL) AS xs"), 1
+        )
     assert (
-        f"jobs.sinks.bigquery.BigQuerySinkError: bigquery sink {bigquery.project}.{dataset}.arrays: batch 1: "
+        "jobs.sinks.bigquery.writer.BigQuerySinkError: "
+        f"bigquery sink {bigquery.project}.{dataset}.arrays: batch 1: "
         "column 'xs': an array holds a NULL element, which BigQuery arrays cannot hold; filter the NULLs out "
         "in the query (e.g. filter(xs, x -> x IS NOT NULL))"
     ) in str(failure.value)
@@ -392,7 +396,7 @@ def test_a_connection_cut_mid_stream_resumes_at_the_unacknowledged_offsets(spark
             ],
         )
         batch = spark.sql("SELECT id, repeat('x', 100) AS pad FROM range(0, 20000)").coalesce(1)
-        BigQuerySinkWriter(spec.sinks[0], spec).write(batch, 0)
+        BigQuerySinkWriter(spec.sinks[0], SinkContext(spec)).write(batch, 0)
     finally:
         proxy.close()
     assert proxy.cuts == 1

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from jobs.runner import DaggerBuildError, DaggerQueryError, build_dagger
-from jobs.sinks.elasticsearch import ElasticsearchSinkWriter, IndexTemplate, documents
+from jobs.sinks.base import SinkContext
+from jobs.sinks.elasticsearch.writer import ElasticsearchSinkWriter, IndexTemplate, documents
 from jobs.spec import DaggerConfigError, parse_dagger
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, order_payloads
@@ -185,7 +186,8 @@ def test_rejected_documents_fail_the_batch_naming_index_id_and_reason(
     with pytest.raises(DaggerQueryError) as failure:
         running.process_available()
     assert str(failure.value) == (
-        f"dagger test-dagger stopped: jobs.sinks.elasticsearch.ElasticsearchSinkError: elasticsearch sink "
+        "dagger test-dagger stopped: jobs.sinks.elasticsearch.writer.ElasticsearchSinkError: "
+        "elasticsearch sink "
         f"{elasticsearch.url} index '{index}': batch 0: 5 of 8 document(s) rejected: {rejected}; and 2 more"
     )
     assert not running.run.query.isActive
@@ -314,7 +316,8 @@ def test_credentials_are_sent_and_kept_out_of_messages(
         proxy.close()
     # the last dagger's host carries the credentials: messages name the host without them
     assert (
-        ElasticsearchSinkWriter(spec.sinks[0], spec).label == f"elasticsearch sink {proxy.url} index 'auth'"
+        ElasticsearchSinkWriter(spec.sinks[0], SinkContext(spec)).label
+        == f"elasticsearch sink {proxy.url} index 'auth'"
     )
 
 

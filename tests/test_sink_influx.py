@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from jobs.runner import DaggerBuildError, DaggerQueryError, build_dagger
-from jobs.sinks.influx import InfluxSinkError, InfluxSinkWriter
+from jobs.sinks.base import SinkContext
+from jobs.sinks.influx.writer import InfluxSinkError, InfluxSinkWriter
 from jobs.spec import DaggerConfigError
 from tests.conftest import kafka_stream, order_payloads
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER
@@ -389,7 +390,7 @@ def test_result_columns_that_cannot_be_points_fail_the_batch_before_writing(spar
         sql="SELECT amount FROM orders",
         sinks=[{"kind": "influx", "url": "http://h:8086", "measurement": "m", "database": "d"}],
     )
-    writer = InfluxSinkWriter(spec.sinks[0], spec)
+    writer = InfluxSinkWriter(spec.sinks[0], SinkContext(spec))
 
     def layout_error(sql: str) -> str:
         with pytest.raises(InfluxSinkError) as raised:

@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from jobs.runner import DaggerBuildError, build_dagger
-from jobs.sinks.parquet import ParquetSinkError
+from jobs.sinks.parquet.writer import ParquetSinkError
 from tests.conftest import kafka_stream, message_class
 
 HOUR = 3600

@@ -16,8 +16,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.runner import DaggerBuildError, DaggerRun, build_dagger
-from jobs.sources.kafka import KafkaStreamDataSource
-from jobs.sources.parquet import ParquetStreamDataSource
+from jobs.sources.kafka.reader import KafkaStreamDataSource
+from jobs.sources.parquet.reader import ParquetStreamDataSource
 from jobs.spec import DaggerSpec
 from jobs.sql import named_words
 from jobs.udfs import declared_functions, register_functions

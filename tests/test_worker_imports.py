@@ -12,9 +12,9 @@ from tests.conftest import order_payloads
 
 _PLAN_A_KAFKA_STREAM = """
 import json, pickle, sys
-from jobs.sources.kafka import KafkaStreamDataSource
+from jobs.sources.kafka.reader import KafkaStreamDataSource
 from jobs.schema_registry import encode_descriptor_sets
-from jobs.spec import KafkaStream
+from jobs.sources.kafka.config import KafkaStream
 
 stream = KafkaStream(
     kind="kafka", table="orders", proto_message="dagger.testing.Order", event_time_field="created_at",
@@ -48,10 +48,11 @@ def test_planning_a_kafka_stream_loads_neither_pandas_nor_urllib(descriptor_set:
 
 _READ_AND_WRITE_A_PARTITION = """
 import json, sys
-from jobs.sinks.kafka import KafkaPartitionWriter
-from jobs.sources.kafka import KafkaPartitionRange, KafkaStreamReader
+from jobs.sinks.kafka.writer import KafkaPartitionWriter
+from jobs.sources.kafka.reader import KafkaPartitionRange, KafkaStreamReader
 from jobs.schema_registry import encode_descriptor_sets
-from jobs.spec import KafkaSink, KafkaStream
+from jobs.sinks.kafka.config import KafkaSink
+from jobs.sources.kafka.config import KafkaStream
 
 descriptor_set, servers, source_topic, sink_topic, count = sys.argv[1:]
 with open(descriptor_set, "rb") as payload:

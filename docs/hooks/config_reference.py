@@ -1,11 +1,12 @@
 """MkDocs hook: configuration reference tables generated from the pydantic models, so the docs cannot drift.
 
-A page marker `<!-- config-reference: jobs.spec:KafkaStream -->` becomes a heading and a table of the
-model's keys (alias if the model uses one), types, defaults and descriptions. Descriptions come from
-`Field(description=...)` or, failing that, from the attribute docstring under the field in the source
-(the project's models document their fields that way). Fields whose type is another model link to that
-model's section of the reference page; `<!-- config-reference: all -->` renders every model reachable from
-`jobs.spec:DaggerSpec` (union members included) and every Dagster `ConfigurableResource` in `resources/`.
+A page marker `<!-- config-reference: jobs.sources.kafka.config:KafkaStream -->` becomes a heading and a
+table of the model's keys (alias if the model uses one), types, defaults and descriptions. Descriptions
+come from `Field(description=...)` or, failing that, from the attribute docstring under the field in the
+source (the project's models document their fields that way). Fields whose type is another model link to
+that model's section of the reference page; `<!-- config-reference: all -->` renders every model reachable
+from `jobs.spec:DaggerSpec` (union members included) and every Dagster resource (`resources/` and each
+kind's).
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ def reachable_models(root: type[BaseModel]) -> list[type[BaseModel]]:
 
 
 def resource_models() -> list[type[BaseModel]]:
-    """Every Dagster `ConfigurableResource` subclass defined in the `resources` package."""
+    """Every Dagster `ConfigurableResource` subclass defined in the `resources` package, then the
+    resource of every stream and sink kind (`jobs.registry`)."""
     from dagster import ConfigurableResource
+
+    from resources import component_resource_classes
 
     package = importlib.import_module("resources")
     found: list[type[BaseModel]] = []
@@ -92,6 +96,7 @@ def resource_models() -> list[type[BaseModel]]:
                 and value not in found
             ):
                 found.append(value)
+    found += [value for value in component_resource_classes().values() if value not in found]
     return found
 
 

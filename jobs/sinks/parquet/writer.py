@@ -31,8 +31,9 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
+from jobs.sinks.base import SinkContext
+from jobs.sinks.parquet.config import ParquetSink
 from jobs.sinks.partitions import write_partitions
-from jobs.spec import DaggerSpec, ParquetSink
 
 _MARKERS = "_dagger"
 _KEPT_MARKERS = 100  # the checkpoint replays at most the latest batch; older markers are pruned
@@ -103,7 +104,8 @@ class ParquetPartitionWriter:
 class ParquetSinkWriter:
     """Driver side: one `write` per micro-batch, bracketed by the batch's markers."""
 
-    def __init__(self, sink: ParquetSink, spec: DaggerSpec) -> None:
+    def __init__(self, sink: ParquetSink, context: SinkContext) -> None:
+        spec = context.spec
         self.sink = sink
         self.time_column = sink.time_column or spec.rowtime_column
         self._filesystem, self._root = _filesystem(sink.path)

@@ -94,7 +94,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from jobs.spec import BigQuerySink, DaggerSpec
+from jobs.sinks.base import SinkContext
+from jobs.sinks.bigquery.config import BigQuerySink
 
 log = logging.getLogger("dagger.sink.bigquery")
 
@@ -830,7 +831,8 @@ class _Prepared:
 class BigQuerySinkWriter:
     """Driver side: table set-up on the first write, then one atomic commit per micro-batch."""
 
-    def __init__(self, sink: BigQuerySink, spec: DaggerSpec) -> None:
+    def __init__(self, sink: BigQuerySink, context: SinkContext) -> None:
+        spec = context.spec
         self.sink = sink
         self.spec = spec
         self.settings = ClientSettings.of(sink)

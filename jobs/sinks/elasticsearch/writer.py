@@ -58,8 +58,9 @@ import urllib3
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
 
+from jobs.sinks.base import SinkContext
+from jobs.sinks.elasticsearch.config import ElasticsearchSink
 from jobs.sinks.partitions import write_partitions
-from jobs.spec import DaggerSpec, ElasticsearchSink
 
 log = logging.getLogger("dagger.sink.elasticsearch")
 
@@ -304,7 +305,7 @@ def _hosts(sink: ElasticsearchSink) -> list[Host]:
 class ElasticsearchSinkWriter:
     """Driver side: checks the result's columns once, then one `write` per micro-batch."""
 
-    def __init__(self, sink: ElasticsearchSink, spec: DaggerSpec) -> None:
+    def __init__(self, sink: ElasticsearchSink, context: SinkContext) -> None:
         self.sink = sink
         self.template = IndexTemplate.parse(sink.index)
         self.hosts = _hosts(sink)

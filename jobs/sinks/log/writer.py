@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import DataFrame, Row
 
-from jobs.spec import LogSink
+from jobs.sinks.base import SinkContext
+from jobs.sinks.log.config import LogSink
 
 log = logging.getLogger("dagger.sink.log")
 
@@ -37,9 +37,9 @@ def format_row(row: Row) -> str:
 
 
 class LogSinkWriter:
-    def __init__(self, sink: LogSink, emit: Callable[[str], None] | None = None) -> None:
+    def __init__(self, sink: LogSink, context: SinkContext) -> None:
         self.sink = sink
-        self._emit = emit or log.info
+        self._emit = context.log_emit or log.info
 
     @property
     def reads_whole_batch(self) -> bool:

@@ -33,8 +33,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from jobs.arrow_values import bool_array, int_array, scalar
 from jobs.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors, flush_or_fail
 from jobs.python_workers import freeze_imported_objects
+from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.stream_batches import ProtoStreamDataSource, ProtoStreamReader, StreamLayout
-from jobs.spec import KafkaStream
 
 log = logging.getLogger(__name__)
 

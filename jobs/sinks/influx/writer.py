@@ -71,8 +71,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 from urllib3.exceptions import HTTPError
 
+from jobs.sinks.base import SinkContext
+from jobs.sinks.influx.config import InfluxSink
 from jobs.sinks.partitions import write_partitions
-from jobs.spec import DaggerSpec, InfluxSink
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class _Layout:
 class InfluxSinkWriter:
     """Driver side: checks the settings when the dagger is built, and the result's columns per batch."""
 
-    def __init__(self, sink: InfluxSink, spec: DaggerSpec) -> None:
+    def __init__(self, sink: InfluxSink, context: SinkContext) -> None:
         _check_url(sink.url)
         if any(ord(character) < 32 for character in sink.measurement) or sink.measurement.startswith("#"):
             raise ValueError(
@@ -166,7 +167,7 @@ class InfluxSinkWriter:
             f"{sink.database}/{sink.retention_policy}" if sink.retention_policy else str(sink.database)
         )
         self.sink = sink
-        self.dagger = spec.name
+        self.dagger = context.spec.name
         self.target = _Target(
             api=sink.api,
             url=sink.url,

@@ -96,9 +96,10 @@ from pyspark.sql import DataFrame
 
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.kafka_errors import ClientErrors, ask_or_fail, flush_or_fail
-from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets, registry_from_option
+from jobs.schema_registry import encode_descriptor_sets, registry_from_option
+from jobs.sinks.base import SinkContext
+from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.partitions import write_partitions
-from jobs.spec import DaggerSpec, KafkaSink
 
 log = logging.getLogger(__name__)
 
@@ -143,16 +144,15 @@ def producer_settings(sink: KafkaSink) -> dict[str, Any]:
 class KafkaSinkWriter:
     """Driver side: one `write` per micro-batch."""
 
-    def __init__(
-        self, sink: KafkaSink, registry: SchemaRegistry, spec: DaggerSpec | None = None, index: int = 0
-    ) -> None:
+    def __init__(self, sink: KafkaSink, context: SinkContext) -> None:
+        registry = context.schema_registry()
         registry.message(sink.proto_message)  # fail at start, naming the message, not in a task
         if sink.key_proto_message:
             registry.message(sink.key_proto_message)
         self.sink = sink
         self._descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
-        self._dagger = spec.name if spec is not None else "dagger"
-        self._index = index
+        self._dagger = context.spec.name
+        self._index = context.index
         self._markers: MarkerLog | None = None
 
     @property

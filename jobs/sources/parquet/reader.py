@@ -23,8 +23,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from jobs.arrow_values import scalar
 from jobs.python_workers import freeze_imported_objects
+from jobs.sources.parquet.config import ParquetStream
 from jobs.sources.stream_batches import ROWTIME_TYPE, ProtoStreamDataSource, ProtoStreamReader
-from jobs.spec import ParquetStream
 
 SOURCE_NAME = "dagger_parquet"
 METADATA_SCHEMA = pa.schema([pa.field("source_file", pa.string())])

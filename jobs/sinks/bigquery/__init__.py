@@ -1,0 +1,1 @@
+"""The bigquery sink: config, writer and Dagster resource."""

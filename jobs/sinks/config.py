@@ -1,0 +1,32 @@
+"""Keys shared by sink kinds, and what every sink kind's config offers the rest of the project."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import Field, PositiveInt
+
+from jobs.config import ConfigModel, Duration
+
+
+class SinkConfig(ConfigModel):
+    """Base of every sink kind's config; `kind` selects the kind in the dagger file."""
+
+    kind: str
+
+    def asset_metadata(self) -> dict[str, str | int]:
+        """Where the sink writes, shown on its Dagster asset; never credentials."""
+        return {}
+
+
+class BatchedSinkConfig(SinkConfig):
+    """Settings shared by the sinks that write over HTTP in batches."""
+
+    batch_size: PositiveInt = 5000
+    """Rows per request."""
+    max_retries: int = Field(default=3, ge=0)
+    """Retries of a failed request (with exponential back-off) before the micro-batch fails."""
+    retry_backoff: Duration = timedelta(seconds=1)
+    """Wait before the first retry; doubled for each further one."""
+    timeout: Duration = timedelta(seconds=30)
+    """Timeout of one request."""

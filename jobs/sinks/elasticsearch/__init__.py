@@ -1,0 +1,1 @@
+"""The elasticsearch sink: config, writer and Dagster resource."""

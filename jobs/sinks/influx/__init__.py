@@ -1,0 +1,1 @@
+"""The influx sink: config, writer and Dagster resource."""

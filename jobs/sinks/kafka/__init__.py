@@ -1,0 +1,1 @@
+"""The kafka sink: config, writer and Dagster resource."""

@@ -1,0 +1,63 @@
+"""The keys of a Kafka sink in the dagger file."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from jobs.config import FROM_RESOURCE, ClientConfigValue
+from jobs.sinks.config import SinkConfig
+
+
+class KafkaSink(SinkConfig):
+    """Writes each result row as a protobuf message to a Kafka topic."""
+
+    kind: Literal["kafka"]
+    bootstrap_servers: str | None = Field(default=None, min_length=1)
+    """The cluster; may be left to the deployment (the Dagster `kafka_sink` resource)."""
+    topic: str = Field(min_length=1)
+    proto_message: str = Field(min_length=1)
+    """Output message; result columns fill its fields by name (`a.b` fills nested field b of a)."""
+    key_proto_message: str | None = None
+    """Optional key message, filled from the same columns; without it records have no key."""
+    producer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
+    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
+    a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka.py`)."""
+    marker_topic: str | None = Field(default=None, min_length=1)
+    """exactly_once only: topic of the commit markers, on the same cluster; default
+    `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
+
+    @model_validator(mode="after")
+    def _delivery_settings(self) -> KafkaSink:
+        if self.delivery == "at_least_once":
+            if self.marker_topic is not None:
+                raise ValueError("'marker_topic' is only used with delivery: exactly_once")
+            return self
+        config = {key.strip(): value for key, value in self.producer_config.items()}
+        if "transactional.id" in config:
+            raise ValueError(
+                "producer_config 'transactional.id' conflicts with delivery: exactly_once, which sets one "
+                "per Spark partition (it fences earlier attempts of the same task)"
+            )
+        if str(config.get("enable.idempotence", "true")).strip().lower() not in ("true", "1"):
+            raise ValueError(
+                "producer_config 'enable.idempotence' must stay true with delivery: exactly_once "
+                "(Kafka transactions need the idempotent producer)"
+            )
+        for key in ("acks", "request.required.acks"):
+            if str(config.get(key, "all")).strip().lower() not in ("all", "-1"):
+                raise ValueError(f"producer_config '{key}' must be 'all' with delivery: exactly_once")
+        return self
+
+    def asset_metadata(self) -> dict[str, str | int]:
+        return {
+            "topic": self.topic,
+            "bootstrap_servers": self.bootstrap_servers or FROM_RESOURCE,
+            "proto_message": self.proto_message,
+        }
+
+    @property
+    def resolved_marker_topic(self) -> str:
+        return self.marker_topic or f"{self.topic}.dagger-commits"

@@ -1,0 +1,1 @@
+"""The log sink: config, writer and Dagster resource."""

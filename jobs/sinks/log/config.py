@@ -1,0 +1,19 @@
+"""The keys of a log sink in the dagger file."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import PositiveInt
+
+from jobs.sinks.config import SinkConfig
+
+
+class LogSink(SinkConfig):
+    """Prints result rows on the driver's log, a bounded number per micro-batch."""
+
+    kind: Literal["log"]
+    max_rows_per_batch: PositiveInt = 20
+
+    def asset_metadata(self) -> dict[str, str | int]:
+        return {"max_rows_per_batch": self.max_rows_per_batch}

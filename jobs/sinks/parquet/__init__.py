@@ -1,0 +1,1 @@
+"""The parquet sink: config, writer and Dagster resource."""

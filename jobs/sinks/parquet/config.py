@@ -1,0 +1,31 @@
+"""The keys of a Parquet sink in the dagger file."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from jobs.config import resolve_path
+from jobs.sinks.config import SinkConfig
+
+
+class ParquetSink(SinkConfig):
+    """Writes result rows to a Parquet lake partitioned by `dt=YYYY-MM-DD/hr=HH` of an event-time column."""
+
+    kind: Literal["parquet"]
+    path: str = Field(min_length=1)
+    """Folder (or URI) of the lake."""
+    time_column: str | None = None
+    """TIMESTAMP column that picks each row's partition; default the dagger's `rowtime_column`."""
+    partition_by_hour: bool = True
+    """`dt=/hr=` folders; false: `dt=` only."""
+    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+
+    def asset_metadata(self) -> dict[str, str | int]:
+        return {"path": self.path}
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        return resolve_path(value, info)

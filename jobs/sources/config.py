@@ -1,0 +1,33 @@
+"""Keys every stream kind has: the SQL table, the protobuf message, the event time, the pre-processors."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from jobs.config import ConfigModel, SqlIdentifier
+from jobs.processors.config import Transformer
+
+
+class StreamConfig(ConfigModel):
+    """Base of every stream kind's config; `kind` selects the kind in the dagger file."""
+
+    kind: str
+
+    def asset_metadata(self) -> dict[str, str | int]:
+        """Where the stream reads, shown on its Dagster asset; never credentials."""
+        return {}
+
+    table: SqlIdentifier
+    """Name of the SQL view the stream is registered under."""
+    proto_message: str = Field(min_length=1)
+    """Full name of the protobuf message of each record, e.g. `dagger.examples.BookingLogMessage`."""
+    event_time_field: str = Field(min_length=1)
+    """A `google.protobuf.Timestamp` field (dotted path for nested fields) copied into the rowtime column."""
+    pre_processors: list[Transformer] = Field(default_factory=list)
+    """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
+    row_layout: Literal["native", "dagger"] = "native"
+    """`dagger`: the columns as Dagger lays them out (for jobs converted from Dagger): Timestamp and
+    Duration fields as STRUCT<seconds, nanos>, wrappers as STRUCT<value>, maps as ARRAY<STRUCT<key,
+    value>>, no source metadata columns, and `__internal_validation_field__` before the rowtime."""

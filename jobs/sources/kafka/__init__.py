@@ -1,0 +1,1 @@
+"""The kafka stream: config, reader and Dagster resource."""

@@ -1,0 +1,100 @@
+"""The keys of a Kafka stream in the dagger file."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from jobs.config import FROM_RESOURCE, ClientConfigValue, ConfigModel, Duration
+from jobs.processors.config import InvalidRecordFilter
+from jobs.sources.config import StreamConfig
+
+
+class InvalidRecordPolicy(ConfigModel):
+    """What a stream does with a record that does not decode as its protobuf message."""
+
+    action: Literal["fail", "drop", "dead_letter"] = "fail"
+    """`fail` stops the query naming topic, partition and offset; `drop` skips and counts it;
+    `dead_letter` copies the raw record to `dead_letter_topic` (error in a header), then skips it."""
+    dead_letter_topic: str | None = None
+    max_record_bytes: PositiveInt | None = None
+    """A record whose value is larger than this is invalid too (handled by `action`), so one giant record
+    (a producer bug, an attack) never reaches the decoder, the SQL or the sinks. None: no limit."""
+
+    @model_validator(mode="after")
+    def _dead_letter_needs_topic(self) -> InvalidRecordPolicy:
+        if self.action == "dead_letter" and not self.dead_letter_topic:
+            raise ValueError("action 'dead_letter' needs 'dead_letter_topic'")
+        return self
+
+
+class KafkaStream(StreamConfig):
+    """An unbounded stream of protobuf records from one or more Kafka topics."""
+
+    kind: Literal["kafka"]
+    topics: list[Annotated[str, Field(min_length=1)]] | None = None
+    """Topic names; exactly one of `topics` and `topic_pattern` is set."""
+    topic_pattern: str | None = None
+    """A regular expression matched against whole topic names; new matching topics join while running."""
+    bootstrap_servers: str | None = Field(default=None, min_length=1)
+    """The cluster; may be left to the deployment (the Dagster `kafka_stream` resource)."""
+    group_id: str | None = None
+    """Consumer group: its committed offsets are the starting point, and each finished micro-batch's
+    offsets are committed to it so standard lag tools work."""
+    auto_offset_reset: Literal["earliest", "latest"] = "latest"
+    """Where to start in a partition that has no committed offset for the group."""
+    start_timestamp: datetime | None = None
+    """Rewind: start every partition at the first record at or after this instant (overrides offsets)."""
+    max_records_per_batch: PositiveInt | None = None
+    """Upper bound on records per micro-batch, spread over partitions by their backlog."""
+    consumer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
+    """librdkafka consumer settings passed through as they are (SASL, SSL, fetch sizes...)."""
+    broker_timeout: Duration = timedelta(minutes=2)
+    """How long the source rides out a broker that does not answer (metadata, offsets, records), retrying,
+    before the query fails and the restart policy takes over."""
+    invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
+
+    def asset_metadata(self) -> dict[str, str | int]:
+        where: dict[str, str | int] = (
+            {"topics": ", ".join(self.topics)} if self.topics else {"topic_pattern": self.topic_pattern or ""}
+        )
+        where["bootstrap_servers"] = self.bootstrap_servers or FROM_RESOURCE
+        return where
+
+    @field_validator("topic_pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise ValueError(f"not a valid regular expression: {error}") from None
+        return value
+
+    @field_validator("start_timestamp")
+    @classmethod
+    def _timestamps_are_utc(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    @model_validator(mode="after")
+    def _invalid_record_filter_drops(self) -> KafkaStream:
+        """Dagger's invalid-record filter is this stream's `drop` policy (records counted per table)."""
+        if any(isinstance(step, InvalidRecordFilter) for step in self.pre_processors):
+            if "invalid_records" not in self.model_fields_set:
+                object.__setattr__(self, "invalid_records", InvalidRecordPolicy(action="drop"))
+            elif self.invalid_records.action == "fail":
+                raise ValueError("an invalid_record_filter pre-processor needs invalid_records.action 'drop'")
+        return self
+
+    @model_validator(mode="after")
+    def _one_topic_selector(self) -> KafkaStream:
+        if (self.topics is None) == (self.topic_pattern is None):
+            raise ValueError("set exactly one of 'topics' (a list) and 'topic_pattern' (a regex)")
+        if self.topics is not None and not self.topics:
+            raise ValueError("'topics' must name at least one topic")
+        return self

@@ -1,0 +1,1 @@
+"""The parquet stream: config, reader and Dagster resource."""

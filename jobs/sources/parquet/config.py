@@ -1,0 +1,47 @@
+"""The keys of a Parquet stream in the dagger file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
+
+from jobs.config import ConfigModel, resolve_path
+from jobs.sources.config import StreamConfig
+
+
+class DateRange(ConfigModel):
+    """An inclusive range of partition times, read from `dt=YYYY-MM-DD[/hr=HH]` path segments (UTC)."""
+
+    start: datetime
+    end: datetime
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DateRange:
+        if self.start.tzinfo is None:
+            object.__setattr__(self, "start", self.start.replace(tzinfo=UTC))
+        if self.end.tzinfo is None:
+            object.__setattr__(self, "end", self.end.replace(tzinfo=UTC))
+        if self.start > self.end:
+            raise ValueError(f"start {self.start.isoformat()} is after end {self.end.isoformat()}")
+        return self
+
+
+class ParquetStream(StreamConfig):
+    """A bounded stream read from Parquet files whose columns follow the stream's protobuf message."""
+
+    kind: Literal["parquet"]
+    paths: list[str] = Field(min_length=1)
+    """Files or folders (searched recursively for `*.parquet`)."""
+    date_ranges: list[DateRange] = Field(default_factory=list)
+    """Only files whose `dt=`/`hr=` partition time falls in one of these ranges; empty means all."""
+    max_files_per_batch: PositiveInt | None = None
+
+    def asset_metadata(self) -> dict[str, str | int]:
+        return {"paths": ", ".join(self.paths)}
+
+    @field_validator("paths")
+    @classmethod
+    def _resolve(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return [resolve_path(path, info) for path in value]
