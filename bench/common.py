@@ -40,7 +40,7 @@ from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
 from jobs.runner import DaggerRun, ProgressReport, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka.config import KafkaSink
-from jobs.sinks.kafka.writer import producer_settings
+from jobs.sinks.kafka.producers import producer_settings
 from jobs.spark import spark_session
 from jobs.spec import DaggerSpec, parse_dagger
 from jobs.tools.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic

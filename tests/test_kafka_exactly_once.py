@@ -23,9 +23,9 @@ from confluent_kafka import Message, Producer
 
 from jobs.runner import DaggerQueryError
 from jobs.schema_registry import encode_descriptor_sets
-from jobs.sinks import kafka as kafka_sink_module
+from jobs.sinks.kafka import exactly_once as kafka_sink_module
 from jobs.sinks.kafka.config import KafkaSink
-from jobs.sinks.kafka.writer import (
+from jobs.sinks.kafka.exactly_once import (
     ATTEMPT_HEADER,
     BATCH_HEADER,
     PARTITION_HEADER,
@@ -256,7 +256,7 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
     A cached producer that another worker's producer fenced since is replaced before anything commits; a
     retried attempt of a task that committed (which the driver's pre-batch read did not see) writes
     nothing."""
-    caplog.set_level(logging.INFO, logger="jobs.sinks.kafka.writer")
+    caplog.set_level(logging.INFO, logger="jobs.sinks.kafka.exactly_once")
     sink_topic = kafka.new_topic("eo-tasks")
     sink = KafkaSink(
         kind="kafka",

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from jobs.schema_registry import encode_descriptor_sets
-from jobs.sources import kafka as kafka_source
+from jobs.sources.kafka import reader as kafka_source
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import KafkaPartitionRange, KafkaStreamReader
 from tests.conftest import KafkaHelper, kafka_stream, order_payloads

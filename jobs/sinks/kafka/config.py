@@ -24,7 +24,7 @@ class KafkaSink(SinkConfig):
     producer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
     delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
-    a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka.py`)."""
+    a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka/exactly_once.py`)."""
     marker_topic: str | None = Field(default=None, min_length=1)
     """exactly_once only: topic of the commit markers, on the same cluster; default
     `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
