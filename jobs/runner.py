@@ -43,7 +43,6 @@ from jobs.processors.transformers import apply_transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter
-from jobs.sinks.kafka.config import KafkaSink
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter
@@ -84,7 +83,7 @@ def build_dagger(
     registry: SchemaRegistry | None = None,
     log_emit: Callable[[str], None] | None = None,
 ) -> BuiltDagger:
-    _require_clusters(spec)
+    _require_deployment_keys(spec)
     registry = registry or SchemaRegistry.load(
         spec.schema_registry.descriptor_sets,
         spec.schema_registry.fetch_timeout.total_seconds(),
@@ -137,18 +136,20 @@ def _function_names(spec: DaggerSpec) -> set[str] | None:
     return set().union(*(sql_stage.named_words(text) for text in texts))
 
 
-def _require_clusters(spec: DaggerSpec) -> None:
-    """Kafka components may leave their cluster to the deployment's resources, but it must be known now."""
-    named: list[tuple[str, KafkaStream | KafkaSink]] = [
-        (f"stream {stream.table!r}", stream) for stream in spec.streams if isinstance(stream, KafkaStream)
+def _require_deployment_keys(spec: DaggerSpec) -> None:
+    """A stream or sink may leave some keys (a Kafka cluster) to the deployment's resources, but they must
+    be known now."""
+    components = [
+        *((stream, STREAM_KINDS[stream.kind].resource_key) for stream in spec.streams),
+        *((sink, SINK_KINDS[sink.kind].resource_key) for sink in spec.sinks),
     ]
-    named += [(f"kafka sink {sink.topic!r}", sink) for sink in spec.sinks if isinstance(sink, KafkaSink)]
-    for name, component in named:
-        if not component.bootstrap_servers:
-            raise DaggerBuildError(
-                f"dagger {spec.name}: {name}: bootstrap_servers is not set (set it in the dagger file, "
-                "or in the kafka_stream / kafka_sink resource of the Dagster deployment)"
-            )
+    for component, resource_key in components:
+        for key in component.deployment_keys:
+            if getattr(component, key) is None:
+                raise DaggerBuildError(
+                    f"dagger {spec.name}: {component.describe()}: {key} is not set (set it in the dagger "
+                    f"file, or in the {resource_key} resource of the Dagster deployment)"
+                )
 
 
 def stream_view_schema(spec: DaggerSpec, stream: StreamConfig, registry: SchemaRegistry) -> StructType:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import ClassVar
 
 from pydantic import Field, PositiveInt
 
@@ -13,6 +14,12 @@ class SinkConfig(ConfigModel):
     """Base of every sink kind's config; `kind` selects the kind in the dagger file."""
 
     kind: str
+    deployment_keys: ClassVar[tuple[str, ...]] = ()
+    """Keys the dagger file may leave to the kind's Dagster resource, but which a run needs."""
+
+    def describe(self) -> str:
+        """The sink as error messages name it."""
+        return f"{self.kind} sink"
 
     def asset_metadata(self) -> dict[str, str | int]:
         """Where the sink writes, shown on its Dagster asset; never credentials."""

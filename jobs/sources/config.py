@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -14,6 +14,12 @@ class StreamConfig(ConfigModel):
     """Base of every stream kind's config; `kind` selects the kind in the dagger file."""
 
     kind: str
+    deployment_keys: ClassVar[tuple[str, ...]] = ()
+    """Keys the dagger file may leave to the kind's Dagster resource, but which a run needs."""
+
+    def describe(self) -> str:
+        """The stream as error messages name it."""
+        return f"stream {self.table!r}"
 
     def asset_metadata(self) -> dict[str, str | int]:
         """Where the stream reads, shown on its Dagster asset; never credentials."""

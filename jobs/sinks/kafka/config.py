@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -14,6 +14,7 @@ class KafkaSink(SinkConfig):
     """Writes each result row as a protobuf message to a Kafka topic."""
 
     kind: Literal["kafka"]
+    deployment_keys: ClassVar[tuple[str, ...]] = ("bootstrap_servers",)
     bootstrap_servers: str | None = Field(default=None, min_length=1)
     """The cluster; may be left to the deployment (the Dagster `kafka_sink` resource)."""
     topic: str = Field(min_length=1)
@@ -50,6 +51,9 @@ class KafkaSink(SinkConfig):
             if str(config.get(key, "all")).strip().lower() not in ("all", "-1"):
                 raise ValueError(f"producer_config '{key}' must be 'all' with delivery: exactly_once")
         return self
+
+    def describe(self) -> str:
+        return f"kafka sink {self.topic!r}"
 
     def asset_metadata(self) -> dict[str, str | int]:
         return {

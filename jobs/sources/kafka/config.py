@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
@@ -35,6 +35,7 @@ class KafkaStream(StreamConfig):
     """An unbounded stream of protobuf records from one or more Kafka topics."""
 
     kind: Literal["kafka"]
+    deployment_keys: ClassVar[tuple[str, ...]] = ("bootstrap_servers",)
     topics: list[Annotated[str, Field(min_length=1)]] | None = None
     """Topic names; exactly one of `topics` and `topic_pattern` is set."""
     topic_pattern: str | None = None
