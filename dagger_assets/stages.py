@@ -48,7 +48,7 @@ from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.sources.config import StreamConfig
 from jobs.spec import DaggerConfigError, DaggerSpec
 from jobs.tools.protoc import compile_descriptor_set
-from resources import SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS, default_resources
+from resources import PROCESSOR_RESOURCES, SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS, default_resources
 from resources.components import configure_dagger
 
 log = logging.getLogger(__name__)
@@ -246,6 +246,7 @@ def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
                 resources.schema_registry,
                 {kind: getattr(resources, key) for kind, key in STREAM_RESOURCE_KEYS.items()},
                 {kind: getattr(resources, key) for kind, key in SINK_RESOURCE_KEYS.items()},
+                [getattr(resources, key) for key in PROCESSOR_RESOURCES],
             )
             built = build_dagger(session, instance, log_emit=context.log.info)
         except (DaggerConfigError, DaggerBuildError):

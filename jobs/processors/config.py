@@ -188,13 +188,15 @@ def _check_variables(pattern: str | None, variables: list[str], pattern_key: str
 class HttpEnrichment(Enrichment):
     """A call to an HTTP API per row; `%s` in the patterns are filled from the row's columns."""
 
-    endpoint: HttpUrl
+    endpoint: HttpUrl | None = None
+    """URL of the API (`%s` filled from `endpoint_variables`); default the `http_enrichment` resource's."""
     endpoint_variables: list[str] = Field(default_factory=list)
     verb: Literal["get", "post", "put"] = "get"
     request_pattern: str = ""
     """GET: a path and query appended to the endpoint; POST/PUT: the request body."""
     request_variables: list[str] = Field(default_factory=list)
     headers: dict[str, str] = Field(default_factory=dict)
+    """Static headers, over the `http_enrichment` resource's."""
     header_pattern: str | None = None
     """A JSON object of headers with `%s` placeholders, merged over `headers`."""
     header_variables: list[str] = Field(default_factory=list)
@@ -206,7 +208,8 @@ class HttpEnrichment(Enrichment):
 
     @model_validator(mode="after")
     def _placeholders_match(self) -> HttpEnrichment:
-        _check_variables(self.endpoint, self.endpoint_variables, "endpoint", "endpoint_variables")
+        if self.endpoint is not None:  # else checked once the resource's endpoint is in
+            _check_variables(self.endpoint, self.endpoint_variables, "endpoint", "endpoint_variables")
         _check_variables(self.request_pattern, self.request_variables, "request_pattern", "request_variables")
         _check_variables(self.header_pattern, self.header_variables, "header_pattern", "header_variables")
         return self
@@ -215,7 +218,8 @@ class HttpEnrichment(Enrichment):
 class ElasticsearchEnrichment(Enrichment):
     """A document looked up per row: GET `endpoint_pattern` (e.g. `/customers/_doc/%s`) on `hosts`."""
 
-    hosts: list[HttpUrl] = Field(min_length=1)
+    hosts: Annotated[list[HttpUrl], Field(min_length=1)] | None = None
+    """The nodes' URLs; default the `elasticsearch_enrichment` resource's."""
     username: str | None = None
     password: str | None = None
     endpoint_pattern: str = Field(min_length=1)
@@ -232,11 +236,12 @@ class ElasticsearchEnrichment(Enrichment):
 class PostgresEnrichment(Enrichment):
     """A query per row; each `%s` in `query_pattern` is a bound parameter (never spliced into the SQL)."""
 
-    host: str = Field(min_length=1)
+    host: str | None = Field(default=None, min_length=1)
+    """Default the `postgres_enrichment` resource's, as for `user`, `password`, `database` and `port`."""
     port: int = Field(default=5432, ge=1, le=65535)
-    user: str = Field(min_length=1)
+    user: str | None = Field(default=None, min_length=1)
     password: str | None = None
-    database: str = Field(min_length=1)
+    database: str | None = Field(default=None, min_length=1)
     query_pattern: str = Field(min_length=1)
     query_variables: list[str] = Field(default_factory=list)
     idle_timeout: Duration = timedelta(minutes=5)
@@ -251,8 +256,8 @@ class GrpcEnrichment(Enrichment):
     """A unary gRPC call per row; the request is `request_pattern` (JSON) with `%s` filled from columns,
     parsed into `request_message`; the response is mapped as JSON."""
 
-    endpoint: str = Field(pattern=r"^[^:/\s]+:\d+$")
-    """`host:port` (plaintext)."""
+    endpoint: str | None = Field(default=None, pattern=r"^[^:/\s]+:\d+$")
+    """`host:port` (plaintext); default the `grpc_enrichment` resource's."""
     method: str = Field(pattern=r"^[\w.]+/\w+$")
     """`package.Service/Method`."""
     request_message: str = Field(min_length=1)
