@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -155,6 +155,10 @@ def _output_mapping(value: Any) -> Any:
 class Enrichment(ConfigModel):
     """What every external enrichment shares (Dagger's names)."""
 
+    deployment_keys: ClassVar[tuple[str, ...]] = ()
+    """Keys the dagger file may leave to the kind's Dagster resource (`<kind>_enrichment`), but which a
+    run needs."""
+
     capacity: PositiveInt = 20
     """Most calls in flight at once per task."""
     connect_timeout: Duration = timedelta(seconds=5)
@@ -188,6 +192,8 @@ def _check_variables(pattern: str | None, variables: list[str], pattern_key: str
 class HttpEnrichment(Enrichment):
     """A call to an HTTP API per row; `%s` in the patterns are filled from the row's columns."""
 
+    deployment_keys = ("endpoint",)
+
     endpoint: HttpUrl | None = None
     """URL of the API (`%s` filled from `endpoint_variables`); default the `http_enrichment` resource's."""
     endpoint_variables: list[str] = Field(default_factory=list)
@@ -218,6 +224,8 @@ class HttpEnrichment(Enrichment):
 class ElasticsearchEnrichment(Enrichment):
     """A document looked up per row: GET `endpoint_pattern` (e.g. `/customers/_doc/%s`) on `hosts`."""
 
+    deployment_keys = ("hosts",)
+
     hosts: Annotated[list[HttpUrl], Field(min_length=1)] | None = None
     """The nodes' URLs; default the `elasticsearch_enrichment` resource's."""
     username: str | None = None
@@ -235,6 +243,8 @@ class ElasticsearchEnrichment(Enrichment):
 
 class PostgresEnrichment(Enrichment):
     """A query per row; each `%s` in `query_pattern` is a bound parameter (never spliced into the SQL)."""
+
+    deployment_keys = ("host", "user", "database")
 
     host: str | None = Field(default=None, min_length=1)
     """Default the `postgres_enrichment` resource's, as for `user`, `password`, `database` and `port`."""
@@ -255,6 +265,8 @@ class PostgresEnrichment(Enrichment):
 class GrpcEnrichment(Enrichment):
     """A unary gRPC call per row; the request is `request_pattern` (JSON) with `%s` filled from columns,
     parsed into `request_message`; the response is mapped as JSON."""
+
+    deployment_keys = ("endpoint",)
 
     endpoint: str | None = Field(default=None, pattern=r"^[^:/\s]+:\d+$")
     """`host:port` (plaintext); default the `grpc_enrichment` resource's."""

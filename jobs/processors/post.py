@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from jobs.processors.config import (
     ElasticsearchEnrichment,
+    Enrichment,
     GrpcEnrichment,
     HttpEnrichment,
     InternalSource,
@@ -37,7 +38,9 @@ def apply_post_processors(frame: DataFrame, post: PostProcessors, context: Trans
     ]
     for kind, enrichments in kinds:
         for index, enrichment in enumerate(enrichments):
-            frame = _enrich(frame, enrichment, replace(context, key=f"post_processors.{kind}[{index}]"))
+            step_context = replace(context, key=f"post_processors.{kind}[{index}]")
+            _require_deployment_keys(enrichment, step_context, f"{kind}_enrichment")
+            frame = _enrich(frame, enrichment, step_context)
     if post.reshapes_output:
         outputs = [
             F.col(f"`{name}`") for enrichment in post.enrichments for name in enrichment.output_mapping
@@ -52,6 +55,17 @@ def apply_post_processors(frame: DataFrame, post: PostProcessors, context: Trans
             frame, transformer, replace(context, key=f"post_processors.transformers[{index}]")
         )
     return frame
+
+
+def _require_deployment_keys(enrichment: Enrichment, context: TransformContext, resource_key: str) -> None:
+    """An enrichment may leave its service to the deployment's resource (`resource_key`), but it must be
+    known now: from the dagger file or from the resource."""
+    missing = [key for key in enrichment.deployment_keys if getattr(enrichment, key) is None]
+    if missing:
+        raise context.error(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set (set it in the dagger "
+            f"file, or in the {resource_key} resource of the Dagster deployment)"
+        )
 
 
 def _enrich(

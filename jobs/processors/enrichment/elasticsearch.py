@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from jobs.config import without_credentials
 from jobs.processors.config import ElasticsearchEnrichment
 from jobs.processors.context import TransformContext
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich, require_settings
+from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.http import check_output_paths, extract_json_path, fill, quoted
 from jobs.processors.enrichment.transport import HttpPool, retryable_status
 
@@ -109,7 +109,6 @@ def enrich_elasticsearch(
     frame: DataFrame, config: ElasticsearchEnrichment, context: TransformContext
 ) -> DataFrame:
     """`frame` with the enrichment's output fields appended, one document lookup per row."""
-    require_settings(config, context, "elasticsearch_enrichment", "hosts")
     check_output_paths(config.output_mapping, context)
     if config.password is not None and config.username is None:
         raise context.error("password is set without username")

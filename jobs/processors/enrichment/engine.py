@@ -109,17 +109,6 @@ class EnrichmentPlan:
         )
 
 
-def require_settings(config: Enrichment, context: TransformContext, resource_key: str, *keys: str) -> None:
-    """Keys a dagger file may leave to the deployment's resource (`resource_key`) must be known once the
-    dagger is built: from the file or from the resource."""
-    missing = [key for key in keys if getattr(config, key) is None]
-    if missing:
-        raise context.error(
-            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set (set it in the dagger "
-            f"file, or in the {resource_key} resource of the Dagster deployment)"
-        )
-
-
 def _output_schema(
     frame: DataFrame, outputs: dict[str, OutputField], context: TransformContext
 ) -> StructType:

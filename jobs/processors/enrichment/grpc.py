@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame
 
 from jobs.processors.config import GrpcEnrichment
 from jobs.processors.context import TransformContext
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, enrich, require_settings
+from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, enrich
 from jobs.processors.enrichment.http import check_output_paths, extract_json_path, render
 from jobs.schema_registry import (
     SchemaRegistry,
@@ -204,7 +204,6 @@ def _registry(config: GrpcEnrichment, context: TransformContext) -> SchemaRegist
 
 def enrich_grpc(frame: DataFrame, config: GrpcEnrichment, context: TransformContext) -> DataFrame:
     """`frame` with the enrichment's output fields appended, one call per row."""
-    require_settings(config, context, "grpc_enrichment", "endpoint")
     check_output_paths(config.output_mapping, context)
     registry = _registry(config, context)
     for key in ("request_message", "response_message"):

@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame
 from jobs.config import without_credentials
 from jobs.processors.config import HttpEnrichment, OutputField
 from jobs.processors.context import TransformContext
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich, require_settings
+from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.transport import HttpPool, retryable_status
 
 # --------------------------------------------------------------------------------------------------------
@@ -261,7 +261,6 @@ def _check_header_pattern(config: HttpEnrichment, context: TransformContext) -> 
 
 def enrich_http(frame: DataFrame, config: HttpEnrichment, context: TransformContext) -> DataFrame:
     """`frame` with the enrichment's output fields appended, one call per row."""
-    require_settings(config, context, "http_enrichment", "endpoint")
     check_output_paths(config.output_mapping, context)
     _check_header_pattern(config, context)
     settings = HttpSettings(

@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame
 
 from jobs.processors.config import PostgresEnrichment
 from jobs.processors.context import TransformContext
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich, require_settings
+from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
 from jobs.processors.enrichment.http import render
 
 # --------------------------------------------------------------------------------------------------------
@@ -312,7 +312,6 @@ def _describe(error: Exception) -> str:
 
 def enrich_postgres(frame: DataFrame, config: PostgresEnrichment, context: TransformContext) -> DataFrame:
     """`frame` with the enrichment's output fields appended, one query per row."""
-    require_settings(config, context, "postgres_enrichment", "host", "user", "database")
     from psycopg.conninfo import make_conninfo
 
     try:
