@@ -34,6 +34,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from jobs.processors.config import Enrichment, OutputField
 from jobs.processors.context import TransformContext
+from jobs.retry import RetryPolicy
 
 
 class EnrichmentError(RuntimeError):
@@ -74,8 +75,7 @@ class EnrichmentPlan:
     outputs: dict[str, OutputField]
     capacity: int
     timeout_s: float
-    max_retries: int
-    retry_backoff_s: float
+    retry: RetryPolicy
     fail_on_errors: bool
     caller_key: str
     """Identifies the client configuration, so a worker reuses one client per configuration."""
@@ -100,8 +100,7 @@ class EnrichmentPlan:
             outputs=dict(config.output_mapping),
             capacity=config.capacity,
             timeout_s=config.stream_timeout.total_seconds(),
-            max_retries=config.max_retries,
-            retry_backoff_s=config.retry_backoff.total_seconds(),
+            retry=RetryPolicy.of(config),
             fail_on_errors=config.fail_on_errors,
             caller_key=caller_key,
             make_caller=make_caller,
@@ -216,23 +215,25 @@ async def _call_all(plan: EnrichmentPlan, rows: list[tuple[Any, ...]]) -> list[A
 
 
 async def _call_with_retries(plan: EnrichmentPlan, caller: Caller, variables: tuple[Any, ...]) -> Any:
-    attempt = 0
-    while True:
-        try:
-            async with asyncio.timeout(plan.timeout_s):
-                return await caller.call(variables)
-        except NoAnswer:
-            return _SKIPPED
-        except (CallFailed, TimeoutError, OSError) as error:
-            retryable = not isinstance(error, CallFailed) or error.retryable
-            if retryable and attempt < plan.max_retries:
-                await asyncio.sleep(plan.retry_backoff_s * 2**attempt)
-                attempt += 1
-                continue
-            if plan.fail_on_errors:
-                reason = "timed out" if isinstance(error, TimeoutError) else str(error)
-                raise EnrichmentError(f"{plan.name}: call for {list(variables)} failed: {reason}") from None
-            return _FAILED
+    async def attempt() -> Any:
+        async with asyncio.timeout(plan.timeout_s):
+            return await caller.call(variables)
+
+    try:
+        return await plan.retry.call_async(attempt, retry_if=_retryable)
+    except NoAnswer:
+        return _SKIPPED
+    except (CallFailed, TimeoutError, OSError) as error:
+        if plan.fail_on_errors:
+            reason = "timed out" if isinstance(error, TimeoutError) else str(error)
+            raise EnrichmentError(f"{plan.name}: call for {list(variables)} failed: {reason}") from None
+        return _FAILED
+
+
+def _retryable(error: Exception) -> bool:
+    if isinstance(error, CallFailed):
+        return error.retryable
+    return isinstance(error, TimeoutError | OSError)
 
 
 # One event loop per Python worker, in a daemon thread; callers live on it across batches.

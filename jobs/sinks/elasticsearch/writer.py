@@ -46,7 +46,6 @@ import logging
 import math
 import random
 import re
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -58,6 +57,7 @@ import urllib3
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
 
+from jobs.retry import RetryPolicy
 from jobs.sinks.base import SinkContext
 from jobs.sinks.elasticsearch.config import ElasticsearchSink
 from jobs.sinks.partitions import write_partitions
@@ -455,34 +455,42 @@ class ElasticsearchPartitionWriter:
     def _bulk(self, actions: list[_Action]) -> int:
         """Index `actions`, retrying what may succeed later; raises if any document is not indexed."""
         total = len(actions)
-        retries = waits = 0
         first_host = next(_round_robin)
+        tries = itertools.count()
         failed_hosts: set[int] = set()
-        while True:
-            host_number = (first_host + retries) % len(self.hosts)
-            host = self.hosts[host_number]
+        host_number = first_host
+
+        def attempt() -> int:
+            nonlocal actions, host_number
+            host_number = (first_host + next(tries)) % len(self.hosts)  # each retry: the next host
             try:
-                actions = self._attempt(host, actions, total)
-                if not actions:
-                    return total
-                failed_hosts.clear()
-                problem, connection_failed = self._rejected(actions, total), False
+                actions = self._attempt(self.hosts[host_number], actions, total)
             except _Retry as retry:
-                problem, connection_failed = str(retry), retry.connection_failed
-                if connection_failed:
+                if retry.connection_failed:
                     failed_hosts.add(host_number)
-            if retries >= self.sink.max_retries:
-                raise ElasticsearchSinkError(
-                    f"{self.label}: batch {self.batch_id}: gave up after {retries} "
-                    f"retr{'y' if retries == 1 else 'ies'}: {problem}"
-                )
-            retries += 1
-            next_host = (first_host + retries) % len(self.hosts)
-            if not (connection_failed and next_host not in failed_hosts):
-                delay = self.sink.retry_backoff.total_seconds() * 2**waits
-                waits += 1
-                log.warning("%s: %s; retry %s in %.1f s", self.label, problem, retries, delay)
-                time.sleep(delay)
+                raise
+            if actions:
+                failed_hosts.clear()
+                raise _Retry(self._rejected(actions, total))
+            return total
+
+        def next_host_untried(error: Exception) -> bool:
+            """The request never reached its host, and the next host has not failed to connect yet."""
+            connection_failed = isinstance(error, _Retry) and error.connection_failed
+            return connection_failed and (host_number + 1) % len(self.hosts) not in failed_hosts
+
+        return RetryPolicy.of(self.sink).call(
+            attempt,
+            retry_if=lambda error: isinstance(error, _Retry),
+            at_once=next_host_untried,
+            before_wait=lambda error, retry, delay: log.warning(
+                "%s: %s; retry %s in %.1f s", self.label, error, retry, delay
+            ),
+            give_up=lambda error, attempts: ElasticsearchSinkError(
+                f"{self.label}: batch {self.batch_id}: gave up after {attempts - 1} "
+                f"retr{'y' if attempts == 2 else 'ies'}: {error}"
+            ),
+        )
 
     def _attempt(self, host: Host, actions: list[_Action], total: int) -> list[_Action]:
         """One bulk request; returns the actions to send again (rejected with 429/503)."""

@@ -57,7 +57,6 @@ import logging
 import math
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -71,6 +70,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 from urllib3.exceptions import HTTPError
 
+from jobs.retry import RetryPolicy
 from jobs.sinks.base import SinkContext
 from jobs.sinks.influx.config import InfluxSink
 from jobs.sinks.partitions import write_partitions
@@ -118,8 +118,7 @@ class _Target:
     token: str | None = field(repr=False)
     measurement: str
     batch_size: int
-    max_retries: int
-    retry_backoff_s: float
+    retry: RetryPolicy
     timeout_s: float
 
     @property
@@ -180,8 +179,7 @@ class InfluxSinkWriter:
             token=token,
             measurement=sink.measurement,
             batch_size=sink.batch_size,
-            max_retries=sink.max_retries,
-            retry_backoff_s=sink.retry_backoff.total_seconds(),
+            retry=RetryPolicy.of(sink),
             timeout_s=sink.timeout.total_seconds(),
         )
         self._warned_no_time = False
@@ -343,8 +341,8 @@ class InfluxPartitionWriter:
         """Write `lines` as one request, retrying what may pass on another attempt; points written."""
         target = self.target
         body = "\n".join(lines).encode("utf-8")
-        attempt = 0
-        while True:
+
+        def attempt() -> int:
             try:
                 status, message = send(body, self.layout.precision)
             except (OSError, HTTPError) as error:  # refused, reset, timed out: transport errors are retried
@@ -359,30 +357,34 @@ class InfluxPartitionWriter:
                     dropped.group(1),
                 )
                 return len(lines) - int(dropped.group(1))
-            retryable = status == 0 or (
+            answer = f"HTTP {status}: {message}" if status else message
+            if status == 0 or (
                 status in _RETRYABLE_STATUSES
                 and not any(permanent in message for permanent in _PERMANENT_SERVER_MESSAGES)
-            )
-            answer = f"HTTP {status}: {message}" if status else message
-            if not retryable:
-                raise InfluxSinkError(f"{target.name}: batch {self.batch_id}: write rejected: {answer}")
-            if attempt >= target.max_retries:
-                raise InfluxSinkError(
-                    f"{target.name}: batch {self.batch_id}: write failed after {attempt + 1} attempt(s): "
-                    f"{answer}"
-                )
-            delay = target.retry_backoff_s * 2**attempt
-            attempt += 1
-            log.warning(
+            ):
+                raise _Retryable(answer)
+            raise InfluxSinkError(f"{target.name}: batch {self.batch_id}: write rejected: {answer}")
+
+        return target.retry.call(
+            attempt,
+            retry_if=lambda error: isinstance(error, _Retryable),
+            before_wait=lambda error, retry, delay: log.warning(
                 "%s: batch %d: %s; retry %d of %d in %.1fs",
                 target.name,
                 self.batch_id,
-                answer,
-                attempt,
-                target.max_retries,
+                error,
+                retry,
+                target.retry.max_retries,
                 delay,
-            )
-            time.sleep(delay)
+            ),
+            give_up=lambda error, attempts: InfluxSinkError(
+                f"{target.name}: batch {self.batch_id}: write failed after {attempts} attempt(s): {error}"
+            ),
+        )
+
+
+class _Retryable(Exception):
+    """A request that may pass on another attempt; the message is the server's answer or the error."""
 
 
 # One client per target per Python worker, reused by every task and micro-batch the worker runs.
