@@ -5,7 +5,9 @@
 A result of `--rows` rows x 10 columns (strings, integers, a double, a boolean, a timestamp, a date, a
 NUMERIC, a struct and an array; cached, `--partitions` Spark partitions) is written by
 `BigQuerySinkWriter.write` as one micro-batch, as a dagger's foreachBatch would: per partition a PENDING
-write stream, protobuf rows encoded a whole Arrow batch at a time, then one commit. Measured:
+write stream, protobuf rows encoded a whole Arrow batch at a time (pyarrow.compute for BigQuery's
+encodings, then the project's codec) and appended through the client library's AppendRowsStream, then one
+commit. Measured:
 
 - `encode only`: Arrow -> serialized protobuf rows in one Python process (no Spark, no server);
 - `sink, first batch`: into a new table: table and commit-log creation, Python workers, channels;
@@ -31,7 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import sink_only_dagger
 from jobs.sinks.base import SinkContext
-from jobs.sinks.bigquery.writer import BigQuerySinkWriter, RowEncoder, row_descriptor, wire_columns
+from jobs.sinks.bigquery.rows import TableRows
+from jobs.sinks.bigquery.schema import row_descriptor, wire_columns
+from jobs.sinks.bigquery.writer import BigQuerySinkWriter
 from jobs.spark import spark_session
 from tests.servers.bigquery import start_emulator, stop_emulator
 
@@ -108,7 +112,7 @@ def main() -> None:
 
             table = emulator.table(table_id)
             columns = wire_columns(frame.schema, list(table.schema), table_id)
-            encoder = RowEncoder(columns, row_descriptor(columns).SerializeToString())
+            encoder = TableRows(columns, row_descriptor(columns).SerializeToString())
             started = time.perf_counter()
             for batch in arrow.to_batches(max_chunksize=10_000):
                 encoder.encode(batch)
