@@ -12,7 +12,7 @@ to Kafka never imports the BigQuery client.
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +31,6 @@ if TYPE_CHECKING:
     from jobs.sources.stream_batches import ProtoStreamDataSource
 
 
-def _load(reference: str) -> Any:
-    module, _, attribute = reference.partition(":")
-    return getattr(importlib.import_module(module), attribute)
-
-
 @dataclass(frozen=True)
 class _ComponentKind:
     name: str
@@ -48,7 +43,7 @@ class _ComponentKind:
     """Kind tags (icons) of the kind's Dagster asset."""
 
     def resource_class(self) -> type:
-        return _load(self.resource)
+        return pkgutil.resolve_name(self.resource)
 
 
 @dataclass(frozen=True)
@@ -60,7 +55,7 @@ class StreamKind(_ComponentKind):
     """True when a stream of this kind ends (a dagger of bounded streams only runs to completion)."""
 
     def data_source_class(self) -> type[ProtoStreamDataSource]:
-        return _load(self.data_source)
+        return pkgutil.resolve_name(self.data_source)
 
 
 @dataclass(frozen=True)
@@ -72,7 +67,7 @@ class SinkKind(_ComponentKind):
     def writer_class(self) -> Any:
         """The writer class: `writer_class()(sink, SinkContext(...))` is a `jobs.sinks.base.SinkWriter`
         (typed loosely here: the sink contract imports the dagger spec, which imports this registry)."""
-        return _load(self.writer)
+        return pkgutil.resolve_name(self.writer)
 
 
 def _streams(*kinds: StreamKind) -> dict[str, StreamKind]:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from jobs.registry import SINK_KINDS, STREAM_KINDS
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README_MAX_LINES = 200
 
@@ -42,8 +44,11 @@ def _spec_models() -> list[type[BaseModel]]:
 
 
 def _resource_models() -> list[type[BaseModel]]:
-    """Every Dagster `ConfigurableResource` defined in the `resources` package."""
+    """Every Dagster `ConfigurableResource` defined in the `resources` package, and every component
+    kind's resource (defined in its kind's package)."""
     from dagster import ConfigurableResource
+
+    from resources import component_resource_classes
 
     package = importlib.import_module("resources")
     found: list[type[BaseModel]] = []
@@ -52,7 +57,7 @@ def _resource_models() -> list[type[BaseModel]]:
         for _, value in inspect.getmembers(module, inspect.isclass):
             if issubclass(value, ConfigurableResource) and value.__module__ == module.__name__:
                 found.append(value)
-    return found
+    return [*found, *(value for value in component_resource_classes().values() if value not in found)]
 
 
 def _keys(model: type[BaseModel]) -> list[str]:
@@ -91,10 +96,9 @@ def test_site_has_a_page_per_kind(site: Path) -> None:
         "index.html",
         "getting-started/index.html",
         "dagger-file/index.html",
-        "streams/kafka/index.html",
-        "streams/parquet/index.html",
-        *(f"sinks/{kind}/index.html" for kind in ("kafka", "log", "influx", "bigquery", "elasticsearch")),
-        "sinks/parquet/index.html",
+        *(f"streams/{kind}/index.html" for kind in STREAM_KINDS),
+        *(f"sinks/{kind}/index.html" for kind in SINK_KINDS),
+        "adding-a-kind/index.html",
         "processors/plugins/index.html",
         "dagster/index.html",
         "operations/index.html",

@@ -35,6 +35,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 MARKER = re.compile(r"<!--\s*config-reference:\s*([\w.]+:\w+|all)\s*-->")
+FENCED_CODE = re.compile(r"(^```.*?^```[ \t]*$)", re.MULTILINE | re.DOTALL)
 REFERENCE_PAGE = "reference.md"
 ROOT_MODEL = "jobs.spec:DaggerSpec"
 
@@ -267,4 +268,6 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             return "\n".join(model_table(model, link, 2) for model in all_models())
         return model_table(load(target), link, 3)
 
-    return MARKER.sub(render, markdown)
+    # A marker inside a fenced code block is an example of one (the page on adding a kind), left as written.
+    parts = FENCED_CODE.split(markdown)
+    return "".join(part if FENCED_CODE.fullmatch(part) else MARKER.sub(render, part) for part in parts)
