@@ -97,7 +97,11 @@ def is_secret_key(key: str) -> bool:
 
 def resolve_path(value: str, info: ValidationInfo) -> str:
     """Paths and URLs as given; relative local paths against the dagger file's folder."""
-    if "://" in value or os.path.isabs(value):
+    return resolve_against(value, (info.context or {}).get("base_dir"))
+
+
+def resolve_against(value: str, base_dir: str | Path | None) -> str:
+    """`value` if it is a URL or an absolute path, else the path relative to `base_dir` (if any)."""
+    if "://" in value or os.path.isabs(value) or not base_dir:
         return value
-    base_dir = (info.context or {}).get("base_dir")
-    return str(Path(base_dir, value).resolve()) if base_dir else value
+    return str(Path(base_dir, value).resolve())

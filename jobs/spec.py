@@ -180,15 +180,15 @@ class DaggerSpec(_Model):
         )
 
 
-def _substitute_environment(node: Any, path: str) -> Any:
+def substitute_environment(node: Any, path: str) -> Any:
     """Replace `${VAR}` / `${VAR:-default}` in string values (secrets and endpoints stay out of files)."""
     if isinstance(node, dict):
         return {
-            key: _substitute_environment(value, f"{path}.{key}" if path else str(key))
+            key: substitute_environment(value, f"{path}.{key}" if path else str(key))
             for key, value in node.items()
         }
     if isinstance(node, list):
-        return [_substitute_environment(value, f"{path}[{index}]") for index, value in enumerate(node)]
+        return [substitute_environment(value, f"{path}[{index}]") for index, value in enumerate(node)]
     if isinstance(node, str):
 
         def lookup(match: re.Match[str]) -> str:
@@ -251,7 +251,7 @@ def parse_dagger(data: Any, source: str = "<dagger>", base_dir: str | Path | Non
             f"{source}: a dagger file must be a mapping of keys, got {type(data).__name__}"
         )
     try:
-        data = _substitute_environment(data, "")
+        data = substitute_environment(data, "")
     except DaggerConfigError as error:
         raise DaggerConfigError(f"{source}: {error}") from None
     try:

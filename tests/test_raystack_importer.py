@@ -431,3 +431,28 @@ def test_sinks_follow_daggers_sink_type_rules():
     )
     assert log.document["sinks"] == [{"kind": "log"}]
     assert log.document["output_mode"] == "update"  # an aggregation without a window re-emits its rows
+
+
+def test_stencil_locations_are_read_where_the_converted_dagger_reads_them(
+    tmp_path, monkeypatch, descriptor_set
+):
+    """A relative stencil path is the properties file's neighbour, and `${VAR}`s are substituted, for the
+    importer's own checks as for the dagger it writes (which resolves paths against the file's folder)."""
+    job_folder = tmp_path / "job"
+    job_folder.mkdir()
+    (job_folder / "stencil.pb").write_bytes(Path(descriptor_set).read_bytes())
+    monkeypatch.setenv("STENCIL_FOLDER", str(job_folder))
+    monkeypatch.chdir(tmp_path)  # not the job's folder
+    for urls in ("stencil.pb", "${STENCIL_FOLDER}/stencil.pb"):
+        values = settings(SCHEMA_REGISTRY_STENCIL_ENABLE="true", SCHEMA_REGISTRY_STENCIL_URLS=urls)
+        job = read_job(write_properties(job_folder / "job.properties", values))
+        assert job.spec.schema_registry.descriptor_sets == [str(job_folder / "stencil.pb")]
+
+    values = settings(
+        SCHEMA_REGISTRY_STENCIL_ENABLE="true", SCHEMA_REGISTRY_STENCIL_URLS="${NO_SUCH_FOLDER}/x.pb"
+    )
+    monkeypatch.delenv("NO_SUCH_FOLDER", raising=False)
+    with pytest.raises(DaggerJobError) as raised:
+        read_job(write_properties(job_folder / "job.properties", values))
+    assert "SCHEMA_REGISTRY_STENCIL_URLS" in str(raised.value)
+    assert "environment variable NO_SUCH_FOLDER is not set" in str(raised.value)

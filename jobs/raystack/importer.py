@@ -29,13 +29,14 @@ import yaml
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from jobs.codec.protobuf import TIMESTAMP
+from jobs.config import resolve_against
 from jobs.raystack import keys
 from jobs.raystack.flink_sql import FlinkSqlError, SparkQuery, translate
 from jobs.raystack.keys import Findings
 from jobs.raystack.processors import post_processors, transformer
 from jobs.raystack.properties import dagger_keys_from_environment, read_properties_file
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
-from jobs.spec import DaggerConfigError, DaggerSpec, parse_dagger
+from jobs.spec import DaggerConfigError, DaggerSpec, parse_dagger, substitute_environment
 from jobs.tools.protoc import DEFAULT_OUTPUT
 
 log = logging.getLogger("dagger.raystack")
@@ -139,7 +140,7 @@ def import_job(
     registry_loader: RegistryLoader = SchemaRegistry.load,
 ) -> ImportedJob:
     """Map Dagger's keys onto a dagger document; raise `DaggerJobError` listing every key at fault."""
-    job = _Job({name: value.strip() for name, value in settings.items()}, registry_loader)
+    job = _Job({name: value.strip() for name, value in settings.items()}, registry_loader, base_dir)
     document = job.document()
     job.account_for_the_rest()
     if job.findings.errors:
@@ -157,8 +158,9 @@ def import_job(
 class _Job:
     """One import: the settings, which of them were read, and the findings."""
 
-    def __init__(self, settings: dict[str, str], registry_loader: RegistryLoader) -> None:
+    def __init__(self, settings: dict[str, str], registry_loader: RegistryLoader, base_dir: Path) -> None:
         self.settings = settings
+        self.base_dir = base_dir
         self.read: set[str] = set()
         self.findings = Findings()
         self.registry_loader = registry_loader
@@ -253,9 +255,13 @@ class _Job:
         if headers:
             registry["fetch_headers"] = headers
         if descriptor_sets:
-            try:
-                self.registry = self.registry_loader(descriptor_sets, timeout_ms / 1000, headers)
-            except SchemaRegistryError as error:
+            try:  # where the converted dagger will read them: `${VAR}`s substituted, paths from its folder
+                locations = [
+                    resolve_against(substitute_environment(location, location), self.base_dir)
+                    for location in descriptor_sets
+                ]
+                self.registry = self.registry_loader(locations, timeout_ms / 1000, headers)
+            except (SchemaRegistryError, DaggerConfigError) as error:
                 self.findings.error("SCHEMA_REGISTRY_STENCIL_URLS", str(error))
         return registry
 
