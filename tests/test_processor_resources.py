@@ -321,3 +321,12 @@ def test_plugin_errors_keep_their_public_name_after_the_split():
     assert f"{PluginError.__module__}.{PluginError.__qualname__}" == "jobs.processors.plugin.PluginError"
     error = pickle.loads(pickle.dumps(PluginError("plugin x (post_processors.transformers[0]): boom")))
     assert type(error) is PluginError
+
+
+def test_secrets_in_a_resources_mappings_are_shown_by_variable_name_only(monkeypatch):
+    """What the Dagster UI shows of a resource's configuration: an EnvVar in a mapping by its name."""
+    monkeypatch.setenv("DAGGER_TEST_HEADER_TOKEN", PLANTED)
+    resource = HttpEnrichmentResource(headers={"Authorization": EnvVar("DAGGER_TEST_HEADER_TOKEN")})
+    shown = resource.get_resource_definition().config_schema.as_field().default_value
+    assert shown["headers"] == {"Authorization": {"env": "DAGGER_TEST_HEADER_TOKEN"}}
+    assert PLANTED not in repr(shown)
