@@ -128,7 +128,9 @@ class Appender:
     def _send(self, request: _Request) -> None:
         assert self._connection is not None
         pb = types.AppendRowsRequest.pb()()
-        pb.write_stream = self._stream  # on every request: the emulator needs it (see the module's doc)
+        # On every request, not only a connection's first as the library does: bqemulator answers a request
+        # without it NOT_FOUND "Stream not found: " and closes the connection.
+        pb.write_stream = self._stream
         if self._offsets:
             pb.offset.value = request.offset
         pb.proto_rows.rows.serialized_rows.extend(request.rows)
@@ -147,6 +149,8 @@ class Appender:
             if not isinstance(answer, types.AppendRowsResponse):  # no answer: the connection failed
                 raise _ConnectionLost(message(error)) from None
             pb = type(answer).pb(answer)
+            # ALREADY_EXISTS for a request sent again: taken before the connection broke (bqemulator:
+            # "Offset 2 already buffered; next expected 10"), so done.
             if not (pb.error.code == _ALREADY_EXISTS and request.resent):
                 raise BigQuerySinkError(self._rejection(pb, request)) from None
         self._pending.popleft()
