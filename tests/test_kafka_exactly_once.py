@@ -124,9 +124,12 @@ def test_every_row_is_in_one_marked_attempt_and_read_committed_once(
     assert order_ids(registry, marked(records, marker_list)) == expected_ids(18)
     assert len(marked(records, marker_list)) == len(records)  # no crash: nothing unmarked either
 
-    # One marker per (batch, Spark partition), naming the attempt whose rows it commits.
+    # One marker per (batch, Spark partition), naming the attempt whose rows it commits. (How many batches
+    # the second six rows take depends on when the source sees each Kafka partition's new end.)
     sink_id = sink_identity(spec.name, str(running.run.query.id), 0)
-    assert sorted((m["batch"], m["partition"]) for m in marker_list) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    tasks = [(m["batch"], m["partition"]) for m in marker_list]
+    assert len(set(tasks)) == len(tasks)
+    assert {(0, 0), (0, 1)} <= set(tasks) and sum(m["records"] for m in marker_list) == 18
     assert {m["sink"] for m in marker_list} == {sink_id}
     attempts = Counter(headers(record)[ATTEMPT_HEADER] for record in records)
     for marker in marker_list:
@@ -135,10 +138,8 @@ def test_every_row_is_in_one_marked_attempt_and_read_committed_once(
         assert {(headers(r)[BATCH_HEADER], headers(r)[PARTITION_HEADER]) for r in written} == {
             (str(marker["batch"]), str(marker["partition"]))
         }
-    assert [(report.batch_id, report.input_rows) for report in running.run.reports if report.input_rows] == [
-        (0, 12),
-        (1, 6),
-    ]
+    rows_in = [(report.batch_id, report.input_rows) for report in running.run.reports if report.input_rows]
+    assert rows_in[0] == (0, 12) and sum(rows for _, rows in rows_in) == 18
 
 
 def test_a_replayed_batch_whose_markers_are_committed_is_skipped(kafka, registry, make_dagger, start_dagger):

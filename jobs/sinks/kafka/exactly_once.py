@@ -83,11 +83,15 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import TaskContext
 
-from jobs.codec.protobuf import ProtoEncoder
 from jobs.kafka_errors import ClientErrors, ask_or_fail
-from jobs.schema_registry import registry_from_option
 from jobs.sinks.kafka.config import KafkaSink
-from jobs.sinks.kafka.producers import FLUSH_TIMEOUT_S, KafkaSinkError, producer_settings, settings_key
+from jobs.sinks.kafka.producers import (
+    FLUSH_TIMEOUT_S,
+    KafkaSinkError,
+    message_encoders,
+    producer_settings,
+    settings_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -423,13 +427,7 @@ class TransactionalPartitionWriter:
 
     def _encoded(self, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[list, list | None]]:
         """(values, keys) of every non-empty Arrow batch."""
-        registry = registry_from_option(self.descriptor_sets)
-        value_encoder = ProtoEncoder(registry.message(self.sink.proto_message))
-        key_encoder = (
-            ProtoEncoder(registry.message(self.sink.key_proto_message))
-            if self.sink.key_proto_message
-            else None
-        )
+        value_encoder, key_encoder = message_encoders(self.sink, self.descriptor_sets)
         for batch in batches:
             if batch.num_rows:
                 values = value_encoder.encode(batch).to_pylist()

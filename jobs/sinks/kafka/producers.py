@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jobs.codec.protobuf import ProtoEncoder
+from jobs.schema_registry import registry_from_option
 from jobs.sinks.kafka.config import KafkaSink
 
 FLUSH_TIMEOUT_S = 120.0
@@ -35,3 +37,13 @@ def producer_settings(sink: KafkaSink) -> dict[str, Any]:
 def settings_key(settings: dict[str, Any]) -> str:
     """A cache key of client settings (a worker keeps one client per distinct settings)."""
     return json.dumps(settings, sort_keys=True, default=str)
+
+
+def message_encoders(sink: KafkaSink, descriptor_sets: str) -> tuple[ProtoEncoder, ProtoEncoder | None]:
+    """The encoders of the sink's value message and of its key message (None: records have no key)."""
+    registry = registry_from_option(descriptor_sets)
+    key_message = sink.key_proto_message
+    return (
+        ProtoEncoder(registry.message(sink.proto_message)),
+        ProtoEncoder(registry.message(key_message)) if key_message else None,
+    )

@@ -25,9 +25,8 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql import DataFrame
 
-from jobs.codec.protobuf import ProtoEncoder
 from jobs.kafka_errors import ClientErrors, flush_or_fail
-from jobs.schema_registry import encode_descriptor_sets, registry_from_option
+from jobs.schema_registry import encode_descriptor_sets
 from jobs.sinks.base import SinkContext
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.exactly_once import (
@@ -37,7 +36,13 @@ from jobs.sinks.kafka.exactly_once import (
     fence_transactions,
     sink_identity,
 )
-from jobs.sinks.kafka.producers import FLUSH_TIMEOUT_S, KafkaSinkError, producer_settings, settings_key
+from jobs.sinks.kafka.producers import (
+    FLUSH_TIMEOUT_S,
+    KafkaSinkError,
+    message_encoders,
+    producer_settings,
+    settings_key,
+)
 from jobs.sinks.partitions import write_partitions
 
 log = logging.getLogger(__name__)
@@ -106,13 +111,7 @@ class KafkaPartitionWriter:
         self.batch_id = batch_id
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> int:
-        registry = registry_from_option(self.descriptor_sets)
-        value_encoder = ProtoEncoder(registry.message(self.sink.proto_message))
-        key_encoder = (
-            ProtoEncoder(registry.message(self.sink.key_proto_message))
-            if self.sink.key_proto_message
-            else None
-        )
+        value_encoder, key_encoder = message_encoders(self.sink, self.descriptor_sets)
         settings = producer_settings(self.sink)
         producer, failures, client_errors = _worker_producer(settings)
         failures.clear()  # a worker runs one task at a time: the lists belong to this task
