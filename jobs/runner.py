@@ -28,15 +28,6 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
-from jobs.processors.config import (
-    ClearColumn,
-    CustomTransformer,
-    Deduplicate,
-    Hash,
-    InvalidRecordFilter,
-    SqlTransformer,
-    Transformer,
-)
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import apply_transformer
@@ -127,13 +118,13 @@ def build_dagger(
 
 def _function_names(spec: DaggerSpec) -> set[str] | None:
     """The words of every SQL text the dagger analyses (the functions it calls are among them); None
-    (register every function) when it has a custom transformer, whose code may call any."""
+    (register every function) when a step may call any (user code)."""
     steps = [step for stream in spec.streams for step in stream.pre_processors]
-    steps += spec.post_processors.transformers
-    if any(isinstance(step, CustomTransformer) for step in steps):
-        return None
-    texts = [spec.sql, *(step.sql for step in steps if isinstance(step, SqlTransformer))]
-    return set().union(*(sql_stage.named_words(text) for text in texts))
+    words = [
+        sql_stage.named_words(spec.sql),
+        *(step.sql_words() for step in (*steps, *spec.post_processors.transformers)),
+    ]
+    return None if None in words else set().union(*words)
 
 
 def _require_deployment_keys(spec: DaggerSpec) -> None:
@@ -188,7 +179,7 @@ def _columns_read(registry: SchemaRegistry, sql: str, stream: StreamConfig) -> _
     names = [*fields, *metadata]
     read = sql_stage.referenced_fields(sql, names)
     for step in stream.pre_processors:
-        read_by_step = _columns_read_by(step, names)
+        read_by_step = step.columns_read(names)
         if read is None or read_by_step is None:
             return _ColumnsRead()
         read = [*read, *read_by_step]
@@ -199,21 +190,6 @@ def _columns_read(registry: SchemaRegistry, sql: str, stream: StreamConfig) -> _
         fields=[name for name in fields if name in read or name == event_time],
         metadata=[name for name in metadata if name in read],
     )
-
-
-def _columns_read_by(step: Transformer, names: list[str]) -> list[str] | None:
-    """The columns a pre-processor may read (None: any, as user code and plugins may)."""
-    if isinstance(step, InvalidRecordFilter):
-        return []
-    if isinstance(step, Deduplicate):
-        return [step.key_column]
-    if isinstance(step, ClearColumn):
-        return [step.column]
-    if isinstance(step, Hash):
-        return [column.split(".")[0] for column in step.columns]
-    if isinstance(step, SqlTransformer):
-        return sql_stage.referenced_fields(step.sql, names)
-    return None
 
 
 def _stream_frame(

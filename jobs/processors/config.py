@@ -33,18 +33,41 @@ _IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 # --------------------------------------------------------------------------------------------------------
 
 
-class InvalidRecordFilter(ConfigModel):
+class TransformerConfig(ConfigModel):
+    """Base of every transformer kind's config; `kind` selects the kind in the dagger file."""
+
+    kind: str
+    applied_by: ClassVar[str]
+    """`module:function` that applies the transformer: `(frame, config, context) -> DataFrame`, imported
+    only when a dagger uses the kind."""
+
+    def columns_read(self, names: list[str]) -> list[str] | None:
+        """Which of `names` (the stream's columns) the step may read; None: any (user code, plugins)."""
+        return None
+
+    def sql_words(self) -> set[str] | None:
+        """The words of SQL the step analyses (the functions it calls are among them); None: it may call
+        any function."""
+        return set()
+
+
+class InvalidRecordFilter(TransformerConfig):
     """Drops the records that did not decode (the stream's `invalid_records.action` must let them through
     as rows: `drop` or `dead_letter`), counted per table."""
 
     kind: Literal["invalid_record_filter"]
+    applied_by: ClassVar[str] = "jobs.processors.transformers:keep_decoded_rows"
+
+    def columns_read(self, names: list[str]) -> list[str] | None:
+        return []
 
 
-class Deduplicate(ConfigModel):
+class Deduplicate(TransformerConfig):
     """Lets the first row of each key through and drops the key's later rows until `ttl` has passed since
     the first; the seen keys live in Spark's state store, so they survive restarts."""
 
     kind: Literal["deduplicate"]
+    applied_by: ClassVar[str] = "jobs.processors.deduplicate:deduplicate"
     key_column: str = Field(min_length=1)
     ttl: Duration
     clock: Literal["processing_time", "event_time"] = "processing_time"
@@ -53,45 +76,72 @@ class Deduplicate(ConfigModel):
     the watermark passes it; Spark's own operator, tens of times faster, and a replay decides as the first
     run did. `event_time` needs the rows to carry the stream's event-time column."""
 
+    def columns_read(self, names: list[str]) -> list[str] | None:
+        return [self.key_column]
 
-class Hash(ConfigModel):
+
+class Hash(TransformerConfig):
     """Masks columns with SHA-256 as Dagger does: strings become 64 hex digits; INT and BIGINT become the
     first 4 / 8 bytes (little-endian) of the hash of their little-endian bytes. Dotted paths reach into
     structs."""
 
     kind: Literal["hash"]
+    applied_by: ClassVar[str] = "jobs.processors.hashing:hash_columns"
     columns: list[str] = Field(min_length=1)
 
+    def columns_read(self, names: list[str]) -> list[str] | None:
+        return [column.split(".")[0] for column in self.columns]
 
-class ClearColumn(ConfigModel):
+
+class ClearColumn(TransformerConfig):
     """Sets a column to the empty string."""
 
     kind: Literal["clear_column"]
+    applied_by: ClassVar[str] = "jobs.processors.transformers:clear_column"
     column: str = Field(min_length=1)
 
+    def columns_read(self, names: list[str]) -> list[str] | None:
+        return [self.column]
 
-class SqlTransformer(ConfigModel):
+
+class SqlTransformer(TransformerConfig):
     """A Spark SQL query over the current rows, registered as table `table`."""
 
     kind: Literal["sql"]
+    applied_by: ClassVar[str] = "jobs.processors.transformers:apply_sql"
     sql: str = Field(min_length=1)
     table: SqlIdentifier | None = None
     """Name of the current rows in `sql`; default the stream's table (pre) or `data_stream` (post)."""
 
+    def columns_read(self, names: list[str]) -> list[str] | None:
+        from jobs.sql import referenced_fields
 
-class CustomTransformer(ConfigModel):
+        return referenced_fields(self.sql, names)
+
+    def sql_words(self) -> set[str] | None:
+        from jobs.sql import named_words
+
+        return named_words(self.sql)
+
+
+class CustomTransformer(TransformerConfig):
     """A transformer of the user's own: `module:name` of a callable `(frame, context, **arguments)` that
     returns the transformed DataFrame (see `jobs.processors.transformers.TransformContext`)."""
 
     kind: Literal["custom"]
+    applied_by: ClassVar[str] = "jobs.processors.transformers:apply_custom"
     transformer: str = Field(pattern=_IMPORT_PATH)
     arguments: dict[str, Any] = Field(default_factory=dict)
 
+    def sql_words(self) -> set[str] | None:
+        return None
 
-class PluginTransformer(ConfigModel):
+
+class PluginTransformer(TransformerConfig):
     """An external program of any language that speaks JSON-RPC 2.0 over stdin/stdout (see README)."""
 
     kind: Literal["plugin"]
+    applied_by: ClassVar[str] = "jobs.processors.plugin:apply_plugin"
     command: list[str] = Field(min_length=1)
     """The program and its arguments; relative to the dagger file's folder when it names a file there."""
     name: str | None = None

@@ -8,6 +8,7 @@ planned, so it builds on the DataFrame API (or `mapInArrow` for Python on the ro
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -16,45 +17,31 @@ from jobs import sql as sql_stage
 from jobs.processors.config import (
     ClearColumn,
     CustomTransformer,
-    Deduplicate,
-    Hash,
     InvalidRecordFilter,
-    PluginTransformer,
     SqlTransformer,
-    Transformer,
+    TransformerConfig,
 )
 from jobs.processors.context import ProcessorError, TransformContext
 
 
-def apply_transformer(frame: DataFrame, config: Transformer, context: TransformContext) -> DataFrame:
-    if isinstance(config, InvalidRecordFilter):
-        return frame  # the stream already dropped (and counted) its undecodable records: see spec
-    if isinstance(config, ClearColumn):
-        if config.column not in frame.columns:
-            raise context.error(
-                f"clear_column: no column {config.column!r} (columns: {', '.join(frame.columns)})"
-            )
-        return frame.withColumn(config.column, F.lit(""))
-    if isinstance(config, SqlTransformer):
-        return _sql(frame, config, context)
-    if isinstance(config, CustomTransformer):
-        return _custom(frame, config, context)
-    if isinstance(config, Deduplicate):
-        from jobs.processors.deduplicate import deduplicate
-
-        return deduplicate(frame, config, context)
-    if isinstance(config, Hash):
-        from jobs.processors.hashing import hash_columns
-
-        return hash_columns(frame, config, context)
-    if isinstance(config, PluginTransformer):
-        from jobs.processors.plugin import apply_plugin
-
-        return apply_plugin(frame, config, context)
-    raise context.error(f"unknown transformer kind {config.kind!r}")
+def apply_transformer(frame: DataFrame, config: TransformerConfig, context: TransformContext) -> DataFrame:
+    """`frame` transformed by one step; each kind names its function (`applied_by`) in its config."""
+    return pkgutil.resolve_name(config.applied_by)(frame, config, context)
 
 
-def _sql(frame: DataFrame, config: SqlTransformer, context: TransformContext) -> DataFrame:
+def keep_decoded_rows(frame: DataFrame, config: InvalidRecordFilter, context: TransformContext) -> DataFrame:
+    return frame  # the stream already dropped (and counted) its undecodable records: see its config
+
+
+def clear_column(frame: DataFrame, config: ClearColumn, context: TransformContext) -> DataFrame:
+    if config.column not in frame.columns:
+        raise context.error(
+            f"clear_column: no column {config.column!r} (columns: {', '.join(frame.columns)})"
+        )
+    return frame.withColumn(config.column, F.lit(""))
+
+
+def apply_sql(frame: DataFrame, config: SqlTransformer, context: TransformContext) -> DataFrame:
     table = config.table or context.table
     frame.createOrReplaceTempView(table)
     try:
@@ -63,7 +50,7 @@ def _sql(frame: DataFrame, config: SqlTransformer, context: TransformContext) ->
         raise context.error(f"sql: {error}") from None
 
 
-def _custom(frame: DataFrame, config: CustomTransformer, context: TransformContext) -> DataFrame:
+def apply_custom(frame: DataFrame, config: CustomTransformer, context: TransformContext) -> DataFrame:
     module_name, _, attribute = config.transformer.partition(":")
     try:
         transformer = getattr(importlib.import_module(module_name), attribute)
