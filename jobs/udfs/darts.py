@@ -157,7 +157,7 @@ def _as_text(column: pd.Series) -> pd.Series:
 def _no_store(function: str) -> DartError:
     return DartError(
         f"{function}: no dart store is configured (set functions.darts.location in the dagger file, "
-        "or --darts for the SQL console)"
+        "the dart_store resource of the Dagster deployment, or --darts for the SQL console)"
     )
 
 
