@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from dagger_assets.checks import dagger_checks
+from dagger_assets.lineage import Lineage
 from dagger_assets.restarts import restart_sensor
 from dagger_assets.sensors import new_topic_sensor, schema_change_sensor
 from dagger_assets.stages import dagger_assets, dagger_job
@@ -59,15 +60,18 @@ def build_definitions(
     """Definitions of every dagger in `folder`; `resources` replace the defaults of `default_resources()`
     by key (a deployment's cluster, credentials, Spark master)."""
     assets, checks, jobs, sensors = [], [], [], []
-    specs: list[DaggerSpec] = []
+    loaded: list[tuple[Path, DaggerSpec]] = []
     for path in sorted(folder.glob("*.yaml")):
         try:
-            spec = load_dagger(path)
+            loaded.append((path, load_dagger(path)))
         except DaggerConfigError as error:
             log.error("%s", error)
             assets.append(broken_dagger_asset(path, error))
-            continue
-        stages = dagger_assets(spec, path)
+    lineage = Lineage([spec for _, spec in loaded])
+    specs: list[DaggerSpec] = []
+    for path, spec in loaded:
+        upstream = {stream.table: lineage.upstream(spec, stream) for stream in spec.streams}
+        stages = dagger_assets(spec, path, upstream)
         job = dagger_job(spec, stages)
         specs.append(spec)
         assets.append(stages)
@@ -79,7 +83,7 @@ def build_definitions(
         sensors.append(restart_sensor(specs, jobs))
         sensors.append(schema_change_sensor(specs, jobs))
     return Definitions(
-        assets=assets,
+        assets=[*assets, *lineage.external_assets()],
         asset_checks=checks,
         jobs=jobs,
         sensors=sensors,

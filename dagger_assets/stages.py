@@ -13,7 +13,7 @@ template dagger is partitioned by topic (dynamic partitions): each partition is 
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from dagster import (
@@ -148,9 +148,12 @@ def _stream_columns(spec: DaggerSpec) -> dict[str, TableSchema]:
         return {}
 
 
-def _stream_spec(spec: DaggerSpec, stream: StreamConfig, columns: TableSchema | None) -> AssetSpec:
+def _stream_spec(
+    spec: DaggerSpec, stream: StreamConfig, columns: TableSchema | None, upstream: Sequence[AssetKey]
+) -> AssetSpec:
     return AssetSpec(
         key=stream_key(spec, stream),
+        deps=upstream,
         group_name=asset_prefix(spec),
         kinds=set(STREAM_KINDS[stream.kind].asset_kinds),
         description=f"Stream `{stream.table}` of dagger {spec.name}: {stream.proto_message} records.",
@@ -175,9 +178,16 @@ def _sink_spec(spec: DaggerSpec, index: int) -> AssetSpec:
     )
 
 
-def dagger_assets(spec: DaggerSpec, source: Path) -> AssetsDefinition:
+def dagger_assets(
+    spec: DaggerSpec, source: Path, upstream: Mapping[str, Sequence[AssetKey]] | None = None
+) -> AssetsDefinition:
+    """The stage assets of one dagger, run by one streaming multi-asset. `upstream` maps a stream's table
+    to the assets it reads (other daggers' sinks, external sources: `dagger_assets.lineage`)."""
     columns = _stream_columns(spec)
-    stream_specs = [_stream_spec(spec, stream, columns.get(stream.table)) for stream in spec.streams]
+    stream_specs = [
+        _stream_spec(spec, stream, columns.get(stream.table), (upstream or {}).get(stream.table, ()))
+        for stream in spec.streams
+    ]
     preprocessor_specs = [
         AssetSpec(
             key=preprocessed_key(spec, stream),

@@ -21,7 +21,7 @@ from jobs.config import Duration, SqlIdentifier, is_secret_key
 from jobs.config import resolve_path as _resolve_path
 from jobs.processors.config import PostProcessors, Transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
-from jobs.sinks.kafka.config import KafkaSink
+from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
 from jobs.sources.kafka.config import KafkaStream
 from jobs.udfs.config import FunctionsConfig
 
@@ -83,9 +83,6 @@ class RestartPolicy(_Model):
         """Wait before restart number `attempt` (1-based)."""
         seconds = self.initial_backoff.total_seconds() * self.backoff_factor ** (attempt - 1)
         return min(timedelta(seconds=seconds), self.max_backoff)
-
-
-TOPIC_PLACEHOLDER = "{topic}"
 
 
 class DaggerSpec(_Model):

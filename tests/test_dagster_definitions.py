@@ -27,7 +27,9 @@ def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
     stream = AssetKey(["booking_filter", "stream", "bookings"])
     sql = AssetKey(["booking_filter", "sql"])
     sinks = {AssetKey(["booking_filter", "sink", "0_log"]), AssetKey(["booking_filter", "sink", "1_kafka"])}
-    assert set(graph.get_all_asset_keys()) == {stream, sql, *sinks}
+    bookings_topic = AssetKey(["external_sources", "kafka", "bookings"])  # no dagger writes it
+    assert set(graph.get_all_asset_keys()) == {bookings_topic, stream, sql, *sinks}
+    assert graph.get(stream).parent_keys == {bookings_topic}
     assert graph.get(sql).parent_keys == {stream}
     assert {key for key in sinks if graph.get(key).parent_keys == {sql}} == sinks
     assert definitions.resolve_job_def("booking_filter_job").executor_def.name == "in_process"

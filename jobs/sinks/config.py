@@ -25,6 +25,11 @@ class SinkConfig(ConfigModel):
         """Where the sink writes, shown on its Dagster asset; never credentials."""
         return {}
 
+    def output(self) -> str | None:
+        """What the sink writes, as an address a stream of another dagger may read (`<kind>:<topic or
+        path>`); None: nothing a stream reads."""
+        return None
+
 
 class BatchedSinkConfig(SinkConfig):
     """Settings shared by the sinks that write over HTTP in batches."""

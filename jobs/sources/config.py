@@ -25,6 +25,15 @@ class StreamConfig(ConfigModel):
         """Where the stream reads, shown on its Dagster asset; never credentials."""
         return {}
 
+    def inputs(self) -> list[str]:
+        """What the stream reads, as addresses (`<kind>:<topic or path>`): the lineage between daggers
+        matches them with the sinks' `output()`."""
+        return []
+
+    def reads(self, address: str) -> bool:
+        """Whether the stream reads what a sink writes at `address`."""
+        return address in self.inputs()
+
     table: SqlIdentifier
     """Name of the SQL view the stream is registered under."""
     proto_message: str = Field(min_length=1)

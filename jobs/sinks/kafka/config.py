@@ -9,6 +9,9 @@ from pydantic import Field, model_validator
 from jobs.config import FROM_RESOURCE, ClientConfigValue
 from jobs.sinks.config import SinkConfig
 
+TOPIC_PLACEHOLDER = "{topic}"
+"""In a `per_topic` template's sink topic: replaced by each instance's own topic."""
+
 
 class KafkaSink(SinkConfig):
     """Writes each result row as a protobuf message to a Kafka topic."""
@@ -54,6 +57,10 @@ class KafkaSink(SinkConfig):
 
     def describe(self) -> str:
         return f"kafka sink {self.topic!r}"
+
+    def output(self) -> str | None:
+        # A per_topic template's topic is named per instance: no single address.
+        return None if TOPIC_PLACEHOLDER in self.topic else f"kafka:{self.topic}"
 
     def asset_metadata(self) -> dict[str, str | int]:
         return {

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from jobs.config import resolve_path
+from jobs.config import resolve_path, without_credentials
 from jobs.sinks.config import SinkConfig
 
 
@@ -23,7 +23,10 @@ class ParquetSink(SinkConfig):
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
 
     def asset_metadata(self) -> dict[str, str | int]:
-        return {"path": self.path}
+        return {"path": without_credentials(self.path)}
+
+    def output(self) -> str | None:
+        return f"parquet:{self.path}"
 
     @field_validator("path")
     @classmethod

@@ -65,6 +65,15 @@ class KafkaStream(StreamConfig):
         where["bootstrap_servers"] = self.bootstrap_servers or FROM_RESOURCE
         return where
 
+    def inputs(self) -> list[str]:
+        return [f"kafka:{topic}" for topic in self.topics or [self.topic_pattern or ""]]
+
+    def reads(self, address: str) -> bool:
+        kind, _, topic = address.partition(":")
+        if kind != "kafka" or self.topics is not None:
+            return address in self.inputs()
+        return re.fullmatch(self.topic_pattern or "", topic) is not None
+
     @field_validator("topic_pattern")
     @classmethod
     def _pattern_compiles(cls, value: str | None) -> str | None:

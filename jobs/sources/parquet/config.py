@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import Literal
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ConfigModel, resolve_path
+from jobs.config import ConfigModel, resolve_path, without_credentials
 from jobs.sources.config import StreamConfig
 
 
@@ -39,7 +40,20 @@ class ParquetStream(StreamConfig):
     max_files_per_batch: PositiveInt | None = None
 
     def asset_metadata(self) -> dict[str, str | int]:
-        return {"paths": ", ".join(self.paths)}
+        return {"paths": ", ".join(without_credentials(path) for path in self.paths)}
+
+    def inputs(self) -> list[str]:
+        return [f"parquet:{path}" for path in self.paths]
+
+    def reads(self, address: str) -> bool:
+        """A lake's folder, or a folder of it (`.../dt=2026-11-25`), or a folder that holds the lake."""
+        kind, _, path = address.partition(":")
+        if kind != "parquet":
+            return False
+        written = PurePosixPath(path)
+        return any(
+            written.is_relative_to(read) or PurePosixPath(read).is_relative_to(written) for read in self.paths
+        )
 
     @field_validator("paths")
     @classmethod
