@@ -259,11 +259,11 @@ def dagger_assets(
                 [getattr(resources, key) for key in PROCESSOR_RESOURCES],
             )
             built = build_dagger(session, instance, log_emit=context.log.info)
+            run = DaggerRun(session, built, bounded=config.bounded)
+            run.start()  # refused when another run holds the checkpoint: restarting would not help
         except (DaggerConfigError, DaggerBuildError):
             context.instance.add_run_tags(context.run.run_id, {FAILURE_KIND_TAG: DETERMINISTIC})
             raise
-        run = DaggerRun(session, built, bounded=config.bounded)
-        run.start()
         observed = 0
 
         def new_observations() -> list[AssetObservation]:

@@ -28,6 +28,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
+from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import apply_transformer
@@ -349,10 +350,11 @@ class _QueryEvents(StreamingQueryListener):
     Listener callbacks run on PySpark's callback thread: doing the work there would block Spark.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_terminated: Callable[[], None]) -> None:
         self.query_id: str | None = None
         self.progress: queue.Queue[dict] = queue.Queue()
         self.terminated = threading.Event()
+        self._on_terminated = on_terminated
 
     def onQueryStarted(self, event: object) -> None:
         pass
@@ -366,6 +368,7 @@ class _QueryEvents(StreamingQueryListener):
 
     def onQueryTerminated(self, event: StreamingQueryListener.QueryTerminatedEvent) -> None:
         if str(event.id) == self.query_id:
+            self._on_terminated()
             self.terminated.set()
 
 
@@ -396,7 +399,8 @@ class DaggerRun:
         self.checkpoint_location = checkpoint_location or built.spec.resolved_checkpoint_location
         self.query: StreamingQuery | None = None
         self.reports: list[ProgressReport] = []
-        self._events = _QueryEvents()
+        self._checkpoint_lock = CheckpointLock(self.checkpoint_location, built.spec.name)
+        self._events = _QueryEvents(on_terminated=self._checkpoint_lock.release)
         kafka_streams = [stream for stream in built.spec.streams if isinstance(stream, KafkaStream)]
         self._group_offsets = GroupOffsetCommitter(kafka_streams)
 
@@ -415,9 +419,15 @@ class DaggerRun:
         elif spec.trigger_interval.total_seconds() > 0:
             writer = writer.trigger(processingTime=_interval(spec.trigger_interval))
         try:
+            self._checkpoint_lock.acquire()
+        except CheckpointInUseError as error:
+            self.spark.streams.removeListener(self._events)
+            raise DaggerBuildError(str(error)) from None
+        try:
             self.query = writer.start()
         except (AnalysisException, PySparkException) as error:
             self.spark.streams.removeListener(self._events)
+            self._checkpoint_lock.release()
             raise DaggerBuildError(f"dagger {spec.name}: the query cannot run as a stream: {error}") from None
         self._events.query_id = str(self.query.id)
         log.info(
@@ -437,6 +447,7 @@ class DaggerRun:
                 if remaining <= 0:
                     return False
         self._drain_progress()
+        self._checkpoint_lock.release()  # the query ended; the listener's release may lag
         self._raise_if_failed()
         return True
 
@@ -481,6 +492,7 @@ class DaggerRun:
         # observation made of it) would be lost.
         self._await_progress_of_last_batch()
         self._group_offsets.close()
+        self._checkpoint_lock.release()
         try:
             self.spark.streams.removeListener(self._events)
         except Exception:  # the session may already be gone at interpreter exit
@@ -503,6 +515,7 @@ class DaggerRun:
     def _raise_if_failed(self) -> None:
         error = self.query.exception() if self.query is not None else None
         if error is not None:
+            self._checkpoint_lock.release()  # a failed query has ended: its restart may take the checkpoint
             raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {_root_cause(str(error))}")
 
 
