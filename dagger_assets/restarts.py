@@ -10,8 +10,9 @@ tags the last run with the reason. A run that lived `healthy_after` before crash
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dagster import (
     DagsterInstance,
@@ -29,6 +30,7 @@ from dagster import (
 from dagger_assets.stages import (
     DETERMINISTIC,
     FAILURE_KIND_TAG,
+    OPERATOR_ACTIONS,
     UnresolvedAssetJobDefinition,
     dagger_runs,
     job_name,
@@ -75,14 +77,25 @@ def plan_restart(record: RunRecord, policy: RestartPolicy) -> RestartPlan:
 
 def rerun_request(spec: DaggerSpec, run: DagsterRun, run_key: str, tags: dict[str, str]) -> RunRequest:
     """A request to run `spec`'s job with `run`'s config and partition, tagged as its restart (a run
-    launched from the UI as an implicit asset job is restarted as the dagger's own job)."""
+    launched from the UI as an implicit asset job is restarted as the dagger's own job). A rewind or a
+    restore in that config happened at the run's launch; the restart resumes from where it got to."""
     return RunRequest(
         run_key=run_key,
         job_name=job_name(spec),
-        run_config=run.run_config,
+        run_config=_without_operator_actions(run.run_config),
         partition_key=run.tags.get(PARTITION_TAG),
         tags={RESTART_OF_TAG: run.run_id, **tags},
     )
+
+
+def _without_operator_actions(run_config: Mapping[str, Any]) -> dict[str, Any]:
+    ops = {
+        name: {**op, "config": {k: v for k, v in op["config"].items() if k not in OPERATOR_ACTIONS}}
+        if isinstance(op, Mapping) and isinstance(op.get("config"), Mapping)
+        else op
+        for name, op in run_config.get("ops", {}).items()
+    }
+    return {**run_config, "ops": ops} if ops else dict(run_config)
 
 
 def latest_runs(instance: DagsterInstance, spec: DaggerSpec) -> list[RunRecord]:

@@ -13,7 +13,7 @@ template dagger is partitioned by topic (dynamic partitions): each partition is 
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from dagster import (
@@ -42,6 +42,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from pydantic import Field
 from pyspark.sql.types import StructType
 
+from jobs.checkpoints import CheckpointGenerations, parse_rewind
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
@@ -62,8 +63,31 @@ invalid dagger file); the restart sensor leaves such runs alone."""
 DETERMINISTIC = "deterministic"
 
 
+class RewindConfig(Config):
+    """Start a new checkpoint generation whose Kafka streams start here (the old one is kept)."""
+
+    to_timestamp: str | None = Field(
+        default=None, description="ISO-8601 instant: every partition starts at its first record from then."
+    )
+    to_offsets: dict[str, dict[str, int]] | None = Field(
+        default=None, description="`{topic: {partition: offset}}`: where those partitions start."
+    )
+
+
+OPERATOR_ACTIONS = ("rewind", "restore_generation")
+"""Run config keys that act once, at launch: a restart of the run must not repeat them."""
+
+
 class DaggerRunConfig(Config):
     """Run configuration of a dagger's job."""
+
+    rewind: RewindConfig | None = Field(
+        default=None,
+        description="Rewind before running: a new checkpoint generation (see `dagger checkpoints`).",
+    )
+    restore_generation: str | None = Field(
+        default=None, description="Make this checkpoint generation current again before running."
+    )
 
     bounded: bool | None = Field(
         default=None,
@@ -77,6 +101,20 @@ class DaggerRunConfig(Config):
     progress_log_interval_seconds: float = Field(
         default=30.0, gt=0, description="How often the run log summarizes the micro-batches since the last."
     )
+
+
+def _current_generation(
+    spec: DaggerSpec, config: DaggerRunConfig, log_info: Callable[[str], None]
+) -> DaggerSpec:
+    """The dagger on its current checkpoint generation, after the launch's rewind or restore if any."""
+    generations = CheckpointGenerations(spec)
+    if config.rewind is not None:
+        generation = generations.rewind(parse_rewind(config.rewind.model_dump()))
+        log_info(f"dagger {spec.name}: rewound; checkpoint generation {generation.name} ({generation.path})")
+    if config.restore_generation is not None:
+        generation = generations.restore(config.restore_generation)
+        log_info(f"dagger {spec.name}: checkpoint generation {generation.name} restored ({generation.path})")
+    return generations.apply()
 
 
 def asset_prefix(spec: DaggerSpec) -> str:
@@ -251,6 +289,7 @@ def dagger_assets(
         resources.sql.configure(session)
         try:
             instance = spec.for_topic(context.partition_key) if spec.per_topic else spec
+            instance = _current_generation(instance, config, context.log.info)
             instance = configure_dagger(
                 instance,
                 resources.schema_registry,

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from jobs.checkpoints import CheckpointGenerations, Rewind, parse_rewind
 from jobs.cli import console
 from jobs.project import EXAMPLE_DAGGER
 from jobs.raystack import load_dagger_or_job
@@ -34,10 +35,20 @@ def _print_progress(report: ProgressReport) -> None:
     log.info("progress | %s", report.summary())
 
 
-def run_dagger(path: Path, master: str | None, bounded: bool | None, checkpoint: str | None = None) -> int:
+def run_dagger(
+    path: Path,
+    master: str | None,
+    bounded: bool | None,
+    checkpoint: str | None = None,
+    rewind: Rewind | None = None,
+) -> int:
     from jobs.spark import spark_session
 
-    spec = load_dagger_or_job(path)
+    generations = CheckpointGenerations(load_dagger_or_job(path))
+    if rewind is not None:
+        generation = generations.rewind(rewind)
+        log.info("rewound: checkpoint generation %s (%s)", generation.name, generation.path)
+    spec = generations.apply()
     spark = spark_session(master, app_name=f"dagger-{spec.name}")
     built = build_dagger(spark, spec)
     run = DaggerRun(
@@ -54,6 +65,35 @@ def run_dagger(path: Path, master: str | None, bounded: bool | None, checkpoint:
         spark.stop()  # ends the Python workers too, and with them their Kafka clients
     log.info("dagger %s stopped; checkpoint %s", spec.name, run.checkpoint_location)
     return 0
+
+
+def checkpoints(path: Path, restore: str | None) -> int:
+    """List the checkpoint generations of a dagger (the current one marked), or restore one."""
+    generations = CheckpointGenerations(load_dagger_or_job(path))
+    if restore is not None:
+        generation = generations.restore(restore)
+        print(f"restored {generation.name}: {generation.path}")
+        return 0
+    current = generations.current().name
+    for generation in generations.list():
+        point = generation.rewind
+        since = f" rewound to {point.model_dump_json(exclude_none=True)}" if point else ""
+        created = f" created {generation.created.isoformat()}" if generation.created else ""
+        marker = "*" if generation.name == current else " "
+        print(f"{marker} {generation.name}: {generation.path}{created}{since}")
+    return 0
+
+
+def _offsets(text: str) -> dict[str, dict[int, int]]:
+    """`topic:partition=offset[,topic:partition=offset...]`."""
+    offsets: dict[str, dict[int, int]] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        topic, _, position = item.rpartition(":")
+        partition, _, offset = position.partition("=")
+        if not topic or not partition.isdigit() or not offset.isdigit():
+            raise argparse.ArgumentTypeError(f"{item!r}: expected topic:partition=offset")
+        offsets.setdefault(topic, {})[int(partition)] = int(offset)
+    return offsets
 
 
 def validate(paths: list[Path], master: str | None) -> int:
@@ -142,6 +182,23 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument(
         "--unbounded", dest="bounded", action="store_false", help="keep running (default for Kafka)"
     )
+    rewind = run_parser.add_mutually_exclusive_group()
+    rewind.add_argument(
+        "--rewind-to-timestamp",
+        metavar="INSTANT",
+        help="start a new checkpoint generation whose Kafka partitions start at this ISO-8601 instant",
+    )
+    rewind.add_argument(
+        "--rewind-to-offsets",
+        metavar="OFFSETS",
+        type=_offsets,
+        help="start a new checkpoint generation at topic:partition=offset[,...]",
+    )
+    checkpoints_parser = commands.add_parser(
+        "checkpoints", help="list a dagger's checkpoint generations (rewinds), or restore one"
+    )
+    checkpoints_parser.add_argument("dagger", type=Path)
+    checkpoints_parser.add_argument("--restore", metavar="NAME", help="make this generation current again")
     validate_parser = commands.add_parser("validate", help="check dagger files without running them")
     validate_parser.add_argument("daggers", type=Path, nargs="+")
     convert_parser = commands.add_parser(
@@ -164,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             compile_descriptor_set()
-            return run_dagger(args.dagger, args.master, args.bounded)
+            point = {"to_timestamp": args.rewind_to_timestamp, "to_offsets": args.rewind_to_offsets}
+            rewind = parse_rewind(point) if any(point.values()) else None
+            return run_dagger(args.dagger, args.master, args.bounded, rewind=rewind)
+        if args.command == "checkpoints":
+            return checkpoints(args.dagger, args.restore)
         if args.command == "convert":
             compile_descriptor_set()  # a job without stencil URLs reads the project's protos
             return convert(args.job, args.output)

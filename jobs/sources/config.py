@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from datetime import datetime
+from typing import ClassVar, Literal, Self
 
 from pydantic import Field
 
@@ -24,6 +25,11 @@ class StreamConfig(ConfigModel):
     def asset_metadata(self) -> dict[str, str | int]:
         """Where the stream reads, shown on its Dagster asset; never credentials."""
         return {}
+
+    def starting_at(self, timestamp: datetime | None, offsets: dict[str, dict[int, int]] | None) -> Self:
+        """The stream as a rewind to `timestamp` or `offsets` starts it in a new checkpoint; kinds without
+        positions re-read everything."""
+        return self
 
     def inputs(self) -> list[str]:
         """What the stream reads, as addresses (`<kind>:<topic or path>`): the lineage between daggers

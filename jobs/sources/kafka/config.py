@@ -48,7 +48,11 @@ class KafkaStream(StreamConfig):
     auto_offset_reset: Literal["earliest", "latest"] = "latest"
     """Where to start in a partition that has no committed offset for the group."""
     start_timestamp: datetime | None = None
-    """Rewind: start every partition at the first record at or after this instant (overrides offsets)."""
+    """Rewind: start every partition at the first record at or after this instant (overrides offsets).
+    Like every starting point, it counts only for a new checkpoint."""
+    start_offsets: dict[str, dict[int, Annotated[int, Field(ge=0)]]] = Field(default_factory=dict)
+    """Rewind: `{topic: {partition: offset}}` where these partitions start (before anything else; clamped to
+    what the partition still holds); usually set by a rewind (`dagger run --rewind-to-offsets`)."""
     max_records_per_batch: PositiveInt | None = None
     """Upper bound on records per micro-batch, spread over partitions by their backlog."""
     consumer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
@@ -64,6 +68,13 @@ class KafkaStream(StreamConfig):
         )
         where["bootstrap_servers"] = self.bootstrap_servers or FROM_RESOURCE
         return where
+
+    def starting_at(
+        self, timestamp: datetime | None, offsets: dict[str, dict[int, int]] | None
+    ) -> KafkaStream:
+        if offsets is not None:
+            return self.model_copy(update={"start_offsets": offsets, "start_timestamp": None})
+        return self.model_copy(update={"start_timestamp": timestamp, "start_offsets": {}})
 
     def inputs(self) -> list[str]:
         return [f"kafka:{topic}" for topic in self.topics or [self.topic_pattern or ""]]

@@ -277,6 +277,11 @@ class KafkaStreamReader(ProtoStreamReader):
         ends = self._end_offsets(partitions)
         start: Offsets = {}
         committed: dict[tuple[str, int], int] = {}
+        rewound = {
+            (topic, partition): offset
+            for topic, offsets in self.stream.start_offsets.items()
+            for partition, offset in offsets.items()
+        }
         if self.stream.group_id and self.stream.start_timestamp is None:
             tps = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
             if tps:
@@ -290,7 +295,10 @@ class KafkaStreamReader(ProtoStreamReader):
         for topic, partition_list in partitions.items():
             for partition in partition_list:
                 end = ends[topic][str(partition)]
-                if self.stream.start_timestamp is not None:
+                if (topic, partition) in rewound:
+                    earliest = self._watermarks(topic, partition)[0]
+                    offset = min(max(rewound[(topic, partition)], earliest), end)
+                elif self.stream.start_timestamp is not None:
                     timestamp_ms = int(self.stream.start_timestamp.timestamp() * 1000)
                     offset = self._first_offset_at(topic, partition, timestamp_ms, end)
                 elif (topic, partition) in committed:
