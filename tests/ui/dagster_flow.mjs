@@ -44,7 +44,9 @@ await page.addLocatorHandler(page.getByRole('button', { name: 'Skip', exact: tru
 
 try {
   step = 'open the asset graph';
-  await page.goto(`${baseUrl}/asset-groups/${group}`);
+  // The group's own graph (the code location of workspace.yaml, `dagger_assets`): the global lineage shows
+  // groups collapsed once there are several (the external sources are a group of their own).
+  await page.goto(`${baseUrl}/locations/__repository__@dagger_assets/asset-groups/${group}`);
   await page.getByRole('button', { name: 'Materialize all' }).waitFor({ timeout: 60_000 });
   await page.getByText('sql', { exact: true }).first().waitFor();
   await page.getByText('Loading...').first().waitFor({ state: 'hidden', timeout: 30_000 });
