@@ -3,7 +3,8 @@
 Each dagger in `$DAGGER_DIR` (default: the repository's `daggers/` folder) becomes a group of stage
 assets run by one streaming multi-asset and a job (`stages.py`), asset checks on its health
 (`checks.py`), and the sensors that run it without an operator: restarts of crashed runs with back-off
-(`restarts.py`), runs for new topics and restarts on schema changes (`sensors.py`). A dagger file that
+(`restarts.py`), runs for new topics, runs while there is demand and restarts on schema changes
+(`sensors.py`). A dagger file that
 does not load becomes a `broken_daggers/<file>` asset naming the file and key, and the rest still load.
 """
 
@@ -25,7 +26,7 @@ from dagster import (
 from dagger_assets.checks import dagger_checks
 from dagger_assets.lineage import Lineage
 from dagger_assets.restarts import restart_sensor
-from dagger_assets.sensors import new_topic_sensor, schema_change_sensor
+from dagger_assets.sensors import demand_sensor, new_topic_sensor, schema_change_sensor
 from dagger_assets.stages import dagger_assets, dagger_job
 from jobs.project import PROJECT_ROOT
 from jobs.spec import DaggerConfigError, DaggerSpec, load_dagger
@@ -77,7 +78,9 @@ def build_definitions(
         assets.append(stages)
         checks.extend(dagger_checks(spec))
         jobs.append(job)
-        if spec.topic_pattern_stream is not None:
+        if spec.demand is not None:
+            sensors.append(demand_sensor(spec, job))
+        elif spec.topic_pattern_stream is not None:
             sensors.append(new_topic_sensor(spec, job))
     if specs:
         sensors.append(restart_sensor(specs, jobs))

@@ -5,6 +5,10 @@
   streaming run (run key = topic, so never twice); for a plain pattern dagger, a new matching topic
   launches a run when none is in progress (a running query picks new topics up by itself). The topics
   seen are the cursor; the first evaluation only records them.
+* `<dagger>_demand`, for a `demand` template (`jobs/demand.py`): an output topic matching its pattern that a
+  consumer group reads becomes a partition and gets a run, if none is in progress; a running instance
+  whose topic has had no subscriber for `idle_timeout` is terminated gracefully. The cursor keeps when
+  each instance went idle and how many runs each was given (a run key per launch, so never twice).
 * `dagger_schema_changes`: when the bytes of a descriptor set change, the in-progress runs of the daggers
   that use it are terminated gracefully and, once they have stopped, started again with the same run
   config, so they decode with the new schema from their checkpoints.
@@ -15,6 +19,7 @@ Every broker or registry call is bounded by a timeout well inside a sensor tick.
 import hashlib
 import json
 import re
+import time
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
@@ -29,10 +34,13 @@ from dagster import (
     sensor,
 )
 
-from dagger_assets.restarts import rerun_request
-from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, topic_partitions
+from dagger_assets.restarts import PARTITION_TAG, rerun_request
+from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, instance_partitions
+from jobs.demand import subscribed_topics
 from jobs.kafka_errors import ClientErrors, ask_or_fail
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
+from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
+from jobs.sinks.kafka.resource import KafkaSinkResource
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.resource import KafkaStreamResource
 from jobs.spec import DaggerSpec
@@ -72,7 +80,7 @@ def list_matching_topics(stream: KafkaStream) -> list[str]:
 def new_topic_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> SensorDefinition:
     stream = spec.topic_pattern_stream
     assert stream is not None, "only daggers with one topic_pattern stream have a new-topic sensor"
-    partitions = topic_partitions(spec)
+    partitions = instance_partitions(spec)
 
     @sensor(
         name=f"{asset_prefix(spec)}_new_topics",
@@ -120,6 +128,82 @@ def new_topic_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> Sen
         )
 
     return new_topics
+
+
+DEMAND_TAG = "dagger/demanded_by"
+"""On a run the demand sensor launched: the consumer groups that asked for it."""
+
+
+def demand_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> SensorDefinition:
+    demand = spec.demand
+    assert demand is not None, "only demand templates have a demand sensor"
+    partitions = instance_partitions(spec)
+    assert partitions is not None
+    # The topic subscribers read (the dagger file's validation guarantees one such sink).
+    output = next(s for s in spec.sinks if isinstance(s, KafkaSink) and s.topic == TOPIC_PLACEHOLDER)
+    idle_timeout_s = demand.idle_timeout.total_seconds()
+
+    @sensor(
+        name=f"{asset_prefix(spec)}_demand",
+        job=job,
+        minimum_interval_seconds=max(1, int(demand.poll_interval.total_seconds())),
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Runs an instance of dagger {spec.name} for each topic matching `{demand.topic}` while "
+        f"a consumer group reads it; stops it after {demand.idle_timeout} without one.",
+    )
+    def demand_for_instances(context: SensorEvaluationContext, kafka_sink: KafkaSinkResource) -> SensorResult:
+        cluster = overlay(output, kafka_sink.component_defaults())
+        if not cluster.bootstrap_servers:
+            return SensorResult(skip_reason="no bootstrap_servers in the dagger file or kafka_sink resource")
+        try:
+            readers = subscribed_topics(cluster.bootstrap_servers, cluster.producer_config, _BROKER_TIMEOUT_S)
+        except KafkaException as error:
+            return SensorResult(
+                skip_reason=f"cannot list consumer groups of {cluster.bootstrap_servers}: {error}"
+            )
+        state = json.loads(context.cursor) if context.cursor else {"idle_since": {}, "launches": {}}
+        idle_since: dict[str, float] = state["idle_since"]
+        launches: dict[str, int] = state["launches"]
+        wanted = {topic: groups for topic, groups in readers.items() if demand.parameters(topic) is not None}
+        running = {
+            run.tags.get(PARTITION_TAG): run
+            for run in context.instance.get_runs(dagger_runs(spec, RUNNING_STATUSES))
+        }
+        now, requests, actions = time.time(), [], []
+        for topic in sorted(set(wanted) - set(running)):
+            launches[topic] = launches.get(topic, 0) + 1
+            requests.append(
+                RunRequest(
+                    run_key=f"demand:{topic}:{launches[topic]}",
+                    partition_key=topic,
+                    tags={DEMAND_TAG: ",".join(sorted(wanted[topic]))},
+                )
+            )
+            actions.append(f"starting {topic} for {', '.join(sorted(wanted[topic]))}")
+        for topic, run in running.items():
+            if topic in wanted or topic is None:
+                idle_since.pop(topic, None)
+                continue
+            since = idle_since.setdefault(topic, now)
+            if now - since >= idle_timeout_s and run.status != DagsterRunStatus.CANCELING:
+                context.log.info(f"{topic}: no subscriber for {now - since:.0f}s, stopping run {run.run_id}")
+                context.instance.run_coordinator.cancel_run(run.run_id)
+                actions.append(f"stopping {topic}")
+        for topic in list(idle_since):
+            if topic not in running:
+                del idle_since[topic]  # stopped: a later subscriber starts it afresh
+        known = set(partitions.get_partition_keys(dynamic_partitions_store=context.instance))
+        new = [request.partition_key for request in requests if request.partition_key not in known]
+        return SensorResult(
+            run_requests=requests,
+            dynamic_partitions_requests=[partitions.build_add_request(new)] if new else [],
+            cursor=json.dumps({"idle_since": idle_since, "launches": launches}),
+            skip_reason=None
+            if requests
+            else "; ".join(actions) or f"{len(wanted)} instance(s) wanted, {len(running)} running",
+        )
+
+    return demand_for_instances
 
 
 def _digest(spec: DaggerSpec, location: str) -> str:

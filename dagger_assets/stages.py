@@ -43,10 +43,12 @@ from pydantic import Field
 from pyspark.sql.types import StructType
 
 from jobs.checkpoints import CheckpointGenerations, parse_rewind
+from jobs.demand import DemandSubscription, demand_group
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.sources.config import StreamConfig
+from jobs.sources.kafka.config import KafkaStream
 from jobs.spec import DaggerConfigError, DaggerSpec
 from jobs.tools.protoc import compile_descriptor_set
 from resources import PROCESSOR_RESOURCES, SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS, default_resources
@@ -130,8 +132,12 @@ def dagger_runs(spec: DaggerSpec, statuses: Sequence[DagsterRunStatus] | None = 
     return RunsFilter(tags={DAGGER_TAG: spec.name}, statuses=list(statuses or []))
 
 
-def topic_partitions(spec: DaggerSpec) -> DynamicPartitionsDefinition | None:
-    """The topics of a `per_topic` template, one partition each (added by its new-topic sensor)."""
+def instance_partitions(spec: DaggerSpec) -> DynamicPartitionsDefinition | None:
+    """The instances of a template, one partition per topic: each topic a `per_topic` template reads
+    (added by its new-topic sensor), each output topic a `demand` template is asked for (by its demand
+    sensor)."""
+    if spec.demand is not None:
+        return DynamicPartitionsDefinition(name=f"{asset_prefix(spec)}_demand")
     return DynamicPartitionsDefinition(name=f"{asset_prefix(spec)}_topics") if spec.per_topic else None
 
 
@@ -274,7 +280,7 @@ def dagger_assets(
         name=f"{asset_prefix(spec)}_query",
         specs=[*stream_specs, *preprocessor_specs, sql_spec, *postprocessor_specs, *sink_specs],
         can_subset=False,
-        partitions_def=topic_partitions(spec),
+        partitions_def=instance_partitions(spec),
         required_resource_keys=set(default_resources()),
         description=f"Runs dagger {spec.name} as one Spark structured streaming query.",
     )
@@ -288,7 +294,7 @@ def dagger_assets(
         session = resources.spark.session()
         resources.sql.configure(session)
         try:
-            instance = spec.for_topic(context.partition_key) if spec.per_topic else spec
+            instance = spec.instance(context.partition_key) if spec.is_template else spec
             instance = _current_generation(instance, config, context.log.info)
             instance = configure_dagger(
                 instance,
@@ -312,7 +318,10 @@ def dagger_assets(
 
         deadline = None if config.stop_after_seconds is None else time.monotonic() + config.stop_after_seconds
         summarized, next_summary = 0, time.monotonic() + config.progress_log_interval_seconds
+        demand = None
         try:
+            if spec.demand is not None:
+                demand = _demand_subscription(spec, instance, context.partition_key, context.log.info)
             while not run.wait(timeout_s=1.0):
                 yield from new_observations()
                 if time.monotonic() >= next_summary:
@@ -331,6 +340,8 @@ def dagger_assets(
             raise
         finally:
             run.stop()
+            if demand is not None:
+                demand.close()
         yield from new_observations()
         yield from _materializations(
             spec,
@@ -342,6 +353,24 @@ def dagger_assets(
         )
 
     return run_dagger_query
+
+
+def _demand_subscription(
+    template: DaggerSpec, instance: DaggerSpec, topic: str, log_info: Callable[[str], None]
+) -> DemandSubscription | None:
+    """For the instance of a `demand` template writing `topic`: the subscription that asks for the Kafka
+    topics it reads, so the demand-driven daggers writing them run while it does."""
+    kafka_streams = [stream for stream in instance.streams if isinstance(stream, KafkaStream)]
+    if not kafka_streams:
+        return None
+    first = kafka_streams[0]
+    assert first.bootstrap_servers is not None  # configure_dagger filled it in or refused the dagger
+    topics = [topic for stream in kafka_streams for topic in stream.topics or []]
+    subscription = DemandSubscription(
+        demand_group(template.name, topic), topics, first.bootstrap_servers, first.consumer_config
+    )
+    log_info(f"dagger {template.name}: asking for {', '.join(topics)} as group {subscription.group_id}")
+    return subscription
 
 
 def progress_summary(spec: DaggerSpec, reports: list[ProgressReport]) -> str:
