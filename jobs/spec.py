@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from jobs.config import ConfigModel as _Model
 from jobs.config import Duration, SqlIdentifier, is_secret_key
 from jobs.config import resolve_path as _resolve_path
+from jobs.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
 from jobs.processors.config import PostProcessors, Transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
@@ -105,6 +106,9 @@ class DaggerSpec(_Model):
     output_mode: Literal["append", "update"] = "append"
     """`append` emits each result row once (windowed aggregations emit when the watermark closes the
     window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
+    ordered_output: bool = False
+    """Emit result rows in non-decreasing `rowtime_column` across all output, holding each row back until
+    the watermark passes it (`jobs/ordering.py`); the SQL result must carry that column."""
     sinks: list[Sink] = Field(min_length=1)
     checks: DaggerChecks = Field(default_factory=DaggerChecks)
     post_processors: PostProcessors = Field(default_factory=PostProcessors)
@@ -116,6 +120,9 @@ class DaggerSpec(_Model):
     """Template dagger: one instance per topic matching the Kafka stream's `topic_pattern`, each with its
     own run and checkpoint; `{topic}` in a Kafka sink's topic or the stream's `group_id` is replaced by
     the instance's topic."""
+    demand: DemandConfig | None = None
+    """Demand-driven template: one instance per output topic matching `demand.topic` that a consumer
+    group reads, running only while one does (`jobs/demand.py`)."""
 
     @field_validator("checkpoint_location")
     @classmethod
@@ -132,10 +139,38 @@ class DaggerSpec(_Model):
         return self
 
     @model_validator(mode="after")
+    def _ordered_output_is_appended(self) -> DaggerSpec:
+        if self.ordered_output and self.output_mode != "append":
+            raise ValueError("'ordered_output' needs output_mode 'append': an updated row cannot go back")
+        return self
+
+    @model_validator(mode="after")
     def _template_has_one_pattern(self) -> DaggerSpec:
+        if self.per_topic and self.demand is not None:
+            raise ValueError("a dagger is either 'per_topic' or 'demand'-driven, not both")
         if self.per_topic and self.topic_pattern_stream is None:
             raise ValueError("'per_topic' needs exactly one kafka stream, and it must set 'topic_pattern'")
         return self
+
+    @model_validator(mode="after")
+    def _demand_template_writes_its_topic(self) -> DaggerSpec:
+        if self.demand is None or self.per_topic:
+            return self
+        if not any(isinstance(sink, KafkaSink) and sink.topic == TOPIC_PLACEHOLDER for sink in self.sinks):
+            raise ValueError(
+                f"a 'demand' dagger needs a kafka sink with topic '{TOPIC_PLACEHOLDER}': the output topic "
+                "its subscribers read"
+            )
+        return self
+
+    @property
+    def is_template(self) -> bool:
+        """A `per_topic` or `demand` template: it runs as instances, each named by a topic."""
+        return self.per_topic or self.demand is not None
+
+    def instance(self, topic: str) -> DaggerSpec:
+        """The template's instance for `topic`: the topic it reads (`per_topic`) or writes (`demand`)."""
+        return self.for_demand(topic) if self.demand is not None else self.for_topic(topic)
 
     @property
     def topic_pattern_stream(self) -> KafkaStream | None:
@@ -173,6 +208,42 @@ class DaggerSpec(_Model):
                 "sinks": sinks,
                 "checkpoint_location": checkpoint,
                 "per_topic": False,
+            }
+        )
+
+    def for_demand(self, topic: str) -> DaggerSpec:
+        """The instance of a `demand` template whose output topic is `topic`."""
+        parameters = None if self.demand is None else self.demand.parameters(topic)
+        if self.demand is None or parameters is None:
+            pattern = self.demand.topic if self.demand else None
+            raise DaggerConfigError(
+                f"dagger {self.name}: topic {topic!r} is no instance of demand topic {pattern!r}"
+            )
+        values = {**parameters, TOPIC_PARAMETER: topic}
+        streams = [
+            stream.model_copy(
+                update={
+                    "topics": [fill_parameters(name, values) for name in stream.topics],
+                    "group_id": stream.group_id and fill_parameters(stream.group_id, values),
+                }
+            )
+            if isinstance(stream, KafkaStream) and stream.topics
+            else stream
+            for stream in self.streams
+        ]
+        sinks = [
+            sink.model_copy(update={"topic": fill_parameters(sink.topic, values)})
+            if isinstance(sink, KafkaSink)
+            else sink
+            for sink in self.sinks
+        ]
+        return self.model_copy(
+            update={
+                "streams": streams,
+                "sinks": sinks,
+                "sql": fill_parameters(self.sql, parameters),
+                "checkpoint_location": str(Path(self.resolved_checkpoint_location, topic)),
+                "demand": None,
             }
         )
 

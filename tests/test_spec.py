@@ -725,6 +725,54 @@ def test_a_per_topic_instance_reads_its_topic_into_its_own_checkpoint_and_output
         spec.for_topic("orders-1")
 
 
+def _demand_document(**demand: Any) -> dict[str, Any]:
+    sink = {"kind": "kafka", "bootstrap_servers": "b:9092", "topic": "{topic}", "proto_message": "m"}
+    return document(
+        demand={"topic": r"sums\.(?P<seconds>\d+)s\.(?P<region>[a-z]+)", **demand},
+        streams=[kafka_stream(topics=["orders.{region}"], group_id="g-{seconds}")],
+        sql="SELECT sum(amount) FROM bookings GROUP BY window(rowtime, '{seconds} seconds')",
+        sinks=[sink, {"kind": "log"}],
+        checkpoint_location="/ck",
+    )
+
+
+def test_a_demand_instance_fills_its_parameters_from_its_output_topic() -> None:
+    spec = parse_dagger(_demand_document(idle_timeout="30s"), SOURCE)
+    assert spec.is_template and spec.demand is not None
+    assert (spec.demand.parameter_names, spec.demand.idle_timeout) == (["seconds", "region"], timedelta(seconds=30))
+
+    instance = spec.instance("sums.10s.eu")
+
+    (stream,) = instance.streams
+    assert (stream.topics, stream.group_id) == (["orders.eu"], "g-10")
+    assert instance.sql == "SELECT sum(amount) FROM bookings GROUP BY window(rowtime, '10 seconds')"
+    assert instance.sinks[0].topic == "sums.10s.eu"
+    assert instance.checkpoint_location == "/ck/sums.10s.eu"
+    assert instance.demand is None and not instance.is_template
+    with pytest.raises(DaggerConfigError, match=r"'sums\.10m\.eu' is no instance of demand topic"):
+        spec.instance("sums.10m.eu")
+
+
+def test_a_demand_template_is_checked_when_loaded() -> None:
+    without_output = _demand_document()
+    without_output["sinks"] = [{"kind": "log"}]
+    assert problems(without_output) == [
+        "(top level): a 'demand' dagger needs a kafka sink with topic '{topic}': the output topic its "
+        "subscribers read"
+    ]
+    assert problems(_demand_document(topic="sums.(?P<topic>.*)")) == [
+        "demand.topic: a parameter may not be named 'topic': '{topic}' is the topic (got 'sums.(?P<topic>.*)')"
+    ]
+    assert problems(_demand_document(topic="sums.(", poll_interval="100ms")) == [
+        "demand.topic: not a valid regular expression: missing ), unterminated subpattern at position 5 "
+        "(got 'sums.(')",
+        "demand.poll_interval: must be at least 1s (got '100ms')",
+    ]
+    assert problems({**_demand_document(), "per_topic": True}) == [
+        "(top level): a dagger is either 'per_topic' or 'demand'-driven, not both"
+    ]
+
+
 def test_restart_policy_keys_are_validated() -> None:
     assert problems(document(restart={"backoff_factor": 0.5, "max_attempts": -1})) == [
         "restart.max_attempts: Input should be greater than or equal to 0 (got -1)",

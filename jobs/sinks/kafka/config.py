@@ -10,7 +10,7 @@ from jobs.config import FROM_RESOURCE, ClientConfigValue
 from jobs.sinks.config import SinkConfig
 
 TOPIC_PLACEHOLDER = "{topic}"
-"""In a `per_topic` template's sink topic: replaced by each instance's own topic."""
+"""In a `per_topic` or `demand` template's sink topic: replaced by each instance's own topic."""
 
 
 class KafkaSink(SinkConfig):
@@ -59,7 +59,7 @@ class KafkaSink(SinkConfig):
         return f"kafka sink {self.topic!r}"
 
     def output(self) -> str | None:
-        # A per_topic template's topic is named per instance: no single address.
+        # A template's topic is named per instance: no single address.
         return None if TOPIC_PLACEHOLDER in self.topic else f"kafka:{self.topic}"
 
     def asset_metadata(self) -> dict[str, str | int]:
