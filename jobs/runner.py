@@ -29,6 +29,7 @@ from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
+from jobs.ordering import OrderedOutput
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import apply_transformer
@@ -113,6 +114,11 @@ def build_dagger(
         with _processor_errors():
             context = _transform_context(spark, spec, registry, "post_processors", POST_TABLE)
             result = apply_post_processors(result, post, context)
+    if spec.ordered_output and spec.rowtime_column not in result.columns:
+        raise DaggerBuildError(
+            f"dagger {spec.name}: ordered_output orders by rowtime_column {spec.rowtime_column!r}, which the "
+            f"result does not have (its columns: {', '.join(result.columns)})"
+        )
     sinks = [_sink_writer(SinkContext(spec, index, registry, log_emit)) for index in range(len(spec.sinks))]
     return BuiltDagger(spec, registry, result, sinks)
 
@@ -406,13 +412,12 @@ class DaggerRun:
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
-        sinks = self.built.sinks
         self.spark.streams.addListener(self._events)
         writer = (
             self.built.result.writeStream.queryName(spec.name)
             .outputMode(spec.output_mode)
             .option("checkpointLocation", self.checkpoint_location)
-            .foreachBatch(_fan_out(sinks))
+            .foreachBatch(self._batch_writer())
         )
         if self.bounded:
             writer = writer.trigger(availableNow=True)
@@ -434,6 +439,13 @@ class DaggerRun:
             "dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location
         )
         return self.query
+
+    def _batch_writer(self) -> Callable[[DataFrame, int], None]:
+        spec = self.built.spec
+        write = _fan_out(self.built.sinks)
+        if not spec.ordered_output:
+            return write
+        return OrderedOutput(self.spark, spec.rowtime_column, self.checkpoint_location, spec.name).wrap(write)
 
     def wait(self, timeout_s: float | None = None, poll_s: float = 0.5) -> bool:
         """Block until the query ends (True) or `timeout_s` passes (False), reporting progress."""

@@ -1,0 +1,94 @@
+"""Time-ordered output across streams (`ordered_output: true`), on Apache Kafka: two streams whose rows
+interleave and arrive out of order leave in event-time order, held back until the low watermark passes
+them, also across a restart; a row behind rows already emitted is dropped and logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from jobs.runner import DaggerBuildError
+from tests.conftest import kafka_stream, message_class
+
+BASE_SECONDS = 1_700_000_000
+
+ROUNDS: list[dict[str, list[int]]] = [
+    {"a": [5, 1], "b": [2, 8]},
+    {"a": [9, 3], "b": [4]},
+    {"a": [12], "b": [11, 6]},
+    # (the dagger restarts here)
+    {"a": [20, 14], "b": [0, 21]},  # 0: behind rows that have left already
+    {"a": [100], "b": [99]},  # the watermark moves to min(100, 99) - 1s ...
+    {"a": [101], "b": [102]},  # ... and this batch uses it
+]
+RESTART_AFTER = 3
+
+
+@pytest.fixture
+def two_streams(kafka, make_dagger):
+    topics = {table: kafka.new_topic(f"ordered-{table}") for table in ("a", "b")}
+    spec = make_dagger(
+        streams=[
+            kafka_stream(kafka.bootstrap_servers, table, "dagger.testing.Order", "created_at", topics=[topic])
+            for table, topic in topics.items()
+        ],
+        sql="SELECT order_id, rowtime FROM a UNION ALL SELECT order_id, rowtime FROM b",
+        ordered_output=True,
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+    )
+    return topics, spec
+
+
+def _produce(kafka, registry, topics: dict[str, str], round_: dict[str, list[int]]) -> None:
+    order = message_class(registry, "dagger.testing.Order")
+    for table, seconds in round_.items():
+        payloads = []
+        for second in seconds:
+            message = order(order_id=f"{table}{second}")
+            message.created_at.FromSeconds(BASE_SECONDS + second)
+            payloads.append(message.SerializeToString())
+        kafka.produce(topics[table], payloads)
+
+
+def _emitted(logged: list[str]) -> list[tuple[str, str]]:
+    rows = [json.loads(line.split(" | ", 1)[1]) for line in logged]
+    return [(row["order_id"], row["rowtime"]) for row in rows]
+
+
+def test_rows_of_two_streams_leave_in_event_time_order_across_batches_and_a_restart(
+    two_streams, kafka, registry, start_dagger, caplog
+):
+    topics, spec = two_streams
+    caplog.set_level(logging.WARNING, logger="jobs.ordering")
+    running = start_dagger(spec)
+    emitted: list[tuple[str, str]] = []
+    for number, round_ in enumerate(ROUNDS):
+        if number == RESTART_AFTER:
+            emitted += _emitted(running.logged)
+            running.run.stop()
+            running = start_dagger(spec)
+        _produce(kafka, registry, topics, round_)
+        running.process_available()
+    emitted += _emitted(running.logged)
+
+    times = [rowtime for _, rowtime in emitted]
+    assert times == sorted(times)
+    expected = sorted(
+        (second, f"{table}{second}")
+        for round_ in ROUNDS
+        for table, seconds in round_.items()
+        for second in seconds
+        if 0 < second <= 98
+    )
+    assert [order_id for order_id, _ in emitted] == [order_id for _, order_id in expected]
+    assert any("older than the watermark" in record.getMessage() for record in caplog.records)
+
+
+def test_ordered_output_needs_the_rowtime_column_in_the_result(two_streams, start_dagger, make_dagger):
+    _, spec = two_streams
+    without_time = spec.model_copy(update={"sql": "SELECT order_id FROM a"})
+    with pytest.raises(DaggerBuildError, match="ordered_output orders by rowtime_column 'rowtime', which the "
+                       "result does not have \\(its columns: order_id\\)"):  # fmt: skip
+        start_dagger(without_time)
