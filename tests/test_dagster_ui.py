@@ -1,7 +1,9 @@
 """The Dagster UI in a real browser (Debian's Chromium, driven by playwright-core): a user opens the
 example dagger's asset graph, clicks "Materialize all", watches the streaming run in progress and
-terminates it. What the browser showed is checked against the instance: the run ended CANCELED after a
-graceful stop, and the dagger delivered its rows. Screenshots land in `test-artifacts/ui/`."""
+terminates it, then rewinds the dagger to the start of its topic from the job's launchpad. What the
+browser showed is checked against the instance: the run ended CANCELED after a graceful stop, the dagger
+delivered its rows, and the rewind made a new checkpoint generation that delivered them again.
+Screenshots land in `test-artifacts/ui/`."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import pytest
 import yaml
 from dagster import DagsterRunStatus
 
+from jobs.checkpoints import INITIAL, CheckpointGenerations
 from jobs.project import PROJECT_ROOT
 from jobs.schema_registry import SchemaRegistry
+from jobs.spec import load_dagger
 from jobs.tools.generator import BookingProducer, booking_batch
 
 UI_DRIVER = PROJECT_ROOT / "tests" / "ui" / "dagster_flow.mjs"
@@ -53,8 +57,12 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     dagster.wait_until_up()
 
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # a screenshot left by an earlier run would mislead
+    # Back to offset 0 of the input, as a bounded run: it completes once it has caught up.
+    rewind = {"rewind": {"to_offsets": {topics["input"]: {"0": 0}}}, "bounded": True}
+    run_config = json.dumps({"ops": {"booking_filter_query": {"config": rewind}}})  # JSON is flow YAML
     driven = subprocess.run(
-        ["node", str(UI_DRIVER), f"http://127.0.0.1:{dagster.port}", "booking_filter", str(ARTIFACTS)],
+        ["node", str(UI_DRIVER), f"http://127.0.0.1:{dagster.port}", "booking_filter", str(ARTIFACTS),
+         "booking_filter_job", run_config],
         cwd=UI_DRIVER.parent, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S,
     )  # fmt: skip
     assert driven.returncode == 0, f"{driven.stderr}\n(screenshots in {ARTIFACTS})"
@@ -66,8 +74,14 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     assert any("finishing the current micro-batch" in message for message in messages)
     first_batch = [message for message in messages if message.startswith("batch 0 | ")]
     assert len(first_batch) == 3  # the example dagger's log sink shows max_rows_per_batch rows
-    assert len(kafka.read_all(topics["output"])) == BOOKINGS // 3
-    assert len(seen["screenshots"]) == 3  # graph, run in progress, run canceled
+    rewound = dagster.instance.get_run_by_id(seen["launched_run_id"])
+    assert rewound.status == DagsterRunStatus.SUCCESS
+    assert rewound.run_config["ops"]["booking_filter_query"]["config"]["rewind"] == rewind["rewind"]
+    generations = CheckpointGenerations(load_dagger(dagster.daggers / "booking_filter.yaml")).list()
+    assert [generation.name for generation in generations][0] == INITIAL and len(generations) == 2
+    # The Kafka sink is at-least-once: a rewind delivers the rewound records again.
+    assert len(kafka.read_all(topics["output"])) == 2 * (BOOKINGS // 3)
+    assert len(seen["screenshots"]) == 5  # graph, run in progress, canceled, launchpad, rewind succeeded
     for screenshot in map(Path, seen["screenshots"]):
         assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert screenshot.stat().st_size > 20_000  # a rendered page, not a blank one

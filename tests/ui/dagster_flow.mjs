@@ -1,18 +1,20 @@
 // Drives the Dagster UI through a dagger's life: open its asset graph, launch a materialization, watch the
-// run in progress, terminate it, and see it canceled. Screenshots go to the output folder.
+// run in progress, terminate it, and see it canceled; then, given a job and a run config, launch that job
+// from its launchpad with that config (a rewind, say) and see the run succeed. Screenshots go to the
+// output folder.
 //
-//   node dagster_flow.mjs <dagster url> <asset group> <output folder>
+//   node dagster_flow.mjs <dagster url> <asset group> <output folder> [<job> <run config as YAML>]
 //
-// Prints one JSON line {"run_id": ..., "screenshots": [...]} and exits 0, or names the failed step and
-// exits 1 (with a screenshot of the page at that moment).
+// Prints one JSON line {"run_id": ..., "launched_run_id": ..., "screenshots": [...]} and exits 0, or names
+// the failed step and exits 1 (with a screenshot of the page at that moment).
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-const [baseUrl, group, outDir] = process.argv.slice(2);
-if (!baseUrl || !group || !outDir) {
-  console.error('usage: node dagster_flow.mjs <dagster url> <asset group> <output folder>');
+const [baseUrl, group, outDir, job, runConfig] = process.argv.slice(2);
+if (!baseUrl || !group || !outDir || (job && !runConfig)) {
+  console.error('usage: node dagster_flow.mjs <dagster url> <asset group> <output folder> [<job> <run config>]');
   process.exit(2);
 }
 mkdirSync(outDir, { recursive: true });
@@ -73,7 +75,31 @@ try {
   await page.getByText('Canceled', { exact: true }).first().waitFor({ timeout: 120_000 });
   await shoot('3-run-canceled');
 
-  console.log(JSON.stringify({ run_id: runId, screenshots }));
+  let launchedRunId = null;
+  if (job) {
+    step = 'write the run config in the launchpad';
+    await page.goto(`${baseUrl}/locations/__repository__@dagger_assets/jobs/${job}/playground`);
+    const editor = page.locator('.CodeMirror').first();
+    await editor.waitFor({ timeout: 60_000 });
+    await editor.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.press('Delete');
+    // One line of flow-style YAML: typed line by line, the editor would add its own indentation.
+    await page.keyboard.insertText(runConfig);
+    await page.getByText('Loading...').first().waitFor({ state: 'hidden', timeout: 30_000 });
+    await shoot('4-launchpad');
+
+    step = 'launch the run from the launchpad';
+    await page.getByRole('button', { name: 'Launch Run' }).click();
+    await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 60_000 });
+    launchedRunId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
+
+    step = 'see the launched run succeed';
+    await page.getByText('Success', { exact: true }).first().waitFor({ timeout: 240_000 });
+    await shoot('5-launched-run-succeeded');
+  }
+
+  console.log(JSON.stringify({ run_id: runId, launched_run_id: launchedRunId, screenshots }));
 } catch (error) {
   await shoot('failure').catch(() => {});
   console.error(`UI step failed: ${step}: ${error.message}`);
