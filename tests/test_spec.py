@@ -739,7 +739,8 @@ def _demand_document(**demand: Any) -> dict[str, Any]:
 def test_a_demand_instance_fills_its_parameters_from_its_output_topic() -> None:
     spec = parse_dagger(_demand_document(idle_timeout="30s"), SOURCE)
     assert spec.is_template and spec.demand is not None
-    assert (spec.demand.parameter_names, spec.demand.idle_timeout) == (["seconds", "region"], timedelta(seconds=30))
+    assert spec.demand.parameter_names == ["seconds", "region"]
+    assert spec.demand.idle_timeout == timedelta(seconds=30)
 
     instance = spec.instance("sums.10s.eu")
 
@@ -761,7 +762,8 @@ def test_a_demand_template_is_checked_when_loaded() -> None:
         "subscribers read"
     ]
     assert problems(_demand_document(topic="sums.(?P<topic>.*)")) == [
-        "demand.topic: a parameter may not be named 'topic': '{topic}' is the topic (got 'sums.(?P<topic>.*)')"
+        "demand.topic: a parameter may not be named 'topic': '{topic}' is the topic "
+        "(got 'sums.(?P<topic>.*)')"
     ]
     assert problems(_demand_document(topic="sums.(", poll_interval="100ms")) == [
         "demand.topic: not a valid regular expression: missing ), unterminated subpattern at position 5 "
