@@ -16,6 +16,8 @@ KAFKA_POM := tests/servers/apache_kafka/pom.xml
 KAFKA_STAMP := build/kafka/.resolved
 # The Postgres tests start a throwaway cluster of Debian 12's PostgreSQL 15, installed when missing.
 POSTGRES := /usr/lib/postgresql/15/bin/postgres
+# The metrics tests scrape a running dagger with Debian's Prometheus and check the alert rules with promtool.
+PROMETHEUS := /usr/bin/prometheus
 # apt-get for the servers the tests need; one update per make run at most.
 APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
@@ -24,7 +26,7 @@ APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 run: $(STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m jobs demo
 
-test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(KAFKA_STAMP) protos $(JVM_ARCHIVE_STAMP)
+test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -56,6 +58,9 @@ $(UI_STAMP): tests/ui/package.json tests/ui/package-lock.json
 
 $(INFLUXD):
 	$(APT_INSTALL) influxdb influxdb-client
+
+$(PROMETHEUS):
+	$(APT_INSTALL) prometheus
 
 # The server binaries only; the tests run their own cluster (tests/servers/postgres.py), never the package's.
 $(POSTGRES):

@@ -306,6 +306,8 @@ def dagger_assets(
             built = build_dagger(session, instance, log_emit=context.log.info)
             run = DaggerRun(session, built, bounded=config.bounded)
             run.start()  # refused when another run holds the checkpoint: restarting would not help
+            if run.metrics_port is not None:
+                context.log.info(f"dagger {spec.name}: Prometheus metrics on :{run.metrics_port}/metrics")
         except (DaggerConfigError, DaggerBuildError):
             context.instance.add_run_tags(context.run.run_id, {FAILURE_KIND_TAG: DETERMINISTIC})
             raise

@@ -29,7 +29,8 @@ from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
-from jobs.ordering import OrderedOutput
+from jobs.metrics.exporter import INVALID_RECORDS_METRIC, DaggerMetrics, partition_lags, source_offsets
+from jobs.ordering import BatchWriter, OrderedOutput
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import apply_transformer
@@ -45,7 +46,6 @@ from jobs.udfs import FunctionsError, register_functions
 
 log = logging.getLogger(__name__)
 
-INVALID_RECORDS_METRIC = "invalid_records"
 DAGGER_VALIDATION_COLUMN = "__internal_validation_field__"
 
 
@@ -227,7 +227,9 @@ def _stream_frame(
     )
     # Counted here (visible in every progress report), then removed with the flag before SQL sees them.
     invalid = F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count")
-    frame = frame.observe(f"{INVALID_RECORDS_METRIC}.{stream.table}", invalid)
+    frame = frame.observe(
+        f"{INVALID_RECORDS_METRIC}.{stream.table}", invalid, F.count(F.lit(1)).alias("records")
+    )
     frame = frame.where(F.col(VALID_RECORD_COLUMN))
     if stream.row_layout == "dagger":  # Dagger's rows keep the flag, just before the rowtime
         frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
@@ -300,20 +302,11 @@ class ProgressReport:
 
     @classmethod
     def from_progress(cls, progress: dict) -> ProgressReport:
-        lag: dict[str, int] = {}
-        end_offsets = []
-        for source in progress.get("sources", []):
-            end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
-            if isinstance(end, dict):
-                end_offsets.append(end)
-            if not isinstance(end, dict) or not isinstance(latest, dict):
-                continue
-            for topic, partitions in latest.items():
-                if not isinstance(partitions, dict):
-                    continue
-                for partition, latest_offset in partitions.items():
-                    consumed = end.get(topic, {}).get(partition, 0)
-                    lag[f"{topic}[{partition}]"] = max(0, int(latest_offset) - int(consumed))
+        sources = progress.get("sources", [])
+        lag = {f"{topic}[{partition}]": behind for topic, partition, behind in partition_lags(sources)}
+        end_offsets = [
+            end for source in sources if isinstance(end := source_offsets(source, "endOffset"), dict)
+        ]
         invalid = {
             name.removeprefix(f"{INVALID_RECORDS_METRIC}."): int(row.get("count", 0))
             for name, row in (progress.get("observedMetrics") or {}).items()
@@ -339,15 +332,6 @@ class ProgressReport:
             + (f", invalid {invalid}" if invalid else "")
             + (f", watermark {self.watermark}" if self.watermark else "")
         )
-
-
-def _offsets(value: object) -> object:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    return value
 
 
 class _QueryEvents(StreamingQueryListener):
@@ -409,6 +393,9 @@ class DaggerRun:
         self._events = _QueryEvents(on_terminated=self._checkpoint_lock.release)
         kafka_streams = [stream for stream in built.spec.streams if isinstance(stream, KafkaStream)]
         self._group_offsets = GroupOffsetCommitter(kafka_streams)
+        self.metrics = DaggerMetrics(built.spec.name, built.spec.metrics)
+        self.metrics_port: int | None = None
+        """The Prometheus endpoint's port once started, if `metrics.prometheus_port` is set."""
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
@@ -435,14 +422,16 @@ class DaggerRun:
             self._checkpoint_lock.release()
             raise DaggerBuildError(f"dagger {spec.name}: the query cannot run as a stream: {error}") from None
         self._events.query_id = str(self.query.id)
+        self.metrics_port = self.metrics.serve()
         log.info(
             "dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location
         )
         return self.query
 
-    def _batch_writer(self) -> Callable[[DataFrame, int], None]:
+    def _batch_writer(self) -> BatchWriter:
         spec = self.built.spec
-        write = _fan_out(self.built.sinks)
+        labels = [f"{index}_{sink.kind}" for index, sink in enumerate(spec.sinks)]
+        write = _fan_out(self.built.sinks, self.metrics, labels)
         if not spec.ordered_output:
             return write
         return OrderedOutput(self.spark, spec.rowtime_column, self.checkpoint_location, spec.name).wrap(write)
@@ -505,6 +494,7 @@ class DaggerRun:
         self._await_progress_of_last_batch()
         self._group_offsets.close()
         self._checkpoint_lock.release()
+        self.metrics.close()
         try:
             self.spark.streams.removeListener(self._events)
         except Exception:  # the session may already be gone at interpreter exit
@@ -518,6 +508,7 @@ class DaggerRun:
                 return
             report = ProgressReport.from_progress(progress)
             self.reports.append(report)
+            self.metrics.record_progress(progress)
             if report.input_rows:
                 for end_offsets in report.end_offsets:
                     self._group_offsets.commit(end_offsets)
@@ -540,22 +531,32 @@ def _root_cause(message: str) -> str:
     return lines[0] if lines else message
 
 
-def _fan_out(sinks: Sequence[SinkWriter]) -> Callable[[DataFrame, int], None]:
-    """One micro-batch to every sink.
+def _fan_out(sinks: Sequence[SinkWriter], metrics: DaggerMetrics, labels: Sequence[str]) -> BatchWriter:
+    """One micro-batch to every sink, each write timed and counted in `metrics` under its label.
 
     The batch must be computed in full exactly once: that is when the source is read to its planned end,
     invalid records are counted and the watermark advances. A lone sink that reads the whole batch does
     that itself; otherwise the batch is cached, materialised, and every sink reads the cache.
     """
+
+    def write(sink: SinkWriter, label: str, batch: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
+        try:
+            rows = sink.write(batch, batch_id)
+        except BaseException as error:
+            metrics.record_sink_write(label, time.perf_counter() - started, error=error)
+            raise
+        metrics.record_sink_write(label, time.perf_counter() - started, rows)
+
     if len(sinks) == 1 and sinks[0].reads_whole_batch:
-        return sinks[0].write
+        return lambda batch, batch_id: write(sinks[0], labels[0], batch, batch_id)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
             batch.count()
-            for sink in sinks:
-                sink.write(batch, batch_id)
+            for sink, label in zip(sinks, labels, strict=True):
+                write(sink, label, batch, batch_id)
         finally:
             batch.unpersist()
 

@@ -20,6 +20,7 @@ from jobs.config import ConfigModel as _Model
 from jobs.config import Duration, SqlIdentifier, is_secret_key
 from jobs.config import resolve_path as _resolve_path
 from jobs.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
+from jobs.metrics.exporter import MetricsConfig
 from jobs.processors.config import PostProcessors, Transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
@@ -106,6 +107,8 @@ class DaggerSpec(_Model):
     output_mode: Literal["append", "update"] = "append"
     """`append` emits each result row once (windowed aggregations emit when the watermark closes the
     window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    """Where the running dagger's metrics go: a Prometheus endpoint, a StatsD daemon (`jobs/metrics.py`)."""
     ordered_output: bool = False
     """Emit result rows in non-decreasing `rowtime_column` across all output, holding each row back until
     the watermark passes it (`jobs/ordering.py`); the SQL result must carry that column."""

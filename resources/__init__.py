@@ -1,10 +1,10 @@
 """Dagster resources: Spark, the SQL stage, the schema registry, and one per stream kind, sink kind,
-processor kind and function store.
+processor kind and function store, and the metrics.
 
 The per-kind resources live with their kind (`jobs/sources/<kind>/resource.py`,
 `jobs/sinks/<kind>/resource.py`, `jobs/processors/enrichment/resource.py`,
-`jobs/processors/plugin/resource.py`, `jobs/udfs/resource.py`): stream and sink kinds are found through
-`jobs.registry`, processors and function stores through `PROCESSOR_RESOURCES` below.
+`jobs/processors/plugin/resource.py`, `jobs/udfs/resource.py`, `jobs/metrics/resource.py`): stream and
+sink kinds are found through `jobs.registry`, the others through `PROCESSOR_RESOURCES` below.
 """
 
 import pkgutil
@@ -29,9 +29,10 @@ PROCESSOR_RESOURCES = {
     "plugin_transformer": "jobs.processors.plugin.resource:PluginTransformerResource",
     "dart_store": "jobs.udfs.resource:DartStoreResource",
     "python_udfs": "jobs.udfs.resource:PythonUdfsResource",
+    "metrics": "jobs.metrics.resource:MetricsResource",
 }
-"""Resource key -> `module:Class` of the resource of each processor kind and function store (imported
-when used: those modules import `resources.components`)."""
+"""Resource key -> `module:Class` of the resource of each processor kind, function store and the metrics
+(imported when used: those modules import `resources.components`)."""
 
 
 def processor_resource_classes() -> dict[str, type[ProcessorDefaults]]:

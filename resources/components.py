@@ -17,6 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from dagster import ConfigurableResource
 from pydantic import BaseModel, ValidationError
 
+from jobs.metrics.exporter import MetricsConfig
 from jobs.spec import DaggerConfigError, DaggerSpec, format_validation_error
 from jobs.udfs.config import DartStoreConfig, PythonUdfsConfig
 
@@ -108,6 +109,7 @@ def configure_dagger(
                     for name in type(post).model_fields
                 }
             ),
+            "metrics": configured(spec.metrics, by_model.get(MetricsConfig), "metrics"),
             "functions": functions.model_copy(
                 update={
                     "darts": configured(functions.darts, by_model.get(DartStoreConfig), "functions.darts"),

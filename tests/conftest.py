@@ -35,6 +35,7 @@ pytest_plugins = [
     "tests.servers.influxdb",  # `influxdb`: Debian's influxd 1.6, with a v2 compatibility proxy
     "tests.servers.kafka",  # `apache_kafka`: a KRaft Apache Kafka broker from Maven Central
     "tests.servers.postgres",  # `postgres`: Debian's PostgreSQL, a throwaway cluster
+    "tests.servers.prometheus",  # `prometheus`: Debian's Prometheus, scraping the given targets
     "tests.udf_sql",  # `sql`: one SELECT with Dagger's scalar functions registered
 ]
 

@@ -19,6 +19,7 @@ from psycopg import sql
 
 from dagger_assets.definitions import build_definitions
 from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
+from jobs.metrics.resource import MetricsResource
 from jobs.processors.enrichment.resource import HttpEnrichmentResource, PostgresEnrichmentResource
 from jobs.processors.plugin import PluginError
 from jobs.processors.plugin.resource import PluginTransformerResource
@@ -330,3 +331,13 @@ def test_secrets_in_a_resources_mappings_are_shown_by_variable_name_only(monkeyp
     shown = resource.get_resource_definition().config_schema.as_field().default_value
     assert shown["headers"] == {"Authorization": {"env": "DAGGER_TEST_HEADER_TOKEN"}}
     assert PLANTED not in repr(shown)
+
+
+def test_the_metrics_resource_gives_every_dagger_its_endpoint_and_daemon_the_file_winning():
+    resource = MetricsResource(prometheus_port=9464, statsd_host="statsd.internal", statsd_prefix="house")
+    plain = _configure(_spec(), resource).metrics
+    assert (plain.prometheus_port, plain.statsd_host, plain.statsd_port, plain.statsd_prefix) == (
+        9464, "statsd.internal", 8125, "house",
+    )  # fmt: skip
+    own = _configure(_spec(metrics={"prometheus_port": 9500, "statsd_prefix": ""}), resource).metrics
+    assert (own.prometheus_port, own.statsd_host, own.statsd_prefix) == (9500, "statsd.internal", "")

@@ -8,7 +8,8 @@ Lifecycle of a writer, for the life of one streaming query:
    which a restart would not cure.
 2. **`write(batch, batch_id)`, on the driver, once per micro-batch**, from Spark's `foreachBatch`. The
    writer usually fans the batch out to the executors (`jobs.sinks.partitions.write_partitions`) and
-   returns when every row is durable. Raising fails the micro-batch; Spark then replays it from the
+   returns, when every row is durable, how many rows it wrote (0 for a replayed batch it had written
+   before); the dagger's metrics count them. Raising fails the micro-batch; Spark then replays it from the
    checkpoint with the same `batch_id`, so a writer that must not duplicate keys its side effects on
    `(query id, batch_id, partition)`.
 3. No close: executors keep their clients per Python worker, and the driver's die with the query.
@@ -61,4 +62,4 @@ class SinkWriter(Protocol):
         """False for sinks that look at part of a batch (the log sink takes a few rows)."""
         ...
 
-    def write(self, batch: DataFrame, batch_id: int) -> None: ...
+    def write(self, batch: DataFrame, batch_id: int) -> int: ...

@@ -166,7 +166,7 @@ class BigQuerySinkWriter:
                 raise no_credentials(error) from None
         return self._client
 
-    def write(self, batch: DataFrame, batch_id: int) -> None:
+    def write(self, batch: DataFrame, batch_id: int) -> int:
         prepared = self._prepare(batch.schema)
         key = self._query_key(batch)
         recorded = self._recorded_streams(key, batch_id)
@@ -175,7 +175,7 @@ class BigQuerySinkWriter:
             # and metrics advance as they do for any batch.
             batch.count()
             self._last_batch = (key, batch_id)
-            return
+            return 0
         writer = BigQueryPartitionWriter(
             self.settings,
             self.table_path,
@@ -187,7 +187,7 @@ class BigQuerySinkWriter:
         written = write_streams(batch, writer)
         self._last_batch = (key, batch_id)
         if not written:
-            return
+            return 0
         streams = [stream for stream, _ in written]
         rows = sum(count for _, count in written)
         self._record(key, batch_id, streams, rows)
@@ -195,6 +195,7 @@ class BigQuerySinkWriter:
         log.info(
             "%s: batch %s: %s rows committed from %s stream(s)", self._where, batch_id, rows, len(streams)
         )
+        return rows
 
     # -- the table ----------------------------------------------------------------------------------------
 

@@ -347,11 +347,12 @@ class ElasticsearchSinkWriter:
                 )
         self._checked = schema
 
-    def write(self, batch: DataFrame, batch_id: int) -> None:
+    def write(self, batch: DataFrame, batch_id: int) -> int:
         self.check_columns(batch.schema)
         writer = ElasticsearchPartitionWriter(self.sink, self.template, self.hosts, self.label, batch_id)
         documents_written = write_partitions(batch, writer.write)
         log.debug("%s: batch %s: %s document(s) indexed", self.label, batch_id, documents_written)
+        return documents_written
 
 
 # --------------------------------------------------------------------------------------------------------

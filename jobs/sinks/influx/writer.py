@@ -188,7 +188,7 @@ class InfluxSinkWriter:
     def reads_whole_batch(self) -> bool:
         return True
 
-    def write(self, batch: DataFrame, batch_id: int) -> None:
+    def write(self, batch: DataFrame, batch_id: int) -> int:
         layout = self.layout(batch)
         if layout.time_index is None and not self._warned_no_time:
             self._warned_no_time = True
@@ -200,6 +200,7 @@ class InfluxSinkWriter:
             )
         points = write_partitions(batch, InfluxPartitionWriter(self.target, layout, batch_id).write)
         log.debug("%s: batch %d: %d points written", self.target.name, batch_id, points)
+        return points
 
     def layout(self, batch: DataFrame) -> _Layout:
         """The result's columns as tags, fields and time; an error names the column that cannot be used."""

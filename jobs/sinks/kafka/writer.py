@@ -66,13 +66,12 @@ class KafkaSinkWriter:
     def reads_whole_batch(self) -> bool:
         return True
 
-    def write(self, batch: DataFrame, batch_id: int) -> None:
+    def write(self, batch: DataFrame, batch_id: int) -> int:
         if self.sink.delivery == "exactly_once":
-            self._write_exactly_once(batch, batch_id)
-            return
-        write_partitions(batch, KafkaPartitionWriter(self.sink, self._descriptor_sets, batch_id).write)
+            return self._write_exactly_once(batch, batch_id)
+        return write_partitions(batch, KafkaPartitionWriter(self.sink, self._descriptor_sets, batch_id).write)
 
-    def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> None:
+    def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> int:
         query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
         if not query_id:
             raise KafkaSinkError(
@@ -99,7 +98,7 @@ class KafkaSinkWriter:
         writer = TransactionalPartitionWriter(
             self.sink, self._descriptor_sets, batch_id, sink_id, committed, dict(self._markers.positions)
         )
-        write_partitions(batch, writer.write)
+        return write_partitions(batch, writer.write)
 
 
 class KafkaPartitionWriter:

@@ -45,7 +45,8 @@ class LogSinkWriter:
     def reads_whole_batch(self) -> bool:
         return False
 
-    def write(self, batch: DataFrame, batch_id: int) -> None:
+    def write(self, batch: DataFrame, batch_id: int) -> int:
         rows = batch.take(self.sink.max_rows_per_batch)
         for row in rows:
             self._emit(f"batch {batch_id} | {format_row(row)}")
+        return len(rows)

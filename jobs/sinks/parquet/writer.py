@@ -119,7 +119,7 @@ class ParquetSinkWriter:
     def reads_whole_batch(self) -> bool:
         return True
 
-    def write(self, batch: DataFrame, batch_id: int) -> None:
+    def write(self, batch: DataFrame, batch_id: int) -> int:
         self._check_time_column(batch)
         started = f"{self._root}/{_MARKERS}/started/{batch_id}"
         committed = f"{self._root}/{_MARKERS}/committed/{batch_id}"
@@ -127,7 +127,7 @@ class ParquetSinkWriter:
             # Written in full before a crash that came ahead of the checkpoint's commit. The batch still
             # runs, so state, metrics and the watermark advance as for any batch; nothing is written.
             batch.count()
-            return
+            return 0
         if self._exists(started):
             self._delete_batch_files(batch_id)
         self._write_marker(started, {})
@@ -141,6 +141,7 @@ class ParquetSinkWriter:
         rows = write_partitions(batch, writer.write)
         self._write_marker(committed, {"rows": rows})
         self._prune_markers(batch_id)
+        return rows
 
     def _check_time_column(self, batch: DataFrame) -> None:
         fields = {field.name: field.dataType for field in batch.schema.fields}

@@ -1,0 +1,237 @@
+"""Metrics of a running dagger, per stage, for Prometheus (pulled from an endpoint) and StatsD (pushed).
+
+Every number comes from one of two places that count each micro-batch once, whatever Spark retried:
+
+* the query's progress report, on the driver, after the batch has committed: records in and invalid
+  records per stream (observed metrics, counted by the tasks that succeeded), batch duration and its
+  phases, consumer lag per partition, watermark, state rows and memory, rows dropped behind the watermark;
+* the sinks' writes, on the driver, in `foreachBatch`: rows each sink wrote (summed from the partitions'
+  task results), how long the write took, and the errors that failed it.
+
+Series carry the labels `dagger`, and `stream` or `sink` (`<index>_<kind>`, as the sink's asset); a
+dagger's series live in a registry of its own, served on `metrics.prometheus_port`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from pydantic import Field
+
+from jobs.config import ConfigModel
+
+log = logging.getLogger(__name__)
+
+INVALID_RECORDS_METRIC = "invalid_records"
+"""Observed per stream as `invalid_records.<table>`, with the columns `count` (invalid) and `records`."""
+
+_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class MetricsConfig(ConfigModel):
+    """Where a running dagger's metrics go."""
+
+    prometheus_port: int | None = Field(default=None, ge=0, le=65535)
+    """Serve `/metrics` for Prometheus on this port of the driver (0: any free port, logged); None: off."""
+    prometheus_address: str = "0.0.0.0"
+    statsd_host: str | None = None
+    """Push every metric to the StatsD daemon on this host (DogStatsD tags, raystack Dagger's names where it
+    has one); None: off."""
+    statsd_port: int = Field(default=8125, ge=1, le=65535)
+    statsd_prefix: str = ""
+    """Put before every pushed metric name (`prefix.name`); empty: the names as they are."""
+
+
+class StatsdClient:
+    """Fire-and-forget UDP datagrams in the StatsD line format with DogStatsD tags (`|#key:value`)."""
+
+    def __init__(self, host: str, port: int, prefix: str) -> None:
+        self._address = (host, port)
+        self._prefix = f"{prefix}." if prefix else ""
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def send(self, name: str, value: float, kind: str, tags: dict[str, str]) -> None:
+        tag_text = ",".join(f"{key}:{tag}" for key, tag in tags.items())
+        line = f"{self._prefix}{name}:{value:g}|{kind}" + (f"|#{tag_text}" if tag_text else "")
+        try:
+            self._socket.sendto(line.encode(), self._address)
+        except OSError as error:  # a metrics daemon that is down never stops the dagger
+            log.debug("statsd %s:%s: %s", *self._address, error)
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+class DaggerMetrics:
+    """The metrics of one running dagger, updated from its progress reports and its sinks' writes."""
+
+    def __init__(self, dagger: str, config: MetricsConfig | None = None) -> None:
+        self.dagger = dagger
+        self.config = config or MetricsConfig()
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+
+        def counter(name: str, text: str, *labels: str) -> Counter:
+            return Counter(name, text, ["dagger", *labels], registry=registry)
+
+        def gauge(name: str, text: str, *labels: str) -> Gauge:
+            return Gauge(name, text, ["dagger", *labels], registry=registry)
+
+        self.batches = counter("dagger_batches", "Micro-batches finished")
+        self.records_in = counter("dagger_records_in", "Records read, per stream", "stream")
+        self.records_invalid = counter(
+            "dagger_records_invalid", "Records that did not decode (dropped or dead-lettered)", "stream"
+        )
+        self.rows_late = counter(
+            "dagger_rows_late_dropped", "Rows dropped by stateful operators as behind the watermark"
+        )
+        self.batch_seconds = Histogram(
+            "dagger_batch_duration_seconds", "Duration of a micro-batch", ["dagger"],
+            buckets=_SECONDS_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.batch_phase_seconds = gauge(
+            "dagger_batch_phase_seconds",
+            "The latest micro-batch's time per phase, as Spark reports it",
+            "phase",
+        )
+        self.consumer_lag = gauge(
+            "dagger_consumer_lag", "Records behind the end of a partition", "topic", "partition"
+        )
+        self.watermark = gauge("dagger_watermark_timestamp_seconds", "The query's event-time watermark")
+        self.event_time_delay = gauge(
+            "dagger_event_time_delay_seconds", "How far the watermark is behind the wall clock"
+        )
+        self.state_rows = gauge("dagger_state_rows", "Rows held in state, per stateful operator", "operator")
+        self.state_memory = gauge(
+            "dagger_state_memory_bytes", "Memory of state, per stateful operator", "operator"
+        )
+        self.last_progress = gauge(
+            "dagger_last_progress_timestamp_seconds", "When the latest micro-batch ended"
+        )
+        self.sink_rows = counter("dagger_sink_rows", "Rows a sink wrote", "sink")
+        self.sink_writes = counter("dagger_sink_writes", "Micro-batch writes of a sink", "sink")
+        self.sink_errors = counter(
+            "dagger_sink_errors", "Micro-batch writes that failed, by error", "sink", "error"
+        )
+        self.sink_seconds = Histogram(
+            "dagger_sink_write_seconds", "Time a sink took to write a micro-batch", ["dagger", "sink"],
+            buckets=_SECONDS_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self._server: Any = None
+        config = self.config
+        self._statsd = (
+            StatsdClient(config.statsd_host, config.statsd_port, config.statsd_prefix)
+            if config.statsd_host
+            else None
+        )
+
+    # -- export -------------------------------------------------------------------------------------------
+
+    def serve(self) -> int | None:
+        """Start the Prometheus endpoint if configured; the port it listens on."""
+        if self.config.prometheus_port is None:
+            return None
+        self._server, _ = start_http_server(
+            self.config.prometheus_port, self.config.prometheus_address, registry=self.registry
+        )
+        port = int(self._server.server_address[1])
+        log.info("dagger %s: Prometheus metrics on port %d (/metrics)", self.dagger, port)
+        return port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._statsd is not None:
+            self._statsd.close()
+
+    # -- recording ----------------------------------------------------------------------------------------
+
+    def record_progress(self, progress: dict[str, Any]) -> None:
+        """One finished micro-batch's progress (`StreamingQueryProgress` as JSON)."""
+        dagger = self.dagger
+        self.batches.labels(dagger).inc()
+        for name, row in (progress.get("observedMetrics") or {}).items():
+            if name.startswith(f"{INVALID_RECORDS_METRIC}."):
+                stream = name.removeprefix(f"{INVALID_RECORDS_METRIC}.")
+                records, invalid = int(row.get("records", 0)), int(row.get("count", 0))
+                self.records_in.labels(dagger, stream).inc(records)
+                self.records_invalid.labels(dagger, stream).inc(invalid)
+                self._push("records_in", records, "c", stream=stream)
+                self._push("filtered_invalid_records", invalid, "c", table=stream)  # raystack Dagger's name
+        durations = progress.get("durationMs") or {}
+        total_s = float(durations.get("triggerExecution", 0)) / 1000
+        self.batch_seconds.labels(dagger).observe(total_s)
+        self._push("batch_duration", total_s * 1000, "ms")
+        for phase, milliseconds in durations.items():
+            self.batch_phase_seconds.labels(dagger, phase).set(float(milliseconds) / 1000)
+        for topic, partition, lag in partition_lags(progress.get("sources") or []):
+            self.consumer_lag.labels(dagger, topic, partition).set(lag)
+            self._push("consumer_lag", lag, "g", topic=topic, partition=partition)
+        watermark = (progress.get("eventTime") or {}).get("watermark")
+        if watermark:
+            seconds = datetime.fromisoformat(watermark.replace("Z", "+00:00")).timestamp()
+            if seconds > 0:
+                self.watermark.labels(dagger).set(seconds)
+                self.event_time_delay.labels(dagger).set(time.time() - seconds)
+                self._push("event_time_delay", time.time() - seconds, "g")
+        late = 0
+        for index, operator in enumerate(progress.get("stateOperators") or []):
+            name = f"{index}_{operator.get('operatorName', 'state')}"
+            self.state_rows.labels(dagger, name).set(int(operator.get("numRowsTotal", 0)))
+            self.state_memory.labels(dagger, name).set(int(operator.get("memoryUsedBytes", 0)))
+            late += int(operator.get("numRowsDroppedByWatermark", 0))
+        self.rows_late.labels(dagger).inc(late)
+        self._push("late.records.dropped", late, "c")  # raystack Dagger's name
+        self.last_progress.labels(dagger).set(time.time())
+
+    def record_sink_write(
+        self, sink: str, seconds: float, rows: int = 0, error: BaseException | None = None
+    ) -> None:
+        """One micro-batch written by `sink` (or failed with `error`)."""
+        self.sink_writes.labels(self.dagger, sink).inc()
+        self.sink_seconds.labels(self.dagger, sink).observe(seconds)
+        self._push("sink.write_time", seconds * 1000, "ms", sink=sink)
+        if error is not None:
+            self.sink_errors.labels(self.dagger, sink, type(error).__name__).inc()
+            self._push("sink.errors", 1, "c", sink=sink, error=type(error).__name__)
+            return
+        self.sink_rows.labels(self.dagger, sink).inc(rows)
+        self._push("sink.rows", rows, "c", sink=sink)
+
+    def _push(self, name: str, value: float, kind: str, **tags: str) -> None:
+        if self._statsd is not None:
+            self._statsd.send(name, value, kind, {"dagger": self.dagger, **tags})
+
+
+def partition_lags(sources: Iterable[dict[str, Any]]) -> Iterable[tuple[str, str, int]]:
+    """(topic, partition, records behind) of every Kafka partition in a progress report's sources."""
+    for source in sources:
+        end, latest = source_offsets(source, "endOffset"), source_offsets(source, "latestOffset")
+        if not isinstance(end, dict) or not isinstance(latest, dict):
+            continue
+        for topic, partitions in latest.items():
+            if not isinstance(partitions, dict):
+                continue
+            for partition, latest_offset in partitions.items():
+                consumed = end.get(topic, {}).get(partition, 0)
+                yield topic, str(partition), max(0, int(latest_offset) - int(consumed))
+
+
+def source_offsets(source: dict[str, Any], key: str) -> object:
+    """A source's `startOffset`/`endOffset`/`latestOffset`: JSON text in a progress report, parsed."""
+    value = source.get(key)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value
