@@ -12,7 +12,9 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+import numpy
 from pyspark.sql import DataFrame, Row
+from pyspark.sql.types import ArrayType, DataType, FloatType, MapType, StructType
 
 from jobs.sinks.base import SinkContext
 from jobs.sinks.log.config import LogSink
@@ -32,8 +34,27 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def format_row(row: Row) -> str:
-    return json.dumps(row.asDict(recursive=True), default=_json_default, ensure_ascii=False)
+def _shortest(value: Any, data_type: DataType) -> Any:
+    """`value` with its 32-bit floats as the shortest decimal that reads back as the same float32
+    (`8789.7`, as protobuf's text format prints it), not the digits of the widened double
+    (`8789.7001953125`); nested structs, arrays and maps too."""
+    if value is None:
+        return None
+    if isinstance(data_type, FloatType):
+        return float(str(numpy.float32(value)))
+    if isinstance(data_type, StructType):
+        fields = zip(data_type.fields, value, strict=True)
+        return {field.name: _shortest(item, field.dataType) for field, item in fields}
+    if isinstance(data_type, ArrayType):
+        return [_shortest(item, data_type.elementType) for item in value]
+    if isinstance(data_type, MapType):
+        return {key: _shortest(item, data_type.valueType) for key, item in value.items()}
+    return value.asDict(recursive=True) if isinstance(value, Row) else value
+
+
+def format_row(row: Row, schema: StructType) -> str:
+    """One result row as a line of JSON."""
+    return json.dumps(_shortest(row, schema), default=_json_default, ensure_ascii=False)
 
 
 class LogSinkWriter:
@@ -48,5 +69,5 @@ class LogSinkWriter:
     def write(self, batch: DataFrame, batch_id: int) -> int:
         rows = batch.take(self.sink.max_rows_per_batch)
         for row in rows:
-            self._emit(f"batch {batch_id} | {format_row(row)}")
+            self._emit(f"batch {batch_id} | {format_row(row, batch.schema)}")
         return len(rows)
