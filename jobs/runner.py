@@ -393,7 +393,11 @@ class DaggerRun:
         self._events = _QueryEvents(on_terminated=self._checkpoint_lock.release)
         kafka_streams = [stream for stream in built.spec.streams if isinstance(stream, KafkaStream)]
         self._group_offsets = GroupOffsetCommitter(kafka_streams)
-        self.metrics = DaggerMetrics(built.spec.name, built.spec.metrics)
+        timeouts = {
+            key: enrichment.stream_timeout.total_seconds()
+            for key, _, enrichment in built.spec.post_processors.keyed_enrichments()
+        }
+        self.metrics = DaggerMetrics(built.spec.name, built.spec.metrics, timeouts)
         self.metrics_port: int | None = None
         """The Prometheus endpoint's port once started, if `metrics.prometheus_port` is set."""
 

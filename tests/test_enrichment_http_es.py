@@ -381,6 +381,19 @@ def test_without_fail_on_errors_failed_calls_timeouts_and_empty_variables_leave_
         "/customers?id=c-down": 2,
         "/customers?id=c-slow": 2,
     }
+    # The dagger's metrics count each row's outcome once, and the time of the calls made.
+    metrics = running.run.metrics.registry
+    processor = {"dagger": "test-dagger", "processor": "post_processors.http[0]"}
+    outcomes = {
+        outcome: metrics.get_sample_value("dagger_enrichment_calls_total", {**processor, "outcome": outcome})
+        for outcome in ("success", "failure", "timeout", "no_answer", "empty_input")
+    }
+    assert outcomes == {"success": 1, "failure": 2, "timeout": 1, "no_answer": 0, "empty_input": 2}
+    assert metrics.get_sample_value("dagger_enrichment_retries_total", processor) == 2
+    assert metrics.get_sample_value("dagger_enrichment_call_seconds_count", processor) == 4
+    # c-slow waited for two timeouts of 300 ms; the other three calls answered at once.
+    assert metrics.get_sample_value("dagger_enrichment_call_seconds_bucket", {**processor, "le": "0.5"}) == 3
+    assert metrics.get_sample_value("dagger_enrichment_timeout_seconds", processor) == 0.3
 
 
 def test_with_fail_on_errors_a_failed_call_stops_the_dagger_naming_the_enrichment_and_variables(

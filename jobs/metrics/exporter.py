@@ -5,11 +5,14 @@ Every number comes from one of two places that count each micro-batch once, what
 * the query's progress report, on the driver, after the batch has committed: records in and invalid
   records per stream (observed metrics, counted by the tasks that succeeded), batch duration and its
   phases, consumer lag per partition, watermark, state rows and memory, rows dropped behind the watermark;
+* enrichment calls: each enrichment's observation (`jobs/processors/enrichment/engine.py`) sums its calls
+  by outcome, their time (as histogram buckets) and retries, also delivered with the progress report;
 * the sinks' writes, on the driver, in `foreachBatch`: rows each sink wrote (summed from the partitions'
   task results), how long the write took, and the errors that failed it.
 
-Series carry the labels `dagger`, and `stream` or `sink` (`<index>_<kind>`, as the sink's asset); a
-dagger's series live in a registry of its own, served on `metrics.prometheus_port`.
+Series carry the labels `dagger`, and `stream`, `processor` (`post_processors.http[0]`) or `sink`
+(`<index>_<kind>`, as the sink's asset); a dagger's series live in a registry of its own, served on
+`metrics.prometheus_port`.
 """
 
 from __future__ import annotations
@@ -17,15 +20,18 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import HistogramMetricFamily
 from pydantic import Field
 
 from jobs.config import ConfigModel
+from jobs.processors.enrichment.engine import CALL_SECONDS_BUCKETS, ENRICHMENT_METRIC, OUTCOMES
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +75,59 @@ class StatsdClient:
         self._socket.close()
 
 
-class DaggerMetrics:
-    """The metrics of one running dagger, updated from its progress reports and its sinks' writes."""
+class _CallTimes:
+    """`dagger_enrichment_call_seconds`: a histogram built from the buckets the tasks counted (a
+    `prometheus_client.Histogram` only takes single observations)."""
 
-    def __init__(self, dagger: str, config: MetricsConfig | None = None) -> None:
+    def __init__(self, dagger: str) -> None:
+        self.dagger = dagger
+        self._by_processor: dict[str, tuple[list[float], float, float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, processor: str, observed: dict[str, Any]) -> None:
+        calls = sum(int(observed.get(outcome, 0)) for outcome in OUTCOMES if outcome != "empty_input")
+        with self._lock:
+            buckets, seconds, count = self._by_processor.get(
+                processor, ([0.0] * len(CALL_SECONDS_BUCKETS), 0.0, 0.0)
+            )
+            for index, bound in enumerate(CALL_SECONDS_BUCKETS):
+                buckets[index] += int(observed.get(f"le_{bound}", 0))
+            self._by_processor[processor] = (
+                buckets,
+                seconds + float(observed.get("seconds", 0.0)),
+                count + calls,
+            )
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = self._family()
+        with self._lock:
+            for processor, (buckets, seconds, count) in self._by_processor.items():
+                pairs = zip(CALL_SECONDS_BUCKETS, buckets, strict=True)
+                bounds = [(str(bound), total) for bound, total in pairs]
+                family.add_metric([self.dagger, processor], [*bounds, ("+Inf", count)], seconds)
+        yield family
+
+    def describe(self) -> Iterator[HistogramMetricFamily]:
+        yield self._family()
+
+    @staticmethod
+    def _family() -> HistogramMetricFamily:
+        return HistogramMetricFamily(
+            "dagger_enrichment_call_seconds", "Time of an enrichment's call, retries included",
+            labels=["dagger", "processor"],
+        )  # fmt: skip
+
+
+class DaggerMetrics:
+    """The metrics of one running dagger, updated from its progress reports and its sinks' writes.
+    `enrichment_timeouts` are the timeouts of its enrichments by key, exported for alerts on call time."""
+
+    def __init__(
+        self,
+        dagger: str,
+        config: MetricsConfig | None = None,
+        enrichment_timeouts: dict[str, float] | None = None,
+    ) -> None:
         self.dagger = dagger
         self.config = config or MetricsConfig()
         self.registry = CollectorRegistry(auto_describe=True)
@@ -124,6 +179,19 @@ class DaggerMetrics:
             "dagger_sink_write_seconds", "Time a sink took to write a micro-batch", ["dagger", "sink"],
             buckets=_SECONDS_BUCKETS, registry=registry,
         )  # fmt: skip
+        self.enrichment_calls = counter(
+            "dagger_enrichment_calls", "Rows an enrichment handled, by outcome", "processor", "outcome"
+        )
+        self.enrichment_retries = counter(
+            "dagger_enrichment_retries", "Retried calls of an enrichment", "processor"
+        )
+        self.enrichment_timeout = gauge(
+            "dagger_enrichment_timeout_seconds", "An enrichment's timeout per call", "processor"
+        )
+        for processor, timeout_s in (enrichment_timeouts or {}).items():
+            self.enrichment_timeout.labels(dagger, processor).set(timeout_s)
+        self._call_times = _CallTimes(dagger)
+        registry.register(self._call_times)
         self._server: Any = None
         config = self.config
         self._statsd = (
@@ -167,6 +235,8 @@ class DaggerMetrics:
                 self.records_invalid.labels(dagger, stream).inc(invalid)
                 self._push("records_in", records, "c", stream=stream)
                 self._push("filtered_invalid_records", invalid, "c", table=stream)  # raystack Dagger's name
+            elif name.startswith(f"{ENRICHMENT_METRIC}."):
+                self._record_calls(name.removeprefix(f"{ENRICHMENT_METRIC}."), row)
         durations = progress.get("durationMs") or {}
         total_s = float(durations.get("triggerExecution", 0)) / 1000
         self.batch_seconds.labels(dagger).observe(total_s)
@@ -193,6 +263,14 @@ class DaggerMetrics:
         self._push("late.records.dropped", late, "c")  # raystack Dagger's name
         self.last_progress.labels(dagger).set(time.time())
 
+    def _record_calls(self, processor: str, observed: dict[str, Any]) -> None:
+        for outcome in OUTCOMES:
+            count = int(observed.get(outcome, 0))
+            self.enrichment_calls.labels(self.dagger, processor, outcome).inc(count)
+            self._push(_RAYSTACK_CALL_NAMES[outcome], count, "c", processor=processor)
+        self.enrichment_retries.labels(self.dagger, processor).inc(int(observed.get("retries", 0)))
+        self._call_times.add(processor, observed)
+
     def record_sink_write(
         self, sink: str, seconds: float, rows: int = 0, error: BaseException | None = None
     ) -> None:
@@ -210,6 +288,16 @@ class DaggerMetrics:
     def _push(self, name: str, value: float, kind: str, **tags: str) -> None:
         if self._statsd is not None:
             self._statsd.send(name, value, kind, {"dagger": self.dagger, **tags})
+
+
+_RAYSTACK_CALL_NAMES = {
+    "success": "success_response",
+    "failure": "total_failures",
+    "timeout": "timeouts",
+    "no_answer": "no_answer",
+    "empty_input": "empty_input",
+}
+"""The StatsD name of each call outcome: raystack Dagger's external post-processor meters where it has one."""
 
 
 def partition_lags(sources: Iterable[dict[str, Any]]) -> Iterable[tuple[str, str, int]]:

@@ -372,6 +372,21 @@ class PostProcessors(ConfigModel):
     ) -> list[HttpEnrichment | ElasticsearchEnrichment | PostgresEnrichment | GrpcEnrichment]:
         return [*self.http, *self.elasticsearch, *self.postgres, *self.grpc]
 
+    def keyed_enrichments(
+        self,
+    ) -> list[
+        tuple[str, str, HttpEnrichment | ElasticsearchEnrichment | PostgresEnrichment | GrpcEnrichment]
+    ]:
+        """(key, kind, config) of each enrichment in Dagger's order; the key (`post_processors.http[0]`)
+        names it in errors and metrics."""
+        kinds = [("http", self.http), ("elasticsearch", self.elasticsearch), ("postgres", self.postgres),
+                 ("grpc", self.grpc)]  # fmt: skip
+        return [
+            (f"post_processors.{kind}[{index}]", kind, enrichment)
+            for kind, enrichments in kinds
+            for index, enrichment in enumerate(enrichments)
+        ]
+
     @property
     def reshapes_output(self) -> bool:
         """Whether the output is rebuilt from the sources' fields (Dagger's rule)."""

@@ -30,17 +30,10 @@ POST_TABLE = "data_stream"
 
 def apply_post_processors(frame: DataFrame, post: PostProcessors, context: TransformContext) -> DataFrame:
     sql_columns = frame.columns
-    kinds = [
-        ("http", post.http),
-        ("elasticsearch", post.elasticsearch),
-        ("postgres", post.postgres),
-        ("grpc", post.grpc),
-    ]
-    for kind, enrichments in kinds:
-        for index, enrichment in enumerate(enrichments):
-            step_context = replace(context, key=f"post_processors.{kind}[{index}]")
-            _require_deployment_keys(enrichment, step_context, f"{kind}_enrichment")
-            frame = _enrich(frame, enrichment, step_context)
+    for key, kind, enrichment in post.keyed_enrichments():
+        step_context = replace(context, key=key)
+        _require_deployment_keys(enrichment, step_context, f"{kind}_enrichment")
+        frame = _enrich(frame, enrichment, step_context)
     if post.reshapes_output:
         outputs = [
             F.col(f"`{name}`") for enrichment in post.enrichments for name in enrichment.output_mapping

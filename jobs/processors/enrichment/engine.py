@@ -14,6 +14,11 @@ Dagger.
 
 A kind plugs in a `Caller`: given one row's variables, return the answer as a JSON-like document, raise
 `CallFailed`, or raise `NoAnswer` to let the row go on with null output fields without a failure.
+
+Each row's call is accounted for in two hidden columns (its outcome, and its time over all attempts),
+summed per micro-batch by a Spark observation named `enrichment.<key>` and dropped before anything else
+sees them: the tasks that succeeded deliver the counts with the batch's progress report, so a retried
+task is never counted twice (`jobs/metrics/exporter.py` turns them into the dagger's metrics).
 """
 
 from __future__ import annotations
@@ -23,14 +28,23 @@ import atexit
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import (
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+    _parse_datatype_string,
+)
 
 from jobs.processors.config import Enrichment, OutputField
 from jobs.processors.context import TransformContext
@@ -49,10 +63,18 @@ class CallFailed(Exception):
         self.retryable = retryable
 
 
+class CallTimedOut(CallFailed):
+    """A call the service did not answer in time (counted as a timeout, retried like a failure)."""
+
+
 class NoAnswer(Exception):
     """Raised by a caller when a row has nothing to look up or the service answered without a document
     (Dagger's `empty_input`, Elasticsearch's non-200 successes): the row goes on with null output fields,
     whatever `fail_on_errors` says, and is not retried."""
+
+
+class EmptyInput(NoAnswer):
+    """Dagger's `empty_input`: the row's variables give nothing to ask, so no call is made."""
 
 
 class Caller(Protocol):
@@ -132,29 +154,66 @@ def _check_variables(frame: DataFrame, variables: Sequence[str], context: Transf
         )
 
 
+ENRICHMENT_METRIC = "enrichment"
+"""Observation `enrichment.<key>` of each enrichment: see `call_observations`."""
+OUTCOMES = ("success", "failure", "timeout", "no_answer", "empty_input")
+"""What became of a row's call: answered; failed or timed out after its retries (the row goes on with
+null output fields, unless `fail_on_errors`); the kind found nothing (`NoAnswer`); not made, as every
+variable was null or empty."""
+CALL_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_OUTCOME, _SECONDS, _RETRIES = "__dagger_call_outcome", "__dagger_call_seconds", "__dagger_call_retries"
+
+
+def call_observations() -> list[Column]:
+    """The per-batch sums of an enrichment's hidden call columns: a count per outcome, the calls' time
+    (`seconds`), retries, and how many calls took at most each bucket's bound (`le_<bound>`)."""
+    outcome, seconds = F.col(_OUTCOME), F.col(_SECONDS)
+    return [
+        *(F.count(F.when(outcome == name, 1)).alias(name) for name in OUTCOMES),
+        F.coalesce(F.sum(seconds), F.lit(0.0)).alias("seconds"),
+        F.coalesce(F.sum(F.col(_RETRIES)), F.lit(0)).alias("retries"),
+        *(F.count(F.when(seconds <= bound, 1)).alias(f"le_{bound}") for bound in CALL_SECONDS_BUCKETS),
+    ]
+
+
 def enrich(frame: DataFrame, plan: EnrichmentPlan, context: TransformContext) -> DataFrame:
     """`frame` with the plan's output fields appended; a plan that cannot apply is reported at `context`."""
     _check_variables(frame, plan.variables, context)
     schema = _output_schema(frame, plan.outputs, context)
     input_names = frame.columns
     output_types = [to_arrow_type(schema[name].dataType, timezone="UTC") for name in plan.outputs]
+    accounted = StructType([
+        *schema.fields,
+        StructField(_OUTCOME, StringType(), False),
+        StructField(_SECONDS, DoubleType(), True),
+        StructField(_RETRIES, IntegerType(), False),
+    ])  # fmt: skip
 
     def enrich_partition(batches):
         for batch in batches:
             batch = batch.rename_columns(input_names)
-            answers = _run(_call_all(plan, _variables(batch, plan.variables)))
+            calls = _run(_call_all(plan, _variables(batch, plan.variables)))
             columns = [
                 _column(
-                    [_extract(plan, answer, output.path, column) for answer in answers],
+                    [_extract(plan, call.answer, output.path, column) for call in calls],
                     arrow_type,
                     plan,
                     column,
                 )
                 for (column, output), arrow_type in zip(plan.outputs.items(), output_types, strict=True)
             ]
-            yield pa.RecordBatch.from_arrays([*batch.columns, *columns], names=[*input_names, *plan.outputs])
+            accounting = [
+                pa.array([call.outcome for call in calls], pa.string()),
+                pa.array([call.seconds for call in calls], pa.float64()),
+                pa.array([call.retries for call in calls], pa.int32()),
+            ]
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, *columns, *accounting], names=accounted.fieldNames()
+            )
 
-    return frame.mapInArrow(enrich_partition, schema)
+    enriched = frame.mapInArrow(enrich_partition, accounted)
+    observed = enriched.observe(f"{ENRICHMENT_METRIC}.{plan.name}", *call_observations())
+    return observed.drop(_OUTCOME, _SECONDS, _RETRIES)
 
 
 def _variables(batch: pa.RecordBatch, names: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -162,12 +221,25 @@ def _variables(batch: pa.RecordBatch, names: Sequence[str]) -> list[tuple[Any, .
     return list(zip(*columns, strict=True)) if columns else [() for _ in range(batch.num_rows)]
 
 
-_SKIPPED = object()
-_FAILED = object()
+_NO_OUTPUT = object()
+"""The answer of a row whose output fields stay null."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One row's call: its answer, outcome (one of `OUTCOMES`), time over all attempts and retries."""
+
+    answer: Any
+    outcome: str
+    seconds: float | None = None
+    retries: int = 0
+
+
+_EMPTY_INPUT = _Call(_NO_OUTPUT, "empty_input")
 
 
 def _extract(plan: EnrichmentPlan, answer: Any, path: str, column: str) -> Any:
-    if answer is _SKIPPED or answer is _FAILED:
+    if answer is _NO_OUTPUT:
         return None
     try:
         value = plan.extract(answer, path)
@@ -193,16 +265,16 @@ def _column(values: list[Any], arrow_type: pa.DataType, plan: EnrichmentPlan, co
             ) from None
 
 
-async def _call_all(plan: EnrichmentPlan, rows: list[tuple[Any, ...]]) -> list[Any]:
-    """Every row's answer, in row order, from `capacity` lanes that each take the next row to call."""
+async def _call_all(plan: EnrichmentPlan, rows: list[tuple[Any, ...]]) -> list[_Call]:
+    """Every row's call, in row order, from `capacity` lanes that each take the next row to call."""
     caller = await _worker_caller(plan)
-    answers: list[Any] = [_SKIPPED] * len(rows)
+    calls: list[_Call] = [_EMPTY_INPUT] * len(rows)
     next_rows = iter(enumerate(rows))  # shared by the lanes: each row is taken by exactly one
 
     async def lane() -> None:
         for index, variables in next_rows:
             if not (variables and all(value is None or value == "" for value in variables)):
-                answers[index] = await _call_with_retries(plan, caller, variables)
+                calls[index] = await _call_with_retries(plan, caller, variables)
 
     lanes = [asyncio.ensure_future(lane()) for _ in range(min(plan.capacity, len(rows)))]
     try:
@@ -211,23 +283,32 @@ async def _call_all(plan: EnrichmentPlan, rows: list[tuple[Any, ...]]) -> list[A
         for running in lanes:  # a failed batch stops its other calls rather than leave them running
             running.cancel()
         raise
-    return answers
+    return calls
 
 
-async def _call_with_retries(plan: EnrichmentPlan, caller: Caller, variables: tuple[Any, ...]) -> Any:
+async def _call_with_retries(plan: EnrichmentPlan, caller: Caller, variables: tuple[Any, ...]) -> _Call:
+    attempts = 0
+
     async def attempt() -> Any:
+        nonlocal attempts
+        attempts += 1
         async with asyncio.timeout(plan.timeout_s):
             return await caller.call(variables)
 
+    started = time.perf_counter()
     try:
-        return await plan.retry.call_async(attempt, retry_if=_retryable)
+        answer = await plan.retry.call_async(attempt, retry_if=_retryable)
+    except EmptyInput:
+        return _EMPTY_INPUT
     except NoAnswer:
-        return _SKIPPED
+        return _Call(_NO_OUTPUT, "no_answer", time.perf_counter() - started, attempts - 1)
     except (CallFailed, TimeoutError, OSError) as error:
         if plan.fail_on_errors:
             reason = "timed out" if isinstance(error, TimeoutError) else str(error)
             raise EnrichmentError(f"{plan.name}: call for {list(variables)} failed: {reason}") from None
-        return _FAILED
+        outcome = "timeout" if isinstance(error, TimeoutError | CallTimedOut) else "failure"
+        return _Call(_NO_OUTPUT, outcome, time.perf_counter() - started, attempts - 1)
+    return _Call(answer, "success", time.perf_counter() - started, attempts - 1)
 
 
 def _retryable(error: Exception) -> bool:

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame
 
 from jobs.processors.config import GrpcEnrichment
 from jobs.processors.context import TransformContext
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, enrich
+from jobs.processors.enrichment.engine import CallFailed, CallTimedOut, EnrichmentPlan, enrich
 from jobs.processors.enrichment.http import check_output_paths, extract_json_path, render
 from jobs.schema_registry import (
     SchemaRegistry,
@@ -161,7 +161,8 @@ class GrpcCaller:
             )
         except grpc.aio.AioRpcError as error:
             code = error.code()
-            raise CallFailed(
+            failed = CallTimedOut if code == grpc.StatusCode.DEADLINE_EXCEEDED else CallFailed
+            raise failed(
                 f"{settings.method} at {settings.endpoint}: {code.name}: {_one_line(error.details() or '')}",
                 retryable=code in RETRYABLE,
             ) from None

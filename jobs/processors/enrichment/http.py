@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame
 from jobs.config import without_credentials
 from jobs.processors.config import HttpEnrichment, OutputField
 from jobs.processors.context import TransformContext
-from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich
+from jobs.processors.enrichment.engine import CallFailed, EmptyInput, EnrichmentPlan, enrich
 from jobs.processors.enrichment.transport import HttpPool, retryable_status
 
 # --------------------------------------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class HttpCaller:
         request_values = variables[request_start:header_start]
         header_values = variables[header_start:]
         if all_empty(request_values) or all_empty(header_values):
-            raise NoAnswer
+            raise EmptyInput
         url = fill(settings.endpoint, quoted(endpoint_values))
         body = None
         if settings.verb == "get":

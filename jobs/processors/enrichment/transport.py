@@ -16,7 +16,7 @@ import aiohttp
 from yarl import URL
 
 from jobs.config import without_credentials
-from jobs.processors.enrichment.engine import CallFailed
+from jobs.processors.enrichment.engine import CallFailed, CallTimedOut
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class HttpPool:
             ) as response:
                 return Reply(response.status, await response.text(errors="replace"))
         except TimeoutError:
-            raise CallFailed(f"{method} {without_credentials(url)} timed out") from None
+            raise CallTimedOut(f"{method} {without_credentials(url)} timed out") from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
             raise CallFailed(
                 f"{method} {without_credentials(url)}: {type(error).__name__}: {error}"
