@@ -1,60 +1,29 @@
-"""Health checks of a dagger, judged from the observations its runs record per micro-batch; their results
-show on the SQL stage's asset in the UI."""
+"""Health checks of a dagger as Dagster asset checks on its SQL stage's asset, judged (`health.py`) from
+the observations its runs recorded per micro-batch; a running dagger also records them live."""
 
 import time
 
-from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, asset_check
+from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, AssetKey, asset_check
 
+from dagger_assets.health import CHECK_DESCRIPTIONS, RECENT_BATCHES, BatchHealth, judge
 from dagger_assets.stages import sql_key
-from jobs.spec import DaggerSpec
-
-_RECENT_BATCHES = 100
+from jobs.spec import DaggerChecks, DaggerSpec
 
 
 def dagger_checks(spec: DaggerSpec) -> list[AssetChecksDefinition]:
-    key, limits = sql_key(spec), spec.checks
+    return [_check(sql_key(spec), spec.checks, name) for name in CHECK_DESCRIPTIONS]
 
-    def recent(context: AssetCheckExecutionContext) -> list:
-        return context.instance.fetch_observations(key, limit=_RECENT_BATCHES).records  # newest first
 
-    @asset_check(asset=key, name="lag_within_bound", description=f"At most {limits.max_lag} records behind.")
-    def lag_within_bound(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        records = recent(context)
-        if not records:
-            return AssetCheckResult(passed=False, description="no micro-batch has been observed yet")
-        lag = records[0].asset_observation.metadata["total_lag"].value
+def _check(key: AssetKey, limits: DaggerChecks, name: str) -> AssetChecksDefinition:
+    @asset_check(asset=key, name=name, description=CHECK_DESCRIPTIONS[name](limits))
+    def check(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        records = context.instance.fetch_observations(key, limit=RECENT_BATCHES).records  # newest first
+        batches = [
+            BatchHealth.of_observation(record.asset_observation, record.timestamp) for record in records
+        ]
+        verdict = judge(limits, batches, time.time())[name]
         return AssetCheckResult(
-            passed=lag <= limits.max_lag, metadata={"total_lag": lag, "max_lag": limits.max_lag}
+            passed=verdict.passed, metadata=verdict.metadata, description=verdict.description
         )
 
-    @asset_check(
-        asset=key,
-        name="fresh",
-        description=f"A micro-batch finished within the last {limits.max_staleness.total_seconds():.0f} s.",
-    )
-    def fresh(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        records = recent(context)
-        if not records:
-            return AssetCheckResult(passed=False, description="no micro-batch has been observed yet")
-        age = time.time() - records[0].timestamp
-        return AssetCheckResult(
-            passed=age <= limits.max_staleness.total_seconds(),
-            metadata={"seconds_since_last_batch": round(age, 1)},
-        )
-
-    @asset_check(
-        asset=key,
-        name="invalid_records_below_threshold",
-        description=f"At most {limits.max_invalid_ratio:.2%} of recent records failed to decode.",
-    )
-    def invalid_records_below_threshold(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        metadata = [record.asset_observation.metadata for record in recent(context)]
-        rows = sum(entry["input_rows"].value for entry in metadata)
-        invalid = sum(sum(entry["invalid_records"].value.values()) for entry in metadata)
-        ratio = invalid / rows if rows else 0.0
-        return AssetCheckResult(
-            passed=ratio <= limits.max_invalid_ratio,
-            metadata={"invalid_records": invalid, "input_rows": rows, "invalid_ratio": round(ratio, 6)},
-        )
-
-    return [lag_within_bound, fresh, invalid_records_below_threshold]
+    return check

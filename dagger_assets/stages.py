@@ -42,10 +42,18 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from pydantic import Field
 from pyspark.sql.types import StructType
 
+from dagger_assets.health import live_evaluations
 from jobs.checkpoints import CheckpointGenerations, parse_rewind
 from jobs.demand import DemandSubscription, demand_group
 from jobs.registry import SINK_KINDS, STREAM_KINDS
-from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, build_dagger, stream_view_schema
+from jobs.runner import (
+    DaggerBuildError,
+    DaggerRun,
+    ProgressReport,
+    build_dagger,
+    sink_label,
+    stream_view_schema,
+)
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
@@ -316,10 +324,16 @@ def dagger_assets(
         def new_observations() -> list[AssetObservation]:
             nonlocal observed
             reports, observed = run.reports[observed:], len(run.reports)
-            return [_observation(spec, report) for report in reports]
+            return [event for report in reports for event in _observations(spec, report, run)]
+
+        def record_live_checks() -> None:
+            for evaluation in live_evaluations(sql_key(spec), spec.checks, run.reports):
+                context.instance.report_runless_asset_event(evaluation)
 
         deadline = None if config.stop_after_seconds is None else time.monotonic() + config.stop_after_seconds
         summarized, next_summary = 0, time.monotonic() + config.progress_log_interval_seconds
+        live_interval_s = spec.checks.live_interval.total_seconds()
+        next_check = time.monotonic() + live_interval_s
         demand = None
         try:
             if spec.demand is not None:
@@ -332,6 +346,9 @@ def dagger_assets(
                         len(run.reports),
                         next_summary + config.progress_log_interval_seconds,
                     )
+                if live_interval_s and time.monotonic() >= next_check:
+                    record_live_checks()
+                    next_check += live_interval_s
                 if deadline is not None and time.monotonic() >= deadline:
                     context.log.info(f"dagger {spec.name}: stop_after_seconds reached, stopping")
                     break
@@ -390,6 +407,19 @@ def progress_summary(spec: DaggerSpec, reports: list[ProgressReport]) -> str:
     )
 
 
+def _observations(spec: DaggerSpec, report: ProgressReport, run: DaggerRun) -> list[AssetObservation]:
+    """A finished micro-batch, recorded against the SQL stage, and what each sink wrote of it."""
+    written = run.metrics.take_rows_written(report.batch_id)
+    sinks = [
+        AssetObservation(
+            asset_key=sink_key(spec, index),
+            metadata={"batch_id": report.batch_id, "rows_written": written.get(sink_label(spec, index), 0)},
+        )
+        for index in range(len(spec.sinks))
+    ]
+    return [_observation(spec, report), *sinks]
+
+
 def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
     """A finished micro-batch, recorded against the SQL stage."""
     return AssetObservation(
@@ -404,6 +434,7 @@ def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
             "total_lag": report.total_lag,
             "lag_by_partition": MetadataValue.json(report.lag_by_partition),
             "invalid_records": MetadataValue.json(report.invalid_records),
+            "late_rows": report.late_rows,
         },
     )
 

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -29,7 +29,13 @@ from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
-from jobs.metrics.exporter import INVALID_RECORDS_METRIC, DaggerMetrics, partition_lags, source_offsets
+from jobs.metrics.exporter import (
+    INVALID_RECORDS_METRIC,
+    DaggerMetrics,
+    dropped_by_watermark,
+    partition_lags,
+    source_offsets,
+)
 from jobs.ordering import BatchWriter, OrderedOutput
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
@@ -295,6 +301,10 @@ class ProgressReport:
     invalid_records: dict[str, int] = field(default_factory=dict)
     end_offsets: list[dict] = field(default_factory=list)
     """Each source's offsets at the end of the batch, as recorded in the checkpoint."""
+    late_rows: int = 0
+    """Rows stateful operators dropped as behind the watermark."""
+    ended_at: float = 0.0
+    """When the batch ended (epoch seconds)."""
 
     @property
     def total_lag(self) -> int:
@@ -312,16 +322,25 @@ class ProgressReport:
             for name, row in (progress.get("observedMetrics") or {}).items()
             if name.startswith(INVALID_RECORDS_METRIC)
         }
+        duration_ms = int((progress.get("durationMs") or {}).get("triggerExecution", 0))
+        started = progress.get("timestamp")
+        ended_at = (
+            datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() + duration_ms / 1000
+            if started
+            else time.time()
+        )
         return cls(
             batch_id=int(progress.get("batchId", -1)),
             input_rows=int(progress.get("numInputRows", 0)),
             input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
             processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
-            duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+            duration_ms=duration_ms,
             watermark=(progress.get("eventTime") or {}).get("watermark"),
             lag_by_partition=lag,
             invalid_records=invalid,
             end_offsets=end_offsets,
+            late_rows=dropped_by_watermark(progress),
+            ended_at=ended_at,
         )
 
     def summary(self) -> str:
@@ -434,7 +453,7 @@ class DaggerRun:
 
     def _batch_writer(self) -> BatchWriter:
         spec = self.built.spec
-        labels = [f"{index}_{sink.kind}" for index, sink in enumerate(spec.sinks)]
+        labels = [sink_label(spec, index) for index in range(len(spec.sinks))]
         write = _fan_out(self.built.sinks, self.metrics, labels)
         if not spec.ordered_output:
             return write
@@ -535,6 +554,11 @@ def _root_cause(message: str) -> str:
     return lines[0] if lines else message
 
 
+def sink_label(spec: DaggerSpec, index: int) -> str:
+    """How metrics and observations name a sink: `<index>_<kind>`, as its Dagster asset."""
+    return f"{index}_{spec.sinks[index].kind}"
+
+
 def _fan_out(sinks: Sequence[SinkWriter], metrics: DaggerMetrics, labels: Sequence[str]) -> BatchWriter:
     """One micro-batch to every sink, each write timed and counted in `metrics` under its label.
 
@@ -548,9 +572,9 @@ def _fan_out(sinks: Sequence[SinkWriter], metrics: DaggerMetrics, labels: Sequen
         try:
             rows = sink.write(batch, batch_id)
         except BaseException as error:
-            metrics.record_sink_write(label, time.perf_counter() - started, error=error)
+            metrics.record_sink_write(label, batch_id, time.perf_counter() - started, error=error)
             raise
-        metrics.record_sink_write(label, time.perf_counter() - started, rows)
+        metrics.record_sink_write(label, batch_id, time.perf_counter() - started, rows)
 
     if len(sinks) == 1 and sinks[0].reads_whole_batch:
         return lambda batch, batch_id: write(sinks[0], labels[0], batch, batch_id)

@@ -64,6 +64,11 @@ class DaggerChecks(_Model):
     """Longest time since the latest finished micro-batch."""
     max_invalid_ratio: float = Field(default=0.01, ge=0, le=1)
     """Largest share of undecodable records over the recent micro-batches (dropped or dead-lettered)."""
+    max_late_ratio: float = Field(default=0.01, ge=0, le=1)
+    """Largest share of input rows that stateful operators dropped as behind the watermark, recently."""
+    live_interval: Duration = timedelta(minutes=1)
+    """How often a running dagger's run evaluates the checks and records the results (0: only when the run
+    ends, as any asset check)."""
 
 
 class RestartPolicy(_Model):

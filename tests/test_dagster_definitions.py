@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import yaml
-from dagster import AssetKey, DagsterInstance, EnvVar, materialize
+from dagster import AssetCheckKey, AssetKey, DagsterInstance, EnvVar, materialize
 from dagster_shared.serdes import serialize_value
 
 from dagger_assets.definitions import build_definitions
@@ -338,3 +338,40 @@ def test_a_bounded_run_with_processors_materializes_every_stage_after_its_parent
         ["sink", "0_log"],
     ]
     assert [row["id"] for row in _logged_rows(instance, result.run_id)] == [f"o{index}" for index in range(4)]
+
+
+def test_a_running_dagger_records_its_checks_live_and_what_each_sink_wrote(
+    tmp_path: Path, kafka, registry, descriptor_set, spark
+):
+    topic = kafka.new_topic("live-checks")
+    kafka.produce(topic, [*order_payloads(registry, 0, 9), b"\xff\xff"])  # 1 of 10 records undecodable
+    stream = {"topics": [topic], "invalid_records": {"action": "drop"}}
+    write_orders_dagger(
+        tmp_path, "live", kafka.bootstrap_servers, descriptor_set, stream, checks={"live_interval": "1s"}
+    )
+    definitions = build_definitions(tmp_path)
+    instance = DagsterInstance.ephemeral()
+    key = AssetKey(["live", "sql"])
+
+    # The query alone, without its asset checks: whatever evaluations exist were made by the run itself.
+    result = materialize(
+        [definitions.get_assets_def(key)],
+        resources=_resources(),
+        run_config={"ops": {"live_query": {"config": {"stop_after_seconds": 8}}}},
+        instance=instance,
+    )
+
+    ended = instance.get_run_record_by_id(result.run_id).end_time
+    invalid = instance.get_latest_asset_check_evaluation_record(
+        AssetCheckKey(key, "invalid_records_below_threshold")
+    )
+    assert invalid is not None and invalid.event.timestamp < ended
+    evaluation = invalid.event.dagster_event.event_specific_data
+    assert evaluation.passed is False  # 10% is above the default 1%
+    assert {name: value.value for name, value in evaluation.metadata.items()} == {
+        "invalid_records": 1, "input_rows": 10, "invalid_ratio": 0.1,
+    }  # fmt: skip
+    lag = instance.get_latest_asset_check_evaluation_record(AssetCheckKey(key, "lag_within_bound"))
+    assert lag is not None and lag.event.dagster_event.event_specific_data.passed is True
+    written = instance.fetch_observations(AssetKey(["live", "sink", "0_log"]), limit=100).records
+    assert sum(record.asset_observation.metadata["rows_written"].value for record in written) == 9

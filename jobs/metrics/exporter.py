@@ -192,6 +192,9 @@ class DaggerMetrics:
             self.enrichment_timeout.labels(dagger, processor).set(timeout_s)
         self._call_times = _CallTimes(dagger)
         registry.register(self._call_times)
+        self.rows_written: dict[int, dict[str, int]] = {}
+        """Rows each sink wrote, by micro-batch (the run's observations on the sink assets read them)."""
+        self._lock = threading.Lock()
         self._server: Any = None
         config = self.config
         self._statsd = (
@@ -253,15 +256,19 @@ class DaggerMetrics:
                 self.watermark.labels(dagger).set(seconds)
                 self.event_time_delay.labels(dagger).set(time.time() - seconds)
                 self._push("event_time_delay", time.time() - seconds, "g")
-        late = 0
         for index, operator in enumerate(progress.get("stateOperators") or []):
             name = f"{index}_{operator.get('operatorName', 'state')}"
             self.state_rows.labels(dagger, name).set(int(operator.get("numRowsTotal", 0)))
             self.state_memory.labels(dagger, name).set(int(operator.get("memoryUsedBytes", 0)))
-            late += int(operator.get("numRowsDroppedByWatermark", 0))
+        late = dropped_by_watermark(progress)
         self.rows_late.labels(dagger).inc(late)
         self._push("late.records.dropped", late, "c")  # raystack Dagger's name
         self.last_progress.labels(dagger).set(time.time())
+
+    def take_rows_written(self, batch_id: int) -> dict[str, int]:
+        """The rows each sink wrote in `batch_id`, forgotten once taken."""
+        with self._lock:
+            return self.rows_written.pop(batch_id, {})
 
     def _record_calls(self, processor: str, observed: dict[str, Any]) -> None:
         for outcome in OUTCOMES:
@@ -272,9 +279,12 @@ class DaggerMetrics:
         self._call_times.add(processor, observed)
 
     def record_sink_write(
-        self, sink: str, seconds: float, rows: int = 0, error: BaseException | None = None
+        self, sink: str, batch_id: int, seconds: float, rows: int = 0, error: BaseException | None = None
     ) -> None:
-        """One micro-batch written by `sink` (or failed with `error`)."""
+        """Micro-batch `batch_id` written by `sink` (or failed with `error`)."""
+        if error is None:
+            with self._lock:
+                self.rows_written.setdefault(batch_id, {})[sink] = rows
         self.sink_writes.labels(self.dagger, sink).inc()
         self.sink_seconds.labels(self.dagger, sink).observe(seconds)
         self._push("sink.write_time", seconds * 1000, "ms", sink=sink)
@@ -298,6 +308,12 @@ _RAYSTACK_CALL_NAMES = {
     "empty_input": "empty_input",
 }
 """The StatsD name of each call outcome: raystack Dagger's external post-processor meters where it has one."""
+
+
+def dropped_by_watermark(progress: dict[str, Any]) -> int:
+    """Rows the batch's stateful operators dropped as behind the watermark."""
+    operators = progress.get("stateOperators") or []
+    return sum(int(operator.get("numRowsDroppedByWatermark", 0)) for operator in operators)
 
 
 def partition_lags(sources: Iterable[dict[str, Any]]) -> Iterable[tuple[str, str, int]]:
