@@ -35,11 +35,13 @@ from dagger_assets.definitions import build_definitions
 from dagger_assets.restarts import PARTITION_TAG
 from dagger_assets.sensors import DEMAND_TAG
 from dagger_assets.stages import DAGGER_TAG
+from jobs.project import PROJECT_ROOT
 from jobs.schema_registry import SchemaRegistry
 from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.dagster_deployment import wait_for
 
 BASE_SECONDS = 1_700_000_000  # `order_payloads`: order i is created at BASE_SECONDS + i, amount i
+ARTIFACTS = PROJECT_ROOT / "test-artifacts"
 
 
 class Subscriber:
@@ -262,13 +264,18 @@ def test_instances_run_while_subscribed_resume_when_asked_again_and_chains_start
     assert len(runs("window-sums", sums[20])) == 3
     assert len(runs("doubled", doubled_20s)) == 1
 
-    # The closing note's figures: a subscriber's first poll to its first record, from a cold instance and
-    # from a resumed one (its first record that the instance computed after resuming), and the last
-    # subscriber leaving to the run's end.
+    # The measured latencies, kept in test-artifacts/ (docs/demand.md quotes them): a subscriber's first
+    # poll to its first record, from a cold instance and from a resumed one (its first record computed
+    # after resuming), and the last subscriber leaving to the run's end.
     first_run_output = window_sums(phase_one, 20, BASE_SECONDS + 999)
     resumed = next(at for at, record in again.arrivals if record not in first_run_output)
-    print(
-        f"demand latency: first poll to first record {ten.arrivals[0][0] - ten.subscribed_at:.1f}s "
-        f"(cold instance), {resumed - again.subscribed_at:.1f}s (resumed instance); "
-        f"last subscriber gone to run stopped {stopped_at - twenty.left_at:.1f}s (idle timeout 5s)"
-    )
+    assert twenty.left_at is not None and stopped_at is not None
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "cold_instance_first_poll_to_first_record_s": round(ten.arrivals[0][0] - ten.subscribed_at, 1),
+        "resumed_instance_first_poll_to_first_new_record_s": round(resumed - again.subscribed_at, 1),
+        "last_subscriber_gone_to_run_stopped_s": round(stopped_at - twenty.left_at, 1),
+        "idle_timeout_s": 5,
+        "poll_interval_s": 2,
+    }
+    (ARTIFACTS / "demand-latency.json").write_text(json.dumps(figures, indent=2) + "\n")
