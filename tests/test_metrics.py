@@ -4,10 +4,13 @@ numbers match what was produced, per stream and per sink."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +56,13 @@ class StatsdListener:
             if metric == name and all(sent_tags.get(key) == tag for key, tag in tags.items()):
                 total += float(value.split("|")[0])
         return total
+
+    def wait_for_total(self, expected: float, name: str, **tags: str) -> float:
+        """`total(name, **tags)` once it reaches `expected` (datagrams still in flight), or after 10 s."""
+        deadline = time.monotonic() + 10
+        while self.total(name, **tags) < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.total(name, **tags)
 
     def close(self) -> None:
         self._stop.set()
@@ -150,3 +160,61 @@ def test_every_grafana_panel_queries_exported_series():
     }
     assert queried <= _exported_series()
     assert queried >= {"dagger_records_in_total", "dagger_consumer_lag", "dagger_sink_errors_total"}
+
+
+CRASH_ONCE = '''
+import os
+
+import pandas as pd
+
+from jobs.udfs.python_udfs import dagger_function
+
+MARKER = {marker!r}
+
+
+@dagger_function(returns="double")
+def crash_once(amount: pd.Series) -> pd.Series:
+    """Kills its Python worker the first time it is called (the task fails; Spark runs it again)."""
+    if not os.path.exists(MARKER):
+        open(MARKER, "w").close()
+        os._exit(1)
+    return amount
+'''
+
+
+def test_a_task_killed_mid_batch_and_run_again_is_counted_once(
+    tmp_path: Path, kafka, registry, descriptor_set, statsd
+):
+    source, output = kafka.new_topic("retried-in"), kafka.new_topic("retried-out")
+    kafka.produce(source, [*order_payloads(registry, 0, 10), b"\xff\xff", b"\xff\xff"])
+    marker = tmp_path / "crashed"
+    (tmp_path / "crash_once.py").write_text(CRASH_ONCE.format(marker=str(marker)))
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[source]
+    )
+    document = {
+        "name": "retried",
+        "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
+        "streams": [{**stream, "invalid_records": {"action": "drop"}}],
+        "sql": "SELECT order_id, crash_once(amount) AS amount FROM orders",
+        "functions": {"python_udfs": {"files": ["crash_once.py"]}},
+        "checkpoint_location": str(tmp_path / "checkpoint"),
+        "sinks": [kafka_sink(kafka.bootstrap_servers, output, "dagger.testing.Order")],
+        "metrics": {"statsd_host": "127.0.0.1", "statsd_port": statsd.port},
+    }
+    path = tmp_path / "retried.yaml"
+    path.write_text(yaml.safe_dump(document))
+
+    # A Spark of its own, where a failed task gets three more attempts (the test session's gets none).
+    environment = {**os.environ, "DAGGER_SPARK_MASTER": "local[2,4]"}
+    finished = subprocess.run(
+        [sys.executable, "-m", "jobs", "run", str(path), "--bounded"],
+        cwd=PROJECT_ROOT, env=environment, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert marker.exists()  # the first attempt did die
+
+    assert statsd.wait_for_total(12, "records_in", dagger="retried", stream="orders") == 12
+    assert statsd.wait_for_total(2, "filtered_invalid_records", dagger="retried", table="orders") == 2
+    assert statsd.wait_for_total(10, "sink.rows", dagger="retried", sink="0_kafka") == 10
+    assert len(kafka.read_all(output)) == 10
