@@ -40,6 +40,7 @@ from dagster import (
 # What `define_asset_job` returns; Dagster exports no public name for the type (annotations only).
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pydantic import Field
+from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from dagger_assets.health import live_evaluations
@@ -71,6 +72,8 @@ FAILURE_KIND_TAG = "dagger/failure"
 """Set to `deterministic` on a run that failed in a way a restart would repeat (bad SQL, unknown message,
 invalid dagger file); the restart sensor leaves such runs alone."""
 DETERMINISTIC = "deterministic"
+SPARK_UI_TAG = "dagger/spark_ui"
+"""On a run whose Spark session serves its UI (`spark.ui.enabled` in the `spark` resource's conf): its URL."""
 
 
 class RewindConfig(Config):
@@ -301,6 +304,10 @@ def dagger_assets(
         compile_descriptor_set()
         session = resources.spark.session()
         resources.sql.configure(session)
+        spark_ui = _spark_ui_url(session)
+        if spark_ui is not None:
+            context.instance.add_run_tags(context.run.run_id, {SPARK_UI_TAG: spark_ui})
+            context.log.info(f"Spark UI of this run: {spark_ui}")
         try:
             instance = spec.instance(context.partition_key) if spec.is_template else spec
             instance = _current_generation(instance, config, context.log.info)
@@ -390,6 +397,14 @@ def _demand_subscription(
     )
     log_info(f"dagger {template.name}: asking for {', '.join(topics)} as group {subscription.group_id}")
     return subscription
+
+
+def _spark_ui_url(session: SparkSession) -> str | None:
+    """The session's web UI, if it serves one (a Spark Connect session has no context to ask)."""
+    try:
+        return session.sparkContext.uiWebUrl
+    except Exception:  # PySparkNotImplementedError on Spark Connect, whose server has the UI
+        return None
 
 
 def progress_summary(spec: DaggerSpec, reports: list[ProgressReport]) -> str:

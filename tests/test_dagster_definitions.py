@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -375,3 +377,43 @@ def test_a_running_dagger_records_its_checks_live_and_what_each_sink_wrote(
     assert lag is not None and lag.event.dagster_event.event_specific_data.passed is True
     written = instance.fetch_observations(AssetKey(["live", "sink", "0_log"]), limit=100).records
     assert sum(record.asset_observation.metadata["rows_written"].value for record in written) == 9
+
+
+SPARK_UI_RUN = """
+import json, sys, urllib.request
+from pathlib import Path
+from dagster import AssetKey, DagsterInstance, materialize
+from dagger_assets.definitions import build_definitions
+from dagger_assets.stages import SPARK_UI_TAG
+from resources import SparkResource, default_resources
+
+definitions = build_definitions(Path(sys.argv[1]))
+spark = SparkResource(master="local[1]", conf={"spark.ui.enabled": "true", "spark.ui.port": "0"})
+instance = DagsterInstance.ephemeral()
+result = materialize(
+    [definitions.get_assets_def(AssetKey(["with_ui", "sql"]))],
+    resources={**default_resources(), "spark": spark},
+    run_config={"ops": {"with_ui_query": {"config": {"bounded": True}}}},
+    instance=instance,
+)
+url = instance.get_run_by_id(result.run_id).tags[SPARK_UI_TAG]
+with urllib.request.urlopen(f"{url}/StreamingQuery/", timeout=10) as page:
+    print(json.dumps({"url": url, "status": page.status, "page": page.read().decode()}))
+"""
+
+
+def test_a_run_links_to_its_spark_ui_when_the_spark_resource_enables_it(
+    tmp_path: Path, kafka, registry, descriptor_set
+):
+    topic = kafka.new_topic("spark-ui")
+    kafka.produce(topic, order_payloads(registry, 0, 3))
+    write_orders_dagger(tmp_path, "with-ui", kafka.bootstrap_servers, descriptor_set, {"topics": [topic]})
+    # Its own process: the UI is set when a Spark session starts, and the test session's has none.
+    finished = subprocess.run(
+        [sys.executable, "-c", SPARK_UI_RUN, str(tmp_path)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    seen = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert seen["url"].startswith("http://") and seen["status"] == 200
+    assert "with-ui" in seen["page"]  # the streaming query of the dagger, by its name
