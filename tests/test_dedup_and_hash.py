@@ -43,7 +43,7 @@ def rows(running, since: int = 0) -> list[dict]:
 
 
 def iso(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None).isoformat()
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def dedup(key_column: str, ttl: str, clock: str = "processing_time") -> dict:

@@ -78,7 +78,7 @@ def test_partitioned_files_read_in_time_order_within_the_date_range(tmp_path, ma
     assert [row["order_id"] for row in rows] == ["o0", "o1", "o2", "o10", "o11", "o12", "o20", "o21", "o22"]
     assert [row["amount"] for row in rows] == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
     expected_times = [
-        datetime.fromtimestamp(1_700_000_000 + index, UTC).replace(tzinfo=None).isoformat()
+        datetime.fromtimestamp(1_700_000_000 + index, UTC).isoformat()
         for index in (0, 1, 2, 10, 11, 12, 20, 21, 22)
     ]
     assert [row["created_at"] for row in rows] == expected_times

@@ -42,7 +42,7 @@ def logged(running) -> list[dict]:
 
 
 def iso(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None).isoformat()
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def test_a_node_plugin_as_pre_processor_filters_and_enriches_the_stream(

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 import numpy
 from pyspark.sql import DataFrame, Row
-from pyspark.sql.types import ArrayType, DataType, FloatType, MapType, StructType
+from pyspark.sql.types import ArrayType, DataType, FloatType, MapType, StructType, TimestampType
 
 from jobs.sinks.base import SinkContext
 from jobs.sinks.log.config import LogSink
@@ -35,13 +35,17 @@ def _json_default(value: Any) -> Any:
 
 
 def _shortest(value: Any, data_type: DataType) -> Any:
-    """`value` with its 32-bit floats as the shortest decimal that reads back as the same float32
+    """`value` ready for JSON: 32-bit floats as the shortest decimal that reads back as the same float32
     (`8789.7`, as protobuf's text format prints it), not the digits of the widened double
-    (`8789.7001953125`); nested structs, arrays and maps too."""
+    (`8789.7001953125`); instants (TIMESTAMP) with their zone, in UTC; nested structs, arrays and maps too.
+    A TIMESTAMP_NTZ has no zone and is printed without one."""
     if value is None:
         return None
     if isinstance(data_type, FloatType):
         return float(str(numpy.float32(value)))
+    if isinstance(data_type, TimestampType):
+        # An instant: PySpark hands it over as a naive local time; printed in UTC with its zone.
+        return value.astimezone(UTC).isoformat()
     if isinstance(data_type, StructType):
         fields = zip(data_type.fields, value, strict=True)
         return {field.name: _shortest(item, field.dataType) for field, item in fields}
