@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from jobs.tools.processes import end_process
+
 
 class EmbeddedBrokerError(RuntimeError):
     """The embedded broker is missing or did not start."""
@@ -90,13 +92,7 @@ class EmbeddedBroker:
         )
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        end_process(self._process, timeout_s=5)
         self._process = None
         if self._log_dir:
             shutil.rmtree(self._log_dir, ignore_errors=True)

@@ -28,6 +28,7 @@ import pytest
 import urllib3
 
 from jobs.tools.broker import free_port
+from jobs.tools.processes import end_process
 
 _STARTUP_TIMEOUT_S = 30.0
 _names = itertools.count()
@@ -115,13 +116,7 @@ class ElasticsearchServer:
             return "(no log)"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end_process(self.process, timeout_s=5)
         self.http.clear()
         shutil.rmtree(self.log_dir, ignore_errors=True)
 

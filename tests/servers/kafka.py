@@ -44,6 +44,7 @@ from confluent_kafka.admin import (
 )
 
 from jobs.tools.broker import free_port
+from jobs.tools.processes import end_process
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 LIBS = REPOSITORY / "build" / "kafka" / "libs"
@@ -275,13 +276,7 @@ class ApacheKafka:
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s: the data folder is thrown away, and a broker that still has
         transactional clients around was seen to take more than a minute over its shutdown."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        end_process(self._process, timeout_s=10)
         self._process = None
 
     def _java(self) -> list[str]:

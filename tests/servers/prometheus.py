@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from jobs.tools.broker import free_port
+from jobs.tools.processes import end_process
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
@@ -77,11 +78,7 @@ class PrometheusServer:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
+        end_process(self._process, timeout_s=10)
         self._log.close()
 
 
