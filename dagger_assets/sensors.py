@@ -6,8 +6,9 @@
   launches a run when none is in progress (a running query picks new topics up by itself). The topics
   seen are the cursor; the first evaluation only records them.
 * `<dagger>_demand`, for a `demand` template (`jobs/demand.py`): an output topic matching its pattern that a
-  consumer group reads becomes a partition and gets a run, if none is in progress; a running instance
-  whose topic has had no subscriber for `idle_timeout` is terminated gracefully. The cursor keeps when
+  consumer group reads becomes a partition and gets a run, if none is in progress (a crashed one is left to
+  the restart sensor); a running instance whose topic has had no subscriber for `idle_timeout` is
+  terminated gracefully. The cursor keeps when
   each instance went idle and how many runs each was given (a run key per launch, so never twice).
 * `dagger_schema_changes`: when the bytes of a descriptor set change, the in-progress runs of the daggers
   that use it are terminated gracefully and, once they have stopped, started again with the same run
@@ -34,7 +35,7 @@ from dagster import (
     sensor,
 )
 
-from dagger_assets.restarts import PARTITION_TAG, rerun_request
+from dagger_assets.restarts import PARTITION_TAG, latest_runs, rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, instance_partitions
 from jobs.demand import subscribed_topics
 from jobs.kafka_errors import ClientErrors, ask_or_fail
@@ -169,8 +170,17 @@ def demand_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> Sensor
             run.tags.get(PARTITION_TAG): run
             for run in context.instance.get_runs(dagger_runs(spec, RUNNING_STATUSES))
         }
+        # A crashed instance is restarted, with back-off and up to its attempts, by `dagger_restarts`.
+        failed = {
+            record.dagster_run.tags.get(PARTITION_TAG)
+            for record in latest_runs(context.instance, spec)
+            if record.dagster_run.status == DagsterRunStatus.FAILURE
+        }
         now, requests, actions = time.time(), [], []
         for topic in sorted(set(wanted) - set(running)):
+            if topic in failed:
+                actions.append(f"{topic} failed: left to dagger_restarts")
+                continue
             launches[topic] = launches.get(topic, 0) + 1
             requests.append(
                 RunRequest(

@@ -170,7 +170,7 @@ def test_the_sensor_asks_once_for_each_subscribed_instance_and_for_nothing_else(
 
         # What the daemon does with the result: the partition, and a run in progress for it.
         instance.add_dynamic_partitions("window_sums_demand", [wanted])
-        instance.create_run_for_job(
+        run = instance.create_run_for_job(
             definitions.resolve_job_def("window_sums_job"),
             status=DagsterRunStatus.STARTED,
             tags={DAGGER_TAG: "window-sums", PARTITION_TAG: wanted},
@@ -178,11 +178,23 @@ def test_the_sensor_asks_once_for_each_subscribed_instance_and_for_nothing_else(
         running = tick(first.cursor)
         assert (running.run_requests, running.dynamic_partitions_requests) == ([], [])
         assert json.loads(running.cursor) == {"idle_since": {}, "launches": {wanted: 1}}
+
+        # A crashed instance is the restart sensor's (with its back-off), not relaunched at every tick.
+        instance.report_run_failed(run)
+        crashed = tick(running.cursor)
+        assert crashed.run_requests == []
+        assert crashed.skip_reason.skip_message == f"{wanted} failed: left to dagger_restarts"
     finally:
         for subscriber in subscribers:
             subscriber.leave()
 
-    # Nobody reads it any more: the idle clock starts (the stop itself is left to the deployment's test).
+    # Nobody reads it any more while a run is in progress: the idle clock starts (the stop itself is left
+    # to the deployment's test).
+    instance.create_run_for_job(
+        definitions.resolve_job_def("window_sums_job"),
+        status=DagsterRunStatus.STARTED,
+        tags={DAGGER_TAG: "window-sums", PARTITION_TAG: wanted},
+    )
     idle = tick(running.cursor)
     assert list(json.loads(idle.cursor)["idle_since"]) == [wanted]
 
