@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from datetime import UTC
 from pathlib import Path
 
+import numpy
 import pytest
 import yaml
 from dagster import DagsterRunStatus
@@ -51,7 +53,8 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     topics = {"input": kafka.new_topic("ui-bookings"), "output": kafka.new_topic("ui-summaries")}
     install_example_dagger(dagster.daggers, descriptor_set, tmp_path / "checkpoint", topics)
     producer = BookingProducer(kafka.bootstrap_servers, topics["input"], registry)
-    producer.produce(booking_batch(0, BOOKINGS))
+    bookings = booking_batch(0, BOOKINGS)
+    producer.produce(bookings)
     producer.flush()
     producer.close()
     dagster.wait_until_up()
@@ -74,6 +77,11 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     assert any("finishing the current micro-batch" in message for message in messages)
     first_batch = [message for message in messages if message.startswith("batch 0 | ")]
     assert len(first_batch) == 3  # the example dagger's log sink shows max_rows_per_batch rows
+    # As the browser showed it: a FLOAT as protobuf prints it, an instant with its zone.
+    shown = json.loads(seen["first_log_line"].split(" | ", 1)[1])
+    booking = next(row for row in bookings.to_pylist() if row["order_number"] == shown["order_number"])
+    assert str(shown["amount_paid_by_cash"]) == str(numpy.float32(booking["amount_paid_by_cash"]))
+    assert shown["event_timestamp"] == booking["event_timestamp"].astimezone(UTC).isoformat()  # +00:00
     rewound = dagster.instance.get_run_by_id(seen["launched_run_id"])
     assert rewound.status == DagsterRunStatus.SUCCESS
     assert rewound.run_config["ops"]["booking_filter_query"]["config"]["rewind"] == rewind["rewind"]

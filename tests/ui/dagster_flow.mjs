@@ -5,7 +5,7 @@
 //
 //   node dagster_flow.mjs <dagster url> <asset group> <output folder> [<job> <run config as YAML>]
 //
-// Prints one JSON line {"run_id": ..., "launched_run_id": ..., "screenshots": [...]} and exits 0, or names
+// Prints one JSON line {"run_id", "launched_run_id", "first_log_line", "screenshots"} and exits 0, or names
 // the failed step and exits 1 (with a screenshot of the page at that moment).
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -65,6 +65,10 @@ try {
   step = 'see the run in progress';
   await page.getByText('Started', { exact: true }).first().waitFor({ timeout: 120_000 });
   await page.getByText(/micro-batch|batch \d+ \|/).first().waitFor({ timeout: 120_000 });
+  // The log sink's first row as the page shows it (its float and timestamp formatting are checked).
+  const firstRow = page.getByText(/^batch 0 \| \{/).first();
+  await firstRow.waitFor({ timeout: 120_000 });
+  const firstLogLine = (await firstRow.textContent()).trim();
   await shoot('2-run-in-progress');
 
   step = 'terminate the run';
@@ -99,7 +103,7 @@ try {
     await shoot('5-launched-run-succeeded');
   }
 
-  console.log(JSON.stringify({ run_id: runId, launched_run_id: launchedRunId, screenshots }));
+  console.log(JSON.stringify({ run_id: runId, launched_run_id: launchedRunId, first_log_line: firstLogLine, screenshots }));
 } catch (error) {
   await shoot('failure').catch(() => {});
   console.error(`UI step failed: ${step}: ${error.message}`);
