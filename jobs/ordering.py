@@ -58,7 +58,7 @@ class OrderedOutput:
         def write_in_order(batch: DataFrame, batch_id: int) -> None:
             time = F.col(self.time_column)
             watermark = F.lit(self.watermark(batch_id))
-            batch.persist()
+            cached = batch.persist()  # read twice below: computed (and its metrics counted) once
             try:
                 if batch_id > 0:
                     previous = F.lit(self.watermark(batch_id - 1))
@@ -77,7 +77,7 @@ class OrderedOutput:
                 ready = rows.filter(time.isNull() | (time <= watermark))
                 write(ready.orderBy(time).coalesce(1), batch_id)
             finally:
-                batch.unpersist()
+                cached.unpersist()
             self._forget_before(batch_id - 1)
 
         return write_in_order
