@@ -123,8 +123,9 @@ def test_a_streaming_run_processes_records_as_they_arrive_and_records_observatio
     producer = threading.Thread(target=produce_later)
     producer.start()
     instance = DagsterInstance.ephemeral()
+    sql_key = AssetKey(["orders_copy", "sql"])
     result = materialize(
-        [definitions.get_assets_def(AssetKey(["orders_copy", "sql"]))],
+        [definitions.get_assets_def(sql_key)],
         resources=_resources(),
         run_config={
             "ops": {
@@ -140,14 +141,23 @@ def test_a_streaming_run_processes_records_as_they_arrive_and_records_observatio
     assert sorted(_logged_order_ids(instance, result.run_id), key=lambda i: int(i[1:])) == [
         f"o{index}" for index in range(15)
     ]
-    observations = [
+    observed = [
         event.event_specific_data.asset_observation
         for event in result.all_events
         if event.event_type_value == "ASSET_OBSERVATION"
     ]
+    observations = [observation for observation in observed if observation.asset_key == sql_key]
     rows = [observation.metadata["input_rows"].value for observation in observations]
     assert sum(rows) == 15
     assert len([count for count in rows if count]) >= 2  # the late records came in a later micro-batch
+    # Each batch is also observed on the sink's asset, with the rows it wrote.
+    sink = [
+        observation
+        for observation in observed
+        if observation.asset_key == AssetKey(["orders_copy", "sink", "0_log"])
+    ]
+    assert len(sink) == len(observations)
+    assert sum(observation.metadata["rows_written"].value for observation in sink) == 15
 
     # The run log summarizes at a steady interval; the summaries account for the observed batches.
     lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
