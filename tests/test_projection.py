@@ -112,8 +112,8 @@ def test_metadata_columns_reach_the_query_exactly_and_only_when_it_names_them(
             "kafka_topic": topic,
             "kafka_partition": 0,
             "kafka_offset": index,
-            # The log sink prints timestamps in UTC without an offset, bytes as hex.
-            "kafka_timestamp": datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f"),
+            # The log sink prints timestamps in UTC with their offset, bytes as hex.
+            "kafka_timestamp": datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="microseconds"),
             "kafka_key": key,
         }
         for index, (millis, key) in enumerate(zip(timestamps_ms, ["6b30", None, "6b32"], strict=True))
