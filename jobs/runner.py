@@ -439,13 +439,21 @@ class DaggerRun:
             self.spark.streams.removeListener(self._events)
             raise DaggerBuildError(str(error)) from None
         try:
+            # Before the query: a port in use stops the dagger from starting, not a running query's driver.
+            self.metrics_port = self.metrics.serve()
+        except OSError as error:
+            self.spark.streams.removeListener(self._events)
+            self._checkpoint_lock.release()
+            port = spec.metrics.prometheus_port
+            raise DaggerBuildError(f"dagger {spec.name}: metrics.prometheus_port {port}: {error}") from None
+        try:
             self.query = writer.start()
         except (AnalysisException, PySparkException) as error:
             self.spark.streams.removeListener(self._events)
             self._checkpoint_lock.release()
+            self.metrics.close()
             raise DaggerBuildError(f"dagger {spec.name}: the query cannot run as a stream: {error}") from None
         self._events.query_id = str(self.query.id)
-        self.metrics_port = self.metrics.serve()
         log.info(
             "dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location
         )

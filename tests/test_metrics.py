@@ -19,6 +19,7 @@ import yaml
 
 from jobs.metrics.exporter import DaggerMetrics
 from jobs.project import PROJECT_ROOT
+from jobs.runner import DaggerBuildError, DaggerRun, build_dagger
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_sink, kafka_stream, order_payloads
 
@@ -218,3 +219,20 @@ def test_a_task_killed_mid_batch_and_run_again_is_counted_once(
     assert statsd.wait_for_total(2, "filtered_invalid_records", dagger="retried", table="orders") == 2
     assert statsd.wait_for_total(10, "sink.rows", dagger="retried", sink="0_kafka") == 10
     assert len(kafka.read_all(output)) == 10
+
+
+def test_a_prometheus_port_in_use_stops_the_dagger_before_its_query_starts(kafka, make_dagger, spark):
+    topic = kafka.new_topic("metrics-port")
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic]
+    )
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        spec = make_dagger(streams=[stream], sql="SELECT order_id FROM orders", sinks=[{"kind": "log"}],
+                           metrics={"prometheus_port": port})  # fmt: skip
+        run = DaggerRun(spark, build_dagger(spark, spec))
+        with pytest.raises(DaggerBuildError, match=f"dagger test-dagger: metrics.prometheus_port {port}: "):
+            run.start()
+    assert run.query is None and not [query for query in spark.streams.active if query.name == "test-dagger"]
