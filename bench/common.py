@@ -687,7 +687,8 @@ def run_to_end(
     """
     checkpoint = tempfile.mkdtemp(prefix="dagger-bench-")
     try:
-        run = DaggerRun(spark, build_dagger(spark, spec, registry), checkpoint_location=checkpoint)
+        spec = spec.model_copy(update={"checkpoint_location": checkpoint})
+        run = DaggerRun(spark, build_dagger(spark, spec, registry))
         meter = CpuMeter()
         started = time.perf_counter()
         query = run.start()

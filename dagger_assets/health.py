@@ -34,7 +34,7 @@ class BatchHealth:
     @classmethod
     def of_report(cls, report: ProgressReport) -> BatchHealth:
         invalid = sum(report.invalid_records.values())
-        return cls(report.ended_at, report.total_lag, report.input_rows, invalid, report.late_rows)
+        return cls(report.ended_at, report.total_lag, report.input_rows, invalid, report.total_late)
 
     @classmethod
     def of_observation(cls, observation: AssetObservation, recorded_at: float) -> BatchHealth:

@@ -74,6 +74,9 @@ invalid dagger file); the restart sensor leaves such runs alone."""
 DETERMINISTIC = "deterministic"
 SPARK_UI_TAG = "dagger/spark_ui"
 """On a run whose Spark session serves its UI (`spark.ui.enabled` in the `spark` resource's conf): its URL."""
+STOPPED_TAG = "dagger/stopped"
+"""On a run terminated through Dagster and stopped gracefully: where it stopped (batch and checkpoint).
+Such a run ends SUCCESS: a stop on request is the normal end of a streaming run, not a failure."""
 
 
 class RewindConfig(Config):
@@ -360,10 +363,15 @@ def dagger_assets(
                     context.log.info(f"dagger {spec.name}: stop_after_seconds reached, stopping")
                     break
         except DagsterExecutionInterruptedError:
+            if not _termination_requested(context):
+                raise  # interrupted from outside Dagster: a crash, which the restart sensor deals with
+            # A stop on request is the normal end of a streaming run: the step succeeds (a run terminated
+            # while it was still starting has nothing to show and ends CANCELED).
             context.log.info(f"dagger {spec.name}: run terminated, finishing the current micro-batch")
             run.stop()
-            yield from new_observations()  # batches that finished since the last poll
-            raise
+            stopped = _where_stopped(run)
+            context.instance.add_run_tags(context.run.run_id, {STOPPED_TAG: stopped})
+            context.log.info(f"dagger {spec.name}: {stopped}")
         finally:
             run.stop()
             if demand is not None:
@@ -379,6 +387,18 @@ def dagger_assets(
         )
 
     return run_dagger_query
+
+
+def _termination_requested(context: AssetExecutionContext) -> bool:
+    """Whether the run is being terminated through Dagster (UI, sensor, GraphQL), which marks it CANCELING
+    before it interrupts the run worker."""
+    run = context.instance.get_run_by_id(context.run.run_id)
+    return run is not None and run.status == DagsterRunStatus.CANCELING
+
+
+def _where_stopped(run: DaggerRun) -> str:
+    last = f"after batch {run.reports[-1].batch_id}" if run.reports else "before its first batch"
+    return f"stopped {last}, checkpoint at {run.checkpoint_location}"
 
 
 def _demand_subscription(
@@ -449,7 +469,8 @@ def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
             "total_lag": report.total_lag,
             "lag_by_partition": MetadataValue.json(report.lag_by_partition),
             "invalid_records": MetadataValue.json(report.invalid_records),
-            "late_rows": report.late_rows,
+            "late_records": MetadataValue.json(report.late_records),
+            "late_rows": report.total_late,
         },
     )
 

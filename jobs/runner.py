@@ -46,7 +46,7 @@ from jobs.sinks.base import SinkContext, SinkWriter
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter
-from jobs.sources.stream_batches import VALID_RECORD_COLUMN
+from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN
 from jobs.spec import DaggerSpec
 from jobs.udfs import FunctionsError, register_functions
 
@@ -171,9 +171,16 @@ def stream_view_schema(spec: DaggerSpec, stream: StreamConfig, registry: SchemaR
                 if field.name == VALID_RECORD_COLUMN
                 else field
                 for field in reader.layout.spark_schema
+                if field.name != LATE_RECORD_COLUMN
             ]
         )
-    return StructType([field for field in reader.layout.spark_schema if field.name != VALID_RECORD_COLUMN])
+    return StructType(
+        [
+            field
+            for field in reader.layout.spark_schema
+            if field.name not in (VALID_RECORD_COLUMN, LATE_RECORD_COLUMN)
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -229,14 +236,17 @@ def _stream_frame(
         .option("rowtime_column", spec.rowtime_column)
         .option("fields", json.dumps(columns.fields))
         .option("metadata", json.dumps(columns.metadata))
+        .option("checkpoint", spec.resolved_checkpoint_location)
         .load()
     )
-    # Counted here (visible in every progress report), then removed with the flag before SQL sees them.
-    invalid = F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count")
+    # Counted here (visible in every progress report), then removed with the flags before SQL sees them.
     frame = frame.observe(
-        f"{INVALID_RECORDS_METRIC}.{stream.table}", invalid, F.count(F.lit(1)).alias("records")
+        f"{INVALID_RECORDS_METRIC}.{stream.table}",
+        F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count"),
+        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(F.col(LATE_RECORD_COLUMN), 1)).alias("late"),
     )
-    frame = frame.where(F.col(VALID_RECORD_COLUMN))
+    frame = frame.where(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN)).drop(LATE_RECORD_COLUMN)
     if stream.row_layout == "dagger":  # Dagger's rows keep the flag, just before the rowtime
         frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
     else:
@@ -299,16 +309,23 @@ class ProgressReport:
     watermark: str | None
     lag_by_partition: dict[str, int] = field(default_factory=dict)
     invalid_records: dict[str, int] = field(default_factory=dict)
+    late_records: dict[str, int] = field(default_factory=dict)
+    """Records each stream skipped before the SQL as behind the watermark (`late_records` policy)."""
     end_offsets: list[dict] = field(default_factory=list)
     """Each source's offsets at the end of the batch, as recorded in the checkpoint."""
     late_rows: int = 0
-    """Rows stateful operators dropped as behind the watermark."""
+    """Rows stateful operators dropped as behind the watermark (after the streams' own late filter)."""
     ended_at: float = 0.0
     """When the batch ended (epoch seconds)."""
 
     @property
     def total_lag(self) -> int:
         return sum(self.lag_by_partition.values())
+
+    @property
+    def total_late(self) -> int:
+        """Rows behind the watermark, skipped by the streams or dropped by stateful operators."""
+        return sum(self.late_records.values()) + self.late_rows
 
     @classmethod
     def from_progress(cls, progress: dict) -> ProgressReport:
@@ -317,8 +334,8 @@ class ProgressReport:
         end_offsets = [
             end for source in sources if isinstance(end := source_offsets(source, "endOffset"), dict)
         ]
-        invalid = {
-            name.removeprefix(f"{INVALID_RECORDS_METRIC}."): int(row.get("count", 0))
+        per_stream = {
+            name.removeprefix(f"{INVALID_RECORDS_METRIC}."): row
             for name, row in (progress.get("observedMetrics") or {}).items()
             if name.startswith(INVALID_RECORDS_METRIC)
         }
@@ -337,18 +354,20 @@ class ProgressReport:
             duration_ms=duration_ms,
             watermark=(progress.get("eventTime") or {}).get("watermark"),
             lag_by_partition=lag,
-            invalid_records=invalid,
+            invalid_records={stream: int(row.get("count", 0)) for stream, row in per_stream.items()},
+            late_records={stream: int(row.get("late", 0)) for stream, row in per_stream.items()},
             end_offsets=end_offsets,
             late_rows=dropped_by_watermark(progress),
             ended_at=ended_at,
         )
 
     def summary(self) -> str:
-        invalid = sum(self.invalid_records.values())
+        invalid, late = sum(self.invalid_records.values()), self.total_late
         return (
             f"batch {self.batch_id}: {self.input_rows} rows in {self.duration_ms} ms, "
             f"{self.processed_rows_per_second:,.0f} rows/s processed, lag {self.total_lag}"
             + (f", invalid {invalid}" if invalid else "")
+            + (f", late {late}" if late else "")
             + (f", watermark {self.watermark}" if self.watermark else "")
         )
 
@@ -399,13 +418,13 @@ class DaggerRun:
         built: BuiltDagger,
         on_progress: Callable[[ProgressReport], None] | None = None,
         bounded: bool | None = None,
-        checkpoint_location: str | None = None,
     ) -> None:
         self.spark = spark
         self.built = built
         self.on_progress = on_progress
         self.bounded = built.bounded if bounded is None else bounded
-        self.checkpoint_location = checkpoint_location or built.spec.resolved_checkpoint_location
+        # The streams read their watermark from it: it is the spec's, fixed when the dagger is built.
+        self.checkpoint_location = built.spec.resolved_checkpoint_location
         self.query: StreamingQuery | None = None
         self.reports: list[ProgressReport] = []
         self._checkpoint_lock = CheckpointLock(self.checkpoint_location, built.spec.name)

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
-from dagster import DagsterInstance
+from dagster import DagsterInstance, DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
+from dagger_assets.stages import STOPPED_TAG
 from jobs.project import PROJECT_ROOT
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream
@@ -95,6 +96,18 @@ class DagsterDeployment:
                 return False
 
         wait_for(up, 120, "the Dagster webserver")
+
+    def stopped(self, run_id: str) -> bool:
+        """Whether the run ended as a graceful stop on request: SUCCESS, tagged with where it stopped."""
+        run = self.instance.get_run_by_id(run_id)
+        return run is not None and run.status == DagsterRunStatus.SUCCESS and STOPPED_TAG in run.tags
+
+    def stop_run(self, run_id: str, timeout_s: float = 60) -> None:
+        """Terminates the run as a user would and waits until it has stopped gracefully."""
+        self.client.terminate_run(run_id)
+        wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, timeout_s, f"run {run_id} to stop")
+        run = self.instance.get_run_by_id(run_id)
+        assert self.stopped(run_id), f"run {run_id} ended {run.status} (tags {run.tags}), not stopped"
 
     def run_worker_pid(self, run_id: str) -> int:
         """The process the run executes in (with the in-process executor, the Spark driver too)."""

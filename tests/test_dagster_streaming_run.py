@@ -1,13 +1,14 @@
 """Streaming runs launched through a real Dagster deployment (`dagster dev`: webserver and daemon).
 
 A run stays in progress while its query streams, processes records as they arrive, records observations,
-and ends CANCELED after a graceful stop when terminated; a run whose worker is killed is retried from its
-checkpoint with no gap and no repeat.
+and, when terminated, stops gracefully and ends SUCCESS, saying where it stopped; a run whose worker is
+killed is retried from its checkpoint with no gap and no repeat.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import uuid
@@ -17,7 +18,7 @@ from dagster import AssetKey, DagsterRunStatus, RunsFilter
 from google.protobuf import descriptor_pb2
 
 from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_ATTEMPT_TAG, RESTART_OF_TAG
-from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
+from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG, STOPPED_TAG
 from tests.conftest import order_payloads
 from tests.crash_harness import CheckpointState
 from tests.dagster_deployment import wait_for, write_orders_dagger
@@ -51,10 +52,16 @@ def test_a_streaming_run_stays_in_progress_and_a_terminate_cancels_it_gracefully
     wait_for(lambda: dagster.logged_order_ids(run_id) == _ids(15), 60, "records produced while running")
     assert dagster.client.get_run_status(run_id) == DagsterRunStatus.STARTED
 
-    dagster.client.terminate_run(run_id)
-    wait_for(lambda: dagster.client.get_run_status(run_id) == DagsterRunStatus.CANCELED, 60, "cancellation")
-    messages = [entry.user_message for entry in dagster.instance.all_logs(run_id)]
+    dagster.stop_run(run_id)
+    entries = dagster.instance.all_logs(run_id)
+    messages = [entry.user_message for entry in entries]
     assert any("finishing the current micro-batch" in message for message in messages)
+    # A stop, not an error: the step succeeded, and the run says where the dagger stopped.
+    events = [entry.dagster_event.event_type_value for entry in entries if entry.dagster_event]
+    assert "STEP_SUCCESS" in events and "STEP_FAILURE" not in events
+    stopped = dagster.instance.get_run_by_id(run_id).tags[STOPPED_TAG]
+    assert re.fullmatch(r"stopped after batch \d+, checkpoint at /\S+", stopped), stopped
+    assert f"dagger live-orders: {stopped}" in messages
     observations = dagster.instance.fetch_observations(AssetKey(["live_orders", "sql"]), limit=100).records
     rows = [
         record.asset_observation.metadata["input_rows"].value
@@ -96,10 +103,7 @@ def test_a_run_whose_worker_is_killed_is_restarted_from_its_checkpoint(
     assert dagster.instance.get_run_by_id(first_run).status == DagsterRunStatus.FAILURE
     assert dagster.instance.get_run_by_id(second_run).tags[RESTART_ATTEMPT_TAG] == "1"
     assert dagster.logged_order_ids(first_run) + dagster.logged_order_ids(second_run) == _ids(15)
-    dagster.client.terminate_run(second_run)
-    wait_for(
-        lambda: dagster.client.get_run_status(second_run) == DagsterRunStatus.CANCELED, 60, "cancellation"
-    )
+    dagster.stop_run(second_run)
 
 
 def test_a_bad_sql_dagger_fails_once_with_the_sql_error_and_is_not_retried(dagster, kafka, descriptor_set):
@@ -156,8 +160,7 @@ def test_a_new_topic_matching_a_template_starts_exactly_one_run_for_it(
     time.sleep(25)  # two more ticks of the sensor (every 10 s) launch nothing more
     assert [other.run_id for other in runs()] == [run.run_id]
     assert dagster.instance.get_dynamic_partitions("regional_topics") == [topic]
-    dagster.client.terminate_run(run.run_id)
-    wait_for(lambda: dagster.client.get_run_status(run.run_id) == DagsterRunStatus.CANCELED, 60, "cancel")
+    dagster.stop_run(run.run_id)
 
 
 def test_a_changed_descriptor_set_restarts_the_daggers_that_use_it(
@@ -185,9 +188,8 @@ def test_a_changed_descriptor_set_restarts_the_daggers_that_use_it(
         return found[0].run_id if found else None
 
     wait_for(lambda: restart() is not None, 120, "the restart after the schema change")
-    assert dagster.instance.get_run_by_id(first_run).status == DagsterRunStatus.CANCELED
+    assert dagster.stopped(first_run)
     second_run = restart()
     kafka.produce(topic, order_payloads(registry, 10, 5))
     wait_for(lambda: dagster.logged_order_ids(second_run) == _ids(5, 10), 120, "records after the restart")
-    dagster.client.terminate_run(second_run)
-    wait_for(lambda: dagster.client.get_run_status(second_run) == DagsterRunStatus.CANCELED, 60, "cancel")
+    dagster.stop_run(second_run)

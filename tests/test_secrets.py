@@ -827,10 +827,7 @@ def test_dagster_runs_keep_planted_credentials_out_of_event_logs_run_configs_and
         )
 
     wait_for(delivered, 600, "the rows in every sink", poll_s=2)
-    dagster.client.terminate_run(good_run)
-    wait_for(
-        lambda: dagster.client.get_run_status(good_run) == DagsterRunStatus.CANCELED, 120, "cancellation"
-    )
+    dagster.stop_run(good_run, timeout_s=120)
     wait_for(lambda: dagster.client.get_run_status(bad_run) == DagsterRunStatus.FAILURE, 600, "the bad run")
 
     answers = {run_id: run_answer(dagster, run_id) for run_id in (good_run, bad_run)}

@@ -49,11 +49,11 @@ def run_dagger(
         generation = generations.rewind(rewind)
         log.info("rewound: checkpoint generation %s (%s)", generation.name, generation.path)
     spec = generations.apply()
+    if checkpoint is not None:
+        spec = spec.model_copy(update={"checkpoint_location": checkpoint})
     spark = spark_session(master, app_name=f"dagger-{spec.name}")
     built = build_dagger(spark, spec)
-    run = DaggerRun(
-        spark, built, on_progress=_print_progress, bounded=bounded, checkpoint_location=checkpoint
-    )
+    run = DaggerRun(spark, built, on_progress=_print_progress, bounded=bounded)
     run.start()
     log.info("dagger %s running; Ctrl-C stops it cleanly", spec.name)
     try:

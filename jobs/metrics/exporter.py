@@ -144,6 +144,11 @@ class DaggerMetrics:
         self.records_invalid = counter(
             "dagger_records_invalid", "Records that did not decode (dropped or dead-lettered)", "stream"
         )
+        self.records_late = counter(
+            "dagger_records_late",
+            "Records skipped before the SQL as behind the watermark (dropped or dead-lettered)",
+            "stream",
+        )
         self.rows_late = counter(
             "dagger_rows_late_dropped", "Rows dropped by stateful operators as behind the watermark"
         )
@@ -230,12 +235,15 @@ class DaggerMetrics:
         """One finished micro-batch's progress (`StreamingQueryProgress` as JSON)."""
         dagger = self.dagger
         self.batches.labels(dagger).inc()
+        late = dropped_by_watermark(progress)
         for name, row in (progress.get("observedMetrics") or {}).items():
             if name.startswith(f"{INVALID_RECORDS_METRIC}."):
                 stream = name.removeprefix(f"{INVALID_RECORDS_METRIC}.")
                 records, invalid = int(row.get("records", 0)), int(row.get("count", 0))
                 self.records_in.labels(dagger, stream).inc(records)
                 self.records_invalid.labels(dagger, stream).inc(invalid)
+                self.records_late.labels(dagger, stream).inc(int(row.get("late", 0)))
+                late += int(row.get("late", 0))
                 self._push("records_in", records, "c", stream=stream)
                 self._push("filtered_invalid_records", invalid, "c", table=stream)  # raystack Dagger's name
             elif name.startswith(f"{ENRICHMENT_METRIC}."):
@@ -260,9 +268,8 @@ class DaggerMetrics:
             name = f"{index}_{operator.get('operatorName', 'state')}"
             self.state_rows.labels(dagger, name).set(int(operator.get("numRowsTotal", 0)))
             self.state_memory.labels(dagger, name).set(int(operator.get("memoryUsedBytes", 0)))
-        late = dropped_by_watermark(progress)
-        self.rows_late.labels(dagger).inc(late)
-        self._push("late.records.dropped", late, "c")  # raystack Dagger's name
+        self.rows_late.labels(dagger).inc(dropped_by_watermark(progress))
+        self._push("late.records.dropped", late, "c")  # raystack Dagger's name, for both kinds of drop
         self.last_progress.labels(dagger).set(time.time())
 
     def take_rows_written(self, batch_id: int) -> dict[str, int]:

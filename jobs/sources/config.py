@@ -5,10 +5,33 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from jobs.config import ConfigModel, SqlIdentifier
 from jobs.processors.config import Transformer
+
+
+class DeadLetterPolicy(ConfigModel):
+    """Base of the policies that may copy a skipped record to a dead-letter topic."""
+
+    action: str
+    dead_letter_topic: str | None = None
+    """The topic, on the stream's own cluster, that `dead_letter` copies the raw records to."""
+
+    @model_validator(mode="after")
+    def _dead_letter_needs_topic(self) -> Self:
+        if self.action == "dead_letter" and not self.dead_letter_topic:
+            raise ValueError("action 'dead_letter' needs 'dead_letter_topic'")
+        return self
+
+
+class LateRecordPolicy(DeadLetterPolicy):
+    """What a stream does, before the SQL, with a record whose event time is behind the watermark the
+    micro-batch runs with (which Spark's stateful operators would drop without a word)."""
+
+    action: Literal["drop", "dead_letter"] = "drop"
+    """`drop` skips and counts it; `dead_letter` copies the raw record to `dead_letter_topic` (reason and
+    watermark in headers), then skips it. Kafka streams only: a Parquet row has no raw record."""
 
 
 class StreamConfig(ConfigModel):
@@ -48,6 +71,7 @@ class StreamConfig(ConfigModel):
     """A `google.protobuf.Timestamp` field (dotted path for nested fields) copied into the rowtime column."""
     pre_processors: list[Transformer] = Field(default_factory=list)
     """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
+    late_records: LateRecordPolicy = Field(default_factory=LateRecordPolicy)
     row_layout: Literal["native", "dagger"] = "native"
     """`dagger`: the columns as Dagger lays them out (for jobs converted from Dagger): Timestamp and
     Duration fields as STRUCT<seconds, nanos>, wrappers as STRUCT<value>, maps as ARRAY<STRUCT<key,

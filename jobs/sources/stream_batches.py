@@ -1,15 +1,22 @@
-"""What every stream source emits: the message's columns, source metadata, a validity flag and the rowtime.
+"""What every stream source emits: the message's columns, source metadata, two flags and the rowtime.
 
 Sources build their Spark schema and their Arrow batches here, so every stream looks the same to the SQL
 stage: proto fields in declaration order, then the source's metadata columns, then `rowtime` last (as in
-Dagger). The validity flag never reaches SQL: the runner counts invalid rows and removes them together with
-the flag (see `jobs.runner`).
+Dagger). The flags (valid, late) never reach SQL: the runner counts invalid and late rows and removes them
+together with the flags (see `jobs.runner`).
+
+A record is late when its event time is before the watermark its micro-batch runs with. Spark writes that
+watermark into the checkpoint's offset log (`offsets/<batch>`, `batchWatermarkMs`) before it asks the
+source for the batch's partitions, so the driver side of a source reads it there and hands it to its
+tasks with each partition: a task run again, or the batch run again after a crash, marks the same rows.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,9 +35,11 @@ from jobs.codec.protobuf import (
 )
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
+LATE_RECORD_COLUMN = "__dagger_late_record"
 ROWTIME_TYPE = pa.timestamp("us", tz="UTC")
 _EPOCH = scalar(0, ROWTIME_TYPE)
 _VALID = scalar(True, pa.bool_())
+_ON_TIME = scalar(False, pa.bool_())
 
 
 class StreamLayout:
@@ -51,7 +60,7 @@ class StreamLayout:
         )
         if self.dagger_layout is not None:
             metadata = pa.schema([])
-        reserved = [*metadata.names, VALID_RECORD_COLUMN, rowtime_column]
+        reserved = [*metadata.names, VALID_RECORD_COLUMN, LATE_RECORD_COLUMN, rowtime_column]
         clashes = sorted(set(decoder.schema.names) & set(reserved))
         if clashes:
             raise ValueError(
@@ -67,6 +76,7 @@ class StreamLayout:
                 *(self.dagger_layout.schema if self.dagger_layout else decoder.schema),
                 *metadata,
                 pa.field(VALID_RECORD_COLUMN, pa.bool_(), nullable=False),
+                pa.field(LATE_RECORD_COLUMN, pa.bool_(), nullable=False),
                 pa.field(rowtime_column, ROWTIME_TYPE),
             ]
         )
@@ -75,21 +85,40 @@ class StreamLayout:
     def spark_schema(self) -> StructType:
         return from_arrow_schema(self.schema)
 
-    def assemble(
-        self, decoded: pa.RecordBatch, metadata: Sequence[pa.Array], valid: pa.Array | None = None
-    ) -> pa.RecordBatch:
-        """Decoded message columns + metadata (the columns of `self.metadata`) -> a batch of `self.schema`.
+    def rowtime(self, decoded: pa.RecordBatch) -> pa.Array:
+        """The event-time field; a record without one gets the epoch, as Dagger does, so the watermark
+        treats it as late rather than the query failing."""
+        return pc.fill_null(column_at_path(decoded, self.event_time_field), _EPOCH)
 
-        The rowtime is the event-time field; a record without one gets the epoch, as Dagger does, so the
-        watermark treats it as late rather than the query failing.
-        """
-        rowtime = pc.fill_null(column_at_path(decoded, self.event_time_field), _EPOCH)
+    def late(
+        self, decoded: pa.RecordBatch, watermark_us: int, valid: pa.Array | None = None
+    ) -> pa.Array | None:
+        """Which valid records have an event time before `watermark_us` (None: none of them)."""
+        if watermark_us <= 0 or decoded.num_rows == 0:
+            return None
+        late = pc.less(self.rowtime(decoded), scalar(watermark_us, ROWTIME_TYPE))
+        if valid is not None:
+            late = pc.and_(late, valid)
+        return late if pc.any(late).as_py() else None
+
+    def assemble(
+        self,
+        decoded: pa.RecordBatch,
+        metadata: Sequence[pa.Array],
+        valid: pa.Array | None = None,
+        late: pa.Array | None = None,
+    ) -> pa.RecordBatch:
+        """Decoded message columns + metadata (the columns of `self.metadata`) + flags -> a batch of
+        `self.schema`."""
+        rowtime = self.rowtime(decoded)
         if valid is None:
             valid = pa.repeat(_VALID, decoded.num_rows)
+        if late is None:
+            late = pa.repeat(_ON_TIME, decoded.num_rows)
         columns = decoded.columns
         if self.dagger_layout is not None:
             columns, metadata = self.dagger_layout.convert(columns), []
-        return pa.RecordBatch.from_arrays([*columns, *metadata, valid, rowtime], schema=self.schema)
+        return pa.RecordBatch.from_arrays([*columns, *metadata, valid, late, rowtime], schema=self.schema)
 
 
 class ProtoStreamReader(DataSourceStreamReader):
@@ -108,12 +137,26 @@ class ProtoStreamReader(DataSourceStreamReader):
         rowtime_column: str,
         fields: list[str] | None = None,
         metadata: list[str] | None = None,
+        checkpoint: str | None = None,
     ) -> None:
         self.stream = stream
         self.descriptor_sets = descriptor_sets
         self.rowtime_column = rowtime_column
         self.fields = fields
         self.metadata = metadata
+        self.checkpoint = checkpoint
+
+    def batch_watermark_us(self) -> int:
+        """The watermark (epoch microseconds) of the micro-batch being planned; 0 before any event time was
+        seen, and for a checkpoint this process cannot read as files (see the docs' known limits)."""
+        folder = _local_folder(self.checkpoint, "offsets")
+        batches = [int(name) for name in os.listdir(folder) if name.isdigit()] if folder else []
+        if not batches:
+            return 0
+        with open(os.path.join(folder, str(max(batches)))) as log:  # "v1", then the batch metadata
+            log.readline()
+            metadata = json.loads(log.readline())
+        return int(metadata.get("batchWatermarkMs", 0)) * 1000
 
     @property
     def layout(self) -> StreamLayout:
@@ -130,11 +173,22 @@ class ProtoStreamReader(DataSourceStreamReader):
         )
 
 
+def _local_folder(location: str | None, name: str) -> str | None:
+    if not location:
+        return None
+    url = urlparse(location)
+    if url.scheme not in ("", "file"):
+        return None
+    folder = os.path.join(url.path if url.scheme else location, name)
+    return folder if os.path.isdir(folder) else None
+
+
 class ProtoStreamDataSource(DataSource):
     """Base of the stream data sources. Options: `stream` (the stream model as JSON), `descriptor_sets`
     (see `encode_descriptor_sets`), `rowtime_column`, `fields` (JSON list of the message fields to
-    decode, or `null` for all) and `metadata` (JSON list of the metadata columns to emit, or `null` for
-    all): a column nobody reads costs its building in Python and its conversion in the JVM."""
+    decode, or `null` for all), `metadata` (JSON list of the metadata columns to emit, or `null` for
+    all: a column nobody reads costs its building in Python and its conversion in the JVM) and
+    `checkpoint` (the query's checkpoint, where the batch's watermark is read)."""
 
     stream_model: type[BaseModel]
     reader_class: type[ProtoStreamReader]
@@ -144,7 +198,12 @@ class ProtoStreamDataSource(DataSource):
         fields = json.loads(self.options.get("fields", "null"))
         metadata = json.loads(self.options.get("metadata", "null"))
         return self.reader_class(
-            stream, self.options["descriptor_sets"], self.options["rowtime_column"], fields, metadata
+            stream,
+            self.options["descriptor_sets"],
+            self.options["rowtime_column"],
+            fields,
+            metadata,
+            self.options.get("checkpoint"),
         )
 
     def schema(self) -> StructType:

@@ -61,10 +61,10 @@ def build(archive: Path = ARCHIVE) -> None:
                 )
             },
         )
-        spec = load_dagger_or_job(EXAMPLE_DAGGER)
-        run = DaggerRun(
-            spark, build_dagger(spark, spec), bounded=True, checkpoint_location=f"{work}/checkpoint"
+        spec = load_dagger_or_job(EXAMPLE_DAGGER).model_copy(
+            update={"checkpoint_location": f"{work}/checkpoint"}
         )
+        run = DaggerRun(spark, build_dagger(spark, spec), bounded=True)
         run.start()
         try:
             run.wait()

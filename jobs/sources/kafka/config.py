@@ -8,27 +8,20 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from jobs.config import FROM_RESOURCE, ClientConfigValue, ConfigModel, Duration
+from jobs.config import FROM_RESOURCE, ClientConfigValue, Duration
 from jobs.processors.config import InvalidRecordFilter
-from jobs.sources.config import StreamConfig
+from jobs.sources.config import DeadLetterPolicy, StreamConfig
 
 
-class InvalidRecordPolicy(ConfigModel):
+class InvalidRecordPolicy(DeadLetterPolicy):
     """What a stream does with a record that does not decode as its protobuf message."""
 
     action: Literal["fail", "drop", "dead_letter"] = "fail"
     """`fail` stops the query naming topic, partition and offset; `drop` skips and counts it;
     `dead_letter` copies the raw record to `dead_letter_topic` (error in a header), then skips it."""
-    dead_letter_topic: str | None = None
     max_record_bytes: PositiveInt | None = None
     """A record whose value is larger than this is invalid too (handled by `action`), so one giant record
     (a producer bug, an attack) never reaches the decoder, the SQL or the sinks. None: no limit."""
-
-    @model_validator(mode="after")
-    def _dead_letter_needs_topic(self) -> InvalidRecordPolicy:
-        if self.action == "dead_letter" and not self.dead_letter_topic:
-            raise ValueError("action 'dead_letter' needs 'dead_letter_topic'")
-        return self
 
 
 class KafkaStream(StreamConfig):

@@ -23,9 +23,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -104,6 +106,8 @@ class KafkaPartitionRange(InputPartition):
     partition: int
     from_offset: int
     until_offset: int
+    watermark_us: int = 0
+    """The watermark the batch runs with: records with an earlier event time are late."""
 
 
 class KafkaStreamReader(ProtoStreamReader):
@@ -117,8 +121,9 @@ class KafkaStreamReader(ProtoStreamReader):
         rowtime_column: str,
         fields: list[str] | None = None,
         metadata: list[str] | None = None,
+        checkpoint: str | None = None,
     ) -> None:
-        super().__init__(stream, descriptor_sets, rowtime_column, fields, metadata)
+        super().__init__(stream, descriptor_sets, rowtime_column, fields, metadata, checkpoint)
         self._consumer: Consumer | None = None  # driver side only, created on first use
         self._client_errors = ClientErrors()  # what the consumer reported since the last call
         self._latest: Offsets | None = None
@@ -327,13 +332,14 @@ class KafkaStreamReader(ProtoStreamReader):
         return self._latest
 
     def partitions(self, start: Offsets, end: Offsets) -> list[KafkaPartitionRange]:
+        watermark_us = self.batch_watermark_us()
         ranges = []
         for topic, partition_ends in sorted(end.items()):
             for partition, until in sorted(partition_ends.items(), key=lambda item: int(item[0])):
                 # A partition unknown at `start` was discovered during this batch: read it from the start.
                 begin = start.get(topic, {}).get(partition, 0)
                 if until > begin:
-                    ranges.append(KafkaPartitionRange(topic, int(partition), begin, until))
+                    ranges.append(KafkaPartitionRange(topic, int(partition), begin, until, watermark_us))
         return ranges
 
     def stop(self) -> None:
@@ -544,6 +550,7 @@ class _PartitionReader:
         self._dead_letters: Producer | None = None
         self._dead_letter_error: KafkaError | None = None
         self._dead_letter_client_errors = ClientErrors()
+        self._dead_letter_topics: set[str] = set()
 
     def _where(self, offset: int | None = None) -> str:
         at = f"@{offset}" if offset is not None else ""
@@ -623,8 +630,11 @@ class _PartitionReader:
         valid = None
         if invalid:
             valid = self._apply_invalid_record_policy(messages, invalid)
+        late = self.layout.late(decoded, self.range.watermark_us, valid)
+        if late is not None and self.stream.late_records.action == "dead_letter":
+            self._dead_letter_late_records(messages, decoded, late)
         metadata = [self._metadata_column(name, messages, offsets) for name in self.layout.metadata.names]
-        return self.layout.assemble(decoded, metadata, valid)
+        return self.layout.assemble(decoded, metadata, valid, late)
 
     def _metadata_column(self, name: str, messages: list[Message], offsets: list[int]) -> pa.Array:
         if name == "kafka_topic":
@@ -652,14 +662,45 @@ class _PartitionReader:
             )
         if policy.action == "dead_letter":
             self._send_to_dead_letter_topic(
-                [(messages[index], error) for index, error in sorted(invalid.items())]
+                policy.dead_letter_topic or "",
+                [
+                    (messages[index], [("dagger.error", error.encode())])
+                    for index, error in sorted(invalid.items())
+                ],
             )
         flags = [True] * len(messages)
         for index in invalid:
             flags[index] = False
         return bool_array(flags)
 
-    def _send_to_dead_letter_topic(self, records: list[tuple[Message, str]]) -> None:
+    def _dead_letter_late_records(
+        self, messages: list[Message], decoded: pa.RecordBatch, late: pa.Array
+    ) -> None:
+        watermark = datetime.fromtimestamp(self.range.watermark_us / 1e6, UTC).isoformat()
+        event_times = self.layout.rowtime(decoded).filter(late).to_pylist()
+        late_messages = [messages[index] for index in pc.indices_nonzero(late).to_pylist()]
+        self._send_to_dead_letter_topic(
+            self.stream.late_records.dead_letter_topic or "",
+            [
+                (
+                    message,
+                    [
+                        (
+                            "dagger.error",
+                            f"late: event time {event_time.isoformat()} is before the watermark".encode(),
+                        ),
+                        ("dagger.watermark", watermark.encode()),
+                    ],
+                )
+                for message, event_time in zip(late_messages, event_times, strict=True)
+            ],
+        )
+
+    def _send_to_dead_letter_topic(
+        self, topic: str, records: list[tuple[Message, list[tuple[str, bytes]]]]
+    ) -> None:
+        """Copies each raw record to `topic` with the record's own headers (why it was skipped) and where it
+        came from."""
         if self._dead_letters is None:
             settings = {
                 key: value
@@ -676,10 +717,10 @@ class _PartitionReader:
                     "error_cb": self._dead_letter_client_errors,
                 }
             )
-        topic = self.stream.invalid_records.dead_letter_topic
-        for message, error in records:
+        self._dead_letter_topics.add(topic)
+        for message, reason in records:
             headers = [
-                ("dagger.error", error.encode()),
+                *reason,
                 ("dagger.source.topic", message.topic().encode()),
                 ("dagger.source.partition", str(message.partition()).encode()),
                 ("dagger.source.offset", str(message.offset()).encode()),
@@ -717,7 +758,7 @@ class _PartitionReader:
         if remaining or failure is not None:
             raise KafkaSourceError(
                 f"{self._where()}: could not write dead letters to "
-                f"{self.stream.invalid_records.dead_letter_topic}: "
+                f"{', '.join(sorted(self._dead_letter_topics))}: "
                 f"{failure.str() if failure else f'{remaining} unacknowledged'}"
             )
 

@@ -39,6 +39,15 @@ class ParquetStream(StreamConfig):
     """Only files whose `dt=`/`hr=` partition time falls in one of these ranges; empty means all."""
     max_files_per_batch: PositiveInt | None = None
 
+    @model_validator(mode="after")
+    def _late_records_have_no_dead_letter(self) -> ParquetStream:
+        if self.late_records.action == "dead_letter":
+            raise ValueError(
+                "late_records.action 'dead_letter' needs a Kafka stream: a Parquet row has no raw record "
+                "to copy; use 'drop'"
+            )
+        return self
+
     def asset_metadata(self) -> dict[str, str | int]:
         return {"paths": ", ".join(without_credentials(path) for path in self.paths)}
 
