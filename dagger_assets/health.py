@@ -1,4 +1,5 @@
-"""A dagger's health, judged from its recent micro-batches: lag, freshness, invalid and late rows.
+"""A dagger's health, judged from its recent micro-batches: lag, freshness, invalid and late rows, and
+the share of its sinks' requests that failed.
 
 The same judgement runs in two places: as Dagster asset checks over the observations the runs recorded
 (`checks.py`: evaluated when a run ends, or on demand), and inside a running dagger's run every
@@ -30,21 +31,36 @@ class BatchHealth:
     input_rows: int
     invalid_records: int
     late_rows: int
+    sink_requests: int = 0
+    sink_retried_requests: int = 0
 
     @classmethod
     def of_report(cls, report: ProgressReport) -> BatchHealth:
-        invalid = sum(report.invalid_records.values())
-        return cls(report.ended_at, report.total_lag, report.input_rows, invalid, report.total_late)
+        return cls(
+            ended_at=report.ended_at,
+            total_lag=report.total_lag,
+            input_rows=report.input_rows,
+            invalid_records=sum(report.invalid_records.values()),
+            late_rows=report.total_late,
+            sink_requests=report.sink_requests,
+            sink_retried_requests=report.sink_retries,
+        )
 
     @classmethod
     def of_observation(cls, observation: AssetObservation, recorded_at: float) -> BatchHealth:
         metadata = observation.metadata
+
+        def count(key: str) -> int:
+            return metadata[key].value if key in metadata else 0  # observations made before the key existed
+
         return cls(
             ended_at=recorded_at,
             total_lag=metadata["total_lag"].value,
             input_rows=metadata["input_rows"].value,
             invalid_records=sum(metadata["invalid_records"].value.values()),
-            late_rows=metadata["late_rows"].value if "late_rows" in metadata else 0,  # older observations
+            late_rows=count("late_rows"),
+            sink_requests=count("sink_requests"),
+            sink_retried_requests=count("sink_retried_requests"),
         )
 
 
@@ -66,6 +82,9 @@ CHECK_DESCRIPTIONS = {
     "late_rows_below_threshold": lambda limits: (
         f"At most {limits.max_late_ratio:.2%} of recent rows were dropped as behind the watermark."
     ),
+    "sink_errors_below_threshold": lambda limits: (
+        f"At most {limits.max_sink_error_ratio:.2%} of the sinks' recent requests failed."
+    ),
 }
 
 
@@ -78,12 +97,16 @@ def judge(limits: DaggerChecks, batches: Sequence[BatchHealth], now: float) -> d
             "fresh": nothing,
             "invalid_records_below_threshold": no_rows,
             "late_rows_below_threshold": no_rows,
+            "sink_errors_below_threshold": no_rows,
         }
     latest = batches[0]
     rows = sum(batch.input_rows for batch in batches)
     invalid = sum(batch.invalid_records for batch in batches)
     late = sum(batch.late_rows for batch in batches)
     invalid_ratio, late_ratio = (invalid / rows, late / rows) if rows else (0.0, 0.0)
+    requests = sum(batch.sink_requests for batch in batches)
+    failed = sum(batch.sink_retried_requests for batch in batches)
+    error_ratio = failed / requests if requests else 0.0
     age = now - latest.ended_at
     return {
         "lag_within_bound": Verdict(
@@ -99,6 +122,10 @@ def judge(limits: DaggerChecks, batches: Sequence[BatchHealth], now: float) -> d
         "late_rows_below_threshold": Verdict(
             late_ratio <= limits.max_late_ratio,
             {"late_rows": late, "input_rows": rows, "late_ratio": round(late_ratio, 6)},
+        ),
+        "sink_errors_below_threshold": Verdict(
+            error_ratio <= limits.max_sink_error_ratio,
+            {"sink_requests": requests, "failed_requests": failed, "error_ratio": round(error_ratio, 6)},
         ),
     }
 

@@ -56,6 +56,7 @@ from jobs.runner import (
     stream_view_schema,
 )
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
+from jobs.sinks.base import Written
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
 from jobs.spec import DaggerConfigError, DaggerSpec
@@ -444,14 +445,13 @@ def progress_summary(spec: DaggerSpec, reports: list[ProgressReport]) -> str:
 
 def _observations(spec: DaggerSpec, report: ProgressReport, run: DaggerRun) -> list[AssetObservation]:
     """A finished micro-batch, recorded against the SQL stage, and what each sink wrote of it."""
-    written = run.metrics.take_rows_written(report.batch_id)
-    sinks = [
-        AssetObservation(
-            asset_key=sink_key(spec, index),
-            metadata={"batch_id": report.batch_id, "rows_written": written.get(sink_label(spec, index), 0)},
-        )
-        for index in range(len(spec.sinks))
-    ]
+    sinks = []
+    for index in range(len(spec.sinks)):
+        written = report.sinks.get(sink_label(spec, index), Written(0))
+        metadata = {"batch_id": report.batch_id, "rows_written": written.rows}
+        if written.requests:
+            metadata |= {"requests": written.requests, "retried_requests": written.retries}
+        sinks.append(AssetObservation(asset_key=sink_key(spec, index), metadata=metadata))
     return [_observation(spec, report), *sinks]
 
 
@@ -471,6 +471,8 @@ def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
             "invalid_records": MetadataValue.json(report.invalid_records),
             "late_records": MetadataValue.json(report.late_records),
             "late_rows": report.total_late,
+            "sink_requests": report.sink_requests,
+            "sink_retried_requests": report.sink_retries,
         },
     )
 

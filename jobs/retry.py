@@ -17,17 +17,45 @@ another attempt, what to log before a wait, and what to raise once the retries a
 An error that `retry_if` turns down is raised as it is, at once (so is the last error without `give_up`).
 A retry for which `at_once(error)` holds goes without a wait, and the next wait does not double: a client
 failing over to a host it has not tried yet.
+
+Inside `tallying_retries()`, every attempt and every retry of the calls made is counted: a sink's partition
+write returns the tally with its rows (`jobs.sinks.partitions`), so requests and retries reach the metrics
+from the tasks Spark kept, once each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 R = TypeVar("R")
+
+
+@dataclass
+class RetryTally:
+    """Attempts made through `RetryPolicy` calls, and how many of them were retries of a failed one."""
+
+    attempts: int = 0
+    retries: int = 0
+
+
+_tally: ContextVar[RetryTally | None] = ContextVar("retry_tally", default=None)
+
+
+@contextlib.contextmanager
+def tallying_retries() -> Iterator[RetryTally]:
+    """Counts the attempts and retries of the `RetryPolicy` calls made inside the block."""
+    tally = RetryTally()
+    token = _tally.set(tally)
+    try:
+        yield tally
+    finally:
+        _tally.reset(token)
 
 
 @dataclass(frozen=True)
@@ -60,8 +88,9 @@ class RetryPolicy:
         (1 for the first) and the seconds about to be waited. `give_up(error, attempts)`: the exception to
         raise after the last attempt failed with a retryable `error`.
         """
-        retries = _Retries(self, retry_if, before_wait, give_up, at_once)
+        retries = _Retries(self, retry_if, before_wait, give_up, at_once, _tally.get())
         while True:
+            retries.attempting()
             try:
                 return attempt()
             except Exception as error:
@@ -78,8 +107,9 @@ class RetryPolicy:
         at_once: Callable[[Exception], bool] | None = None,
     ) -> R:
         """`call` for a coroutine: the waits do not block the event loop."""
-        retries = _Retries(self, retry_if, before_wait, give_up, at_once)
+        retries = _Retries(self, retry_if, before_wait, give_up, at_once, _tally.get())
         while True:
+            retries.attempting()
             try:
                 return await attempt()
             except Exception as error:
@@ -96,8 +126,13 @@ class _Retries:
     before_wait: Callable[[Exception, int, float], None] | None
     give_up: Callable[[Exception, int], BaseException] | None
     at_once: Callable[[Exception], bool] | None
+    tally: RetryTally | None
     done: int = 0
     waits: int = 0
+
+    def attempting(self) -> None:
+        if self.tally is not None:
+            self.tally.attempts += 1
 
     def after(self, error: Exception) -> float:
         """The wait before the next attempt, after one that failed with `error`; raises when there is none."""
@@ -108,6 +143,8 @@ class _Retries:
                 raise error
             raise self.give_up(error, self.done + 1) from None
         self.done += 1
+        if self.tally is not None:
+            self.tally.retries += 1
         if self.at_once is not None and self.at_once(error):
             return 0.0
         delay = self.policy.delay(self.waits)

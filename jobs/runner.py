@@ -42,7 +42,7 @@ from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.processors.transformers import apply_transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
-from jobs.sinks.base import SinkContext, SinkWriter
+from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter
@@ -315,12 +315,22 @@ class ProgressReport:
     """Each source's offsets at the end of the batch, as recorded in the checkpoint."""
     late_rows: int = 0
     """Rows stateful operators dropped as behind the watermark (after the streams' own late filter)."""
+    sinks: dict[str, Written] = field(default_factory=dict)
+    """What each sink (by `sink_label`) wrote of the batch."""
     ended_at: float = 0.0
     """When the batch ended (epoch seconds)."""
 
     @property
     def total_lag(self) -> int:
         return sum(self.lag_by_partition.values())
+
+    @property
+    def sink_requests(self) -> int:
+        return sum(written.requests for written in self.sinks.values())
+
+    @property
+    def sink_retries(self) -> int:
+        return sum(written.retries for written in self.sinks.values())
 
     @property
     def total_late(self) -> int:
@@ -557,6 +567,7 @@ class DaggerRun:
             except queue.Empty:
                 return
             report = ProgressReport.from_progress(progress)
+            report.sinks.update(self.metrics.take_written(report.batch_id))
             self.reports.append(report)
             self.metrics.record_progress(progress)
             if report.input_rows:
@@ -597,11 +608,11 @@ def _fan_out(sinks: Sequence[SinkWriter], metrics: DaggerMetrics, labels: Sequen
     def write(sink: SinkWriter, label: str, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
         try:
-            rows = sink.write(batch, batch_id)
+            written = sink.write(batch, batch_id)
         except BaseException as error:
             metrics.record_sink_write(label, batch_id, time.perf_counter() - started, error=error)
             raise
-        metrics.record_sink_write(label, batch_id, time.perf_counter() - started, rows)
+        metrics.record_sink_write(label, batch_id, time.perf_counter() - started, written)
 
     if len(sinks) == 1 and sinks[0].reads_whole_batch:
         return lambda batch, batch_id: write(sinks[0], labels[0], batch, batch_id)

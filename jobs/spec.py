@@ -65,7 +65,11 @@ class DaggerChecks(_Model):
     max_invalid_ratio: float = Field(default=0.01, ge=0, le=1)
     """Largest share of undecodable records over the recent micro-batches (dropped or dead-lettered)."""
     max_late_ratio: float = Field(default=0.01, ge=0, le=1)
-    """Largest share of input rows that stateful operators dropped as behind the watermark, recently."""
+    """Largest share of input rows behind the watermark, recently: skipped by the streams' `late_records`
+    policy, or dropped by stateful operators."""
+    max_sink_error_ratio: float = Field(default=0.05, ge=0, le=1)
+    """Largest share of the sinks' recent requests that failed (and were retried); a write whose retries
+    run out fails its micro-batch, and with it the run."""
     live_interval: Duration = timedelta(minutes=1)
     """How often a running dagger's run evaluates the checks and records the results (0: only when the run
     ends, as any asset check)."""

@@ -1,9 +1,10 @@
 """The Dagster UI in a real browser (Debian's Chromium, driven by playwright-core): a user opens the
-example dagger's asset graph, clicks "Materialize all", watches the streaming run in progress and
-terminates it, then rewinds the dagger to the start of its topic from the job's launchpad. What the
-browser showed is checked against the instance: the run ended CANCELED after a graceful stop, the dagger
-delivered its rows, and the rewind made a new checkpoint generation that delivered them again.
-Screenshots land in `test-artifacts/ui/`."""
+example dagger's asset graph, clicks "Materialize all", watches the streaming run in progress, sees its
+live invalid-records check fail (the topic holds an undecodable record and the threshold is 0) while the
+run goes on, terminates it and sees it stopped, then rewinds the dagger to the start of its topic from the
+job's launchpad. What the browser showed is checked against the instance: the run ended SUCCESS after a
+graceful stop, saying where it stopped, the dagger delivered its rows, and the rewind made a new
+checkpoint generation that delivered them again. Screenshots land in `test-artifacts/ui/`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 import yaml
 from dagster import DagsterRunStatus
 
+from dagger_assets.stages import STOPPED_TAG
 from jobs.checkpoints import INITIAL, CheckpointGenerations
 from jobs.project import PROJECT_ROOT
 from jobs.schema_registry import SchemaRegistry
@@ -27,6 +29,7 @@ from jobs.tools.generator import BookingProducer, booking_batch
 UI_DRIVER = PROJECT_ROOT / "tests" / "ui" / "dagster_flow.mjs"
 ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "ui"
 BOOKINGS = 30  # every third booking is a GO_RIDE, which the example dagger keeps
+FAILING_CHECK = "invalid_records_below_threshold"
 DRIVER_TIMEOUT_S = 600  # beyond the sum of the driver's own step timeouts, so its message names the step
 
 
@@ -44,6 +47,7 @@ def install_example_dagger(
     document["streams"][0]["topics"] = [topics["input"]]
     document["sinks"][1]["topic"] = topics["output"]
     document["checkpoint_location"] = str(checkpoint)
+    document["checks"] = {"live_interval": "2s", "max_invalid_ratio": 0}
     (folder / "booking_filter.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
 
 
@@ -57,6 +61,7 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     producer.produce(bookings)
     producer.flush()
     producer.close()
+    kafka.produce(topics["input"], [b"\xff\xff\xff"])  # undecodable: dropped, counted, and over the threshold
     dagster.wait_until_up()
 
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # a screenshot left by an earlier run would mislead
@@ -65,14 +70,15 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     run_config = json.dumps({"ops": {"booking_filter_query": {"config": rewind}}})  # JSON is flow YAML
     driven = subprocess.run(
         ["node", str(UI_DRIVER), f"http://127.0.0.1:{dagster.port}", "booking_filter", str(ARTIFACTS),
-         "booking_filter_job", run_config],
+         FAILING_CHECK, "booking_filter_job", run_config],
         cwd=UI_DRIVER.parent, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S,
     )  # fmt: skip
     assert driven.returncode == 0, f"{driven.stderr}\n(screenshots in {ARTIFACTS})"
     seen = json.loads(driven.stdout.strip().splitlines()[-1])
 
     run = dagster.instance.get_run_by_id(seen["run_id"])
-    assert run.status == DagsterRunStatus.CANCELED
+    assert dagster.stopped(run.run_id)
+    assert seen["stopped_line"].endswith(run.tags[STOPPED_TAG])
     messages = [entry.user_message for entry in dagster.instance.all_logs(run.run_id)]
     assert any("finishing the current micro-batch" in message for message in messages)
     first_batch = [message for message in messages if message.startswith("batch 0 | ")]
@@ -89,7 +95,8 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     assert len(generations) == 2 and generations[0].name == INITIAL
     # The Kafka sink is at-least-once: a rewind delivers the rewound records again.
     assert len(kafka.read_all(topics["output"])) == 2 * (BOOKINGS // 3)
-    assert len(seen["screenshots"]) == 5  # graph, run in progress, canceled, launchpad, rewind succeeded
+    # graph, run in progress, failing check, run stopped, launchpad, rewind succeeded
+    assert len(seen["screenshots"]) == 6
     for screenshot in map(Path, seen["screenshots"]):
         assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert screenshot.stat().st_size > 20_000  # a rendered page, not a blank one

@@ -84,8 +84,9 @@ def test_rows_of_two_streams_leave_in_event_time_order_across_batches_and_a_rest
     assert len(set(emitted)) == len(emitted)  # across the restart too: nothing twice
 
     # Every row up to the watermark the last batch ran with has left, but for the late ones, which the
-    # streams skipped and counted, or the ordering logged. How the rounds fell into micro-batches moves the watermarks, and with them which rows are late
-    # (Spark's watermark is the minimum over the streams that have rows): b0 always is.
+    # streams skipped and counted, or the ordering logged. How the rounds fell into micro-batches moves the
+    # watermarks, and with them which rows are late (Spark's watermark is the minimum over the streams
+    # that have rows): b0 always is.
     checkpoint = Path(spec.checkpoint_location)
     last = OrderedOutput(running.run.spark, "rowtime", str(checkpoint), spec.name).watermark(
         running.run.reports[-1].batch_id

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dagster import AssetKey
 
+from dagger_assets.health import live_evaluations
 from jobs.runner import DaggerBuildError, DaggerQueryError, build_dagger
-from jobs.sinks.base import SinkContext
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.influx.writer import InfluxSinkError, InfluxSinkWriter
-from jobs.spec import DaggerConfigError
+from jobs.spec import DaggerChecks, DaggerConfigError
 from tests.conftest import kafka_stream, order_payloads
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER
 
@@ -225,6 +227,21 @@ def test_failed_requests_are_retried_with_backoff(
     assert second - first >= 0.2 and third - second >= 0.4  # 200 ms, then 400 ms
     assert proxy.requests[0].lines == proxy.requests[2].lines
     assert influxdb.count(database, MEASUREMENT) == 3
+
+    # Counted as the task that wrote them reported them: the requests, the retries, and the health check
+    # on the sinks' error ratio, which two failed requests of three turn red.
+    [written] = [report.sinks["0_influx"] for report in running.run.reports if report.input_rows]
+    assert written == Written(rows=3, requests=3, retries=2)
+    labels = {"dagger": "test-dagger", "sink": "0_influx"}
+    assert running.run.metrics.registry.get_sample_value("dagger_sink_retries_total", labels) == 2
+    assert running.run.metrics.registry.get_sample_value("dagger_sink_requests_total", labels) == 3
+    [evaluation] = [
+        evaluation
+        for evaluation in live_evaluations(AssetKey("sql"), DaggerChecks(), running.run.reports)
+        if evaluation.check_name == "sink_errors_below_threshold"
+    ]
+    assert not evaluation.passed
+    assert evaluation.metadata["error_ratio"].value == round(2 / 3, 6)
 
 
 def test_retries_are_bounded_then_the_batch_fails_naming_the_sink(

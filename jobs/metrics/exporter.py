@@ -2,13 +2,14 @@
 
 Every number comes from one of two places that count each micro-batch once, whatever Spark retried:
 
-* the query's progress report, on the driver, after the batch has committed: records in and invalid
-  records per stream (observed metrics, counted by the tasks that succeeded), batch duration and its
+* the query's progress report, on the driver, after the batch has committed: records in, invalid and
+  late records per stream (observed metrics, counted by the tasks that succeeded), batch duration and its
   phases, consumer lag per partition, watermark, state rows and memory, rows dropped behind the watermark;
 * enrichment calls: each enrichment's observation (`jobs/processors/enrichment/engine.py`) sums its calls
   by outcome, their time (as histogram buckets) and retries, also delivered with the progress report;
-* the sinks' writes, on the driver, in `foreachBatch`: rows each sink wrote (summed from the partitions'
-  task results), how long the write took, and the errors that failed it.
+* the sinks' writes, on the driver, in `foreachBatch`: rows each sink wrote and the requests it sent and
+  retried (summed from the partitions' task results), how long the write took, and the errors that
+  failed it.
 
 Series carry the labels `dagger`, and `stream`, `processor` (`post_processors.http[0]`) or `sink`
 (`<index>_<kind>`, as the sink's asset); a dagger's series live in a registry of its own, served on
@@ -32,6 +33,7 @@ from pydantic import Field
 
 from jobs.config import ConfigModel
 from jobs.processors.enrichment.engine import CALL_SECONDS_BUCKETS, ENRICHMENT_METRIC, OUTCOMES
+from jobs.sinks.base import Written
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +182,12 @@ class DaggerMetrics:
         self.sink_errors = counter(
             "dagger_sink_errors", "Micro-batch writes that failed, by error", "sink", "error"
         )
+        self.sink_requests = counter(
+            "dagger_sink_requests", "Requests a sink sent (HTTP and BigQuery sinks), retries included", "sink"
+        )
+        self.sink_retries = counter(
+            "dagger_sink_retries", "Requests of a sink that failed and were sent again", "sink"
+        )
         self.sink_seconds = Histogram(
             "dagger_sink_write_seconds", "Time a sink took to write a micro-batch", ["dagger", "sink"],
             buckets=_SECONDS_BUCKETS, registry=registry,
@@ -197,8 +205,8 @@ class DaggerMetrics:
             self.enrichment_timeout.labels(dagger, processor).set(timeout_s)
         self._call_times = _CallTimes(dagger)
         registry.register(self._call_times)
-        self.rows_written: dict[int, dict[str, int]] = {}
-        """Rows each sink wrote, by micro-batch (the run's observations on the sink assets read them)."""
+        self._written: dict[int, dict[str, Written]] = {}
+        """What each sink wrote, by micro-batch, until the batch's progress report takes it."""
         self._lock = threading.Lock()
         self._server: Any = None
         config = self.config
@@ -272,10 +280,10 @@ class DaggerMetrics:
         self._push("late.records.dropped", late, "c")  # raystack Dagger's name, for both kinds of drop
         self.last_progress.labels(dagger).set(time.time())
 
-    def take_rows_written(self, batch_id: int) -> dict[str, int]:
-        """The rows each sink wrote in `batch_id`, forgotten once taken."""
+    def take_written(self, batch_id: int) -> dict[str, Written]:
+        """What each sink wrote in `batch_id`, forgotten once taken."""
         with self._lock:
-            return self.rows_written.pop(batch_id, {})
+            return self._written.pop(batch_id, {})
 
     def _record_calls(self, processor: str, observed: dict[str, Any]) -> None:
         for outcome in OUTCOMES:
@@ -286,12 +294,14 @@ class DaggerMetrics:
         self._call_times.add(processor, observed)
 
     def record_sink_write(
-        self, sink: str, batch_id: int, seconds: float, rows: int = 0, error: BaseException | None = None
+        self,
+        sink: str,
+        batch_id: int,
+        seconds: float,
+        written: Written | None = None,
+        error: BaseException | None = None,
     ) -> None:
         """Micro-batch `batch_id` written by `sink` (or failed with `error`)."""
-        if error is None:
-            with self._lock:
-                self.rows_written.setdefault(batch_id, {})[sink] = rows
         self.sink_writes.labels(self.dagger, sink).inc()
         self.sink_seconds.labels(self.dagger, sink).observe(seconds)
         self._push("sink.write_time", seconds * 1000, "ms", sink=sink)
@@ -299,8 +309,14 @@ class DaggerMetrics:
             self.sink_errors.labels(self.dagger, sink, type(error).__name__).inc()
             self._push("sink.errors", 1, "c", sink=sink, error=type(error).__name__)
             return
-        self.sink_rows.labels(self.dagger, sink).inc(rows)
-        self._push("sink.rows", rows, "c", sink=sink)
+        written = written or Written(0)
+        with self._lock:
+            self._written.setdefault(batch_id, {})[sink] = written
+        self.sink_rows.labels(self.dagger, sink).inc(written.rows)
+        self.sink_requests.labels(self.dagger, sink).inc(written.requests)
+        self.sink_retries.labels(self.dagger, sink).inc(written.retries)
+        self._push("sink.rows", written.rows, "c", sink=sink)
+        self._push("sink.retries", written.retries, "c", sink=sink)
 
     def _push(self, name: str, value: float, kind: str, **tags: str) -> None:
         if self._statsd is not None:

@@ -8,10 +8,10 @@ Lifecycle of a writer, for the life of one streaming query:
    which a restart would not cure.
 2. **`write(batch, batch_id)`, on the driver, once per micro-batch**, from Spark's `foreachBatch`. The
    writer usually fans the batch out to the executors (`jobs.sinks.partitions.write_partitions`) and
-   returns, when every row is durable, how many rows it wrote (0 for a replayed batch it had written
-   before); the dagger's metrics count them. Raising fails the micro-batch; Spark then replays it from the
-   checkpoint with the same `batch_id`, so a writer that must not duplicate keys its side effects on
-   `(query id, batch_id, partition)`.
+   returns, when every row is durable, what it wrote (`Written`: 0 rows for a replayed batch it had
+   written before); the dagger's metrics count it. Raising fails the micro-batch; Spark then replays it
+   from the checkpoint with the same `batch_id`, so a writer that must not duplicate keys its side effects
+   on `(query id, batch_id, partition)`.
 3. No close: executors keep their clients per Python worker, and the driver's die with the query.
 
 Rows reach `write` as a DataFrame in the SQL result's (or post-processors') columns; a writer never
@@ -29,6 +29,16 @@ if TYPE_CHECKING:
 
     from jobs.schema_registry import SchemaRegistry
     from jobs.spec import DaggerSpec
+
+
+@dataclass(frozen=True)
+class Written:
+    """What writing a micro-batch took: rows written, and the requests sent to the target (counted by
+    `jobs.retry.RetryPolicy`, so 0 for clients that retry on their own) with how many were retries."""
+
+    rows: int
+    requests: int = 0
+    retries: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,4 +72,4 @@ class SinkWriter(Protocol):
         """False for sinks that look at part of a batch (the log sink takes a few rows)."""
         ...
 
-    def write(self, batch: DataFrame, batch_id: int) -> int: ...
+    def write(self, batch: DataFrame, batch_id: int) -> Written: ...

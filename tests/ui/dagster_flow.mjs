@@ -1,20 +1,22 @@
 // Drives the Dagster UI through a dagger's life: open its asset graph, launch a materialization, watch the
-// run in progress, terminate it, and see it canceled; then, given a job and a run config, launch that job
-// from its launchpad with that config (a rewind, say) and see the run succeed. Screenshots go to the
-// output folder.
+// run in progress, see its live health check fail while it runs, terminate it, and see it stopped (a
+// success saying where it stopped, no error); then, given a job and a run config, launch that job from its
+// launchpad with that config (a rewind, say) and see the run succeed. Screenshots go to the output folder.
 //
-//   node dagster_flow.mjs <dagster url> <asset group> <output folder> [<job> <run config as YAML>]
+//   node dagster_flow.mjs <dagster url> <asset group> <output folder> <failing check> [<job> <run config>]
 //
-// Prints one JSON line {"run_id", "launched_run_id", "first_log_line", "screenshots"} and exits 0, or names
-// the failed step and exits 1 (with a screenshot of the page at that moment).
+// Prints one JSON line {"run_id", "launched_run_id", "first_log_line", "stopped_line", "screenshots"} and
+// exits 0, or names the failed step and exits 1 (with a screenshot of the page at that moment).
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
-const [baseUrl, group, outDir, job, runConfig] = process.argv.slice(2);
-if (!baseUrl || !group || !outDir || (job && !runConfig)) {
-  console.error('usage: node dagster_flow.mjs <dagster url> <asset group> <output folder> [<job> <run config>]');
+const [baseUrl, group, outDir, failingCheck, job, runConfig] = process.argv.slice(2);
+if (!baseUrl || !group || !outDir || !failingCheck || (job && !runConfig)) {
+  console.error(
+    'usage: node dagster_flow.mjs <dagster url> <asset group> <output folder> <failing check> [<job> <run config>]',
+  );
   process.exit(2);
 }
 mkdirSync(outDir, { recursive: true });
@@ -31,6 +33,10 @@ const page = context.pages()[0] ?? (await context.newPage());
 const screenshots = [];
 let step = 'start';
 
+async function skipCommunityDialog(onPage) {
+  await onPage.addLocatorHandler(onPage.getByRole('button', { name: 'Skip', exact: true }), (skip) => skip.click());
+}
+
 async function shoot(name) {
   const path = join(outDir, `${name}.png`);
   await page.screenshot({ path });
@@ -42,7 +48,7 @@ async function shoot(name) {
 // fresh profile says it was dismissed; should the key ever change, the handler clicks "Skip" before any
 // action the dialog would block.
 await context.addInitScript(() => window.localStorage.setItem('communityNux', '"1"'));
-await page.addLocatorHandler(page.getByRole('button', { name: 'Skip', exact: true }), (skip) => skip.click());
+await skipCommunityDialog(page);
 
 try {
   step = 'open the asset graph';
@@ -71,13 +77,34 @@ try {
   const firstLogLine = (await firstRow.textContent()).trim();
   await shoot('2-run-in-progress');
 
+  step = 'see the live check fail while the run goes on';
+  const checks = await context.newPage();
+  await skipCommunityDialog(checks);
+  await checks.goto(`${baseUrl}/assets/${group}/sql?view=checks&checkDetail=${failingCheck}`);
+  await checks.getByText('Execution history').first().waitFor({ timeout: 60_000 });
+  const failed = checks.getByText('Failed', { exact: true }).first();
+  for (let attempt = 0; !(await failed.isVisible()); attempt++) {
+    if (attempt === 12) throw new Error(`check ${failingCheck} shown as failed within 12 reloads`);
+    await checks.waitForTimeout(10_000);  // the run records live evaluations every checks.live_interval
+    await checks.reload();
+  }
+  await checks.screenshot({ path: join(outDir, '3-live-check-failed.png') });
+  screenshots.push(join(outDir, '3-live-check-failed.png'));
+  await checks.close();
+
   step = 'terminate the run';
   await page.getByRole('button', { name: 'Terminate' }).first().click();
   await page.getByRole('dialog').getByRole('button', { name: /Terminate/ }).click();
 
-  step = 'see the run canceled';
-  await page.getByText('Canceled', { exact: true }).first().waitFor({ timeout: 120_000 });
-  await shoot('3-run-canceled');
+  step = 'see the run stopped: a success that says where, no error';
+  await page.getByText('Success', { exact: true }).first().waitFor({ timeout: 120_000 });
+  const stoppedRow = page.getByText(/stopped after batch \d+, checkpoint at /).first();
+  await stoppedRow.waitFor({ timeout: 60_000 });
+  const stoppedLine = (await stoppedRow.textContent()).trim();
+  if ((await page.getByText('DagsterExecutionInterruptedError').count()) > 0) {
+    throw new Error('the stopped run shows an interrupt error');
+  }
+  await shoot('4-run-stopped');
 
   let launchedRunId = null;
   if (job) {
@@ -91,7 +118,7 @@ try {
     // One line of flow-style YAML: typed line by line, the editor would add its own indentation.
     await page.keyboard.insertText(runConfig);
     await page.getByText('Loading...').first().waitFor({ state: 'hidden', timeout: 30_000 });
-    await shoot('4-launchpad');
+    await shoot('5-launchpad');
 
     step = 'launch the run from the launchpad';
     await page.getByRole('button', { name: 'Launch Run' }).click();
@@ -100,10 +127,13 @@ try {
 
     step = 'see the launched run succeed';
     await page.getByText('Success', { exact: true }).first().waitFor({ timeout: 240_000 });
-    await shoot('5-launched-run-succeeded');
+    await shoot('6-launched-run-succeeded');
   }
 
-  console.log(JSON.stringify({ run_id: runId, launched_run_id: launchedRunId, first_log_line: firstLogLine, screenshots }));
+  console.log(JSON.stringify({
+    run_id: runId, launched_run_id: launchedRunId, first_log_line: firstLogLine, stopped_line: stoppedLine,
+    screenshots,
+  }));
 } catch (error) {
   await shoot('failure').catch(() => {});
   console.error(`UI step failed: ${step}: ${error.message}`);

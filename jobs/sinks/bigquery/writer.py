@@ -64,7 +64,8 @@ from google.cloud import bigquery
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from jobs.sinks.base import SinkContext
+from jobs.retry import tallying_retries
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.bigquery.clients import (
     BigQuerySinkError,
     ClientSettings,
@@ -89,6 +90,7 @@ from jobs.sinks.bigquery.write_stream import (
     describe_errors,
     storage_error,
 )
+from jobs.sinks.partitions import TALLY_SCHEMA, sum_written
 
 log = logging.getLogger("dagger.sink.bigquery")
 
@@ -110,22 +112,25 @@ class _Prepared:
     descriptor: bytes
 
 
-def write_streams(batch: DataFrame, writer: BigQueryPartitionWriter) -> list[tuple[str, int]]:
-    """Each non-empty partition's finalized stream and row count, from the task attempts Spark kept.
+def write_streams(batch: DataFrame, writer: BigQueryPartitionWriter) -> tuple[list[str], Written]:
+    """The non-empty partitions' finalized streams, and what writing them took, from the task attempts
+    Spark kept.
 
-    `jobs.sinks.partitions.write_partitions` with a result per partition instead of a row count: the
+    `jobs.sinks.partitions.write_partitions` with the stream of each partition besides its tally: the
     commit needs the names of the streams that successful attempts wrote.
     """
     names = batch.columns
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        written = writer.write(arrow_batch.rename_columns(names) for arrow_batch in batches)
+        with tallying_retries() as tally:
+            written = writer.write(arrow_batch.rename_columns(names) for arrow_batch in batches)
         if written is not None:
-            yield pa.RecordBatch.from_pydict({"stream": [written[0]], "rows": [written[1]]})
+            counts = {"rows": [written[1]], "requests": [tally.attempts], "retries": [tally.retries]}
+            yield pa.RecordBatch.from_pydict({"stream": [written[0]], **counts})
 
     positional = batch.toDF(*(f"_{index}" for index in range(len(names))))
-    results = positional.mapInArrow(write_partition, "stream string, rows long").collect()
-    return [(row.stream, row.rows) for row in results]
+    results = positional.mapInArrow(write_partition, f"stream string, {TALLY_SCHEMA}").collect()
+    return [row.stream for row in results], sum_written(results)
 
 
 class BigQuerySinkWriter:
@@ -166,7 +171,7 @@ class BigQuerySinkWriter:
                 raise no_credentials(error) from None
         return self._client
 
-    def write(self, batch: DataFrame, batch_id: int) -> int:
+    def write(self, batch: DataFrame, batch_id: int) -> Written:
         prepared = self._prepare(batch.schema)
         key = self._query_key(batch)
         recorded = self._recorded_streams(key, batch_id)
@@ -175,7 +180,7 @@ class BigQuerySinkWriter:
             # and metrics advance as they do for any batch.
             batch.count()
             self._last_batch = (key, batch_id)
-            return 0
+            return Written(0)
         writer = BigQueryPartitionWriter(
             self.settings,
             self.table_path,
@@ -184,18 +189,17 @@ class BigQuerySinkWriter:
             self.sink.batch_size,
             batch_id,
         )
-        written = write_streams(batch, writer)
+        streams, written = write_streams(batch, writer)
         self._last_batch = (key, batch_id)
-        if not written:
-            return 0
-        streams = [stream for stream, _ in written]
-        rows = sum(count for _, count in written)
-        self._record(key, batch_id, streams, rows)
+        if not streams:
+            return written
+        self._record(key, batch_id, streams, written.rows)
         self._commit(batch_id, streams)
         log.info(
-            "%s: batch %s: %s rows committed from %s stream(s)", self._where, batch_id, rows, len(streams)
-        )
-        return rows
+            "%s: batch %s: %s rows committed from %s stream(s)",
+            self._where, batch_id, written.rows, len(streams),
+        )  # fmt: skip
+        return written
 
     # -- the table ----------------------------------------------------------------------------------------
 

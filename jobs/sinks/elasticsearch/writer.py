@@ -58,7 +58,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
 
 from jobs.retry import RetryPolicy
-from jobs.sinks.base import SinkContext
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.elasticsearch.config import ElasticsearchSink
 from jobs.sinks.partitions import write_partitions
 
@@ -347,12 +347,12 @@ class ElasticsearchSinkWriter:
                 )
         self._checked = schema
 
-    def write(self, batch: DataFrame, batch_id: int) -> int:
+    def write(self, batch: DataFrame, batch_id: int) -> Written:
         self.check_columns(batch.schema)
         writer = ElasticsearchPartitionWriter(self.sink, self.template, self.hosts, self.label, batch_id)
-        documents_written = write_partitions(batch, writer.write)
-        log.debug("%s: batch %s: %s document(s) indexed", self.label, batch_id, documents_written)
-        return documents_written
+        written = write_partitions(batch, writer.write)
+        log.debug("%s: batch %s: %s document(s) indexed", self.label, batch_id, written.rows)
+        return written
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 from urllib3.exceptions import HTTPError
 
 from jobs.retry import RetryPolicy
-from jobs.sinks.base import SinkContext
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.influx.config import InfluxSink
 from jobs.sinks.partitions import write_partitions
 
@@ -188,7 +188,7 @@ class InfluxSinkWriter:
     def reads_whole_batch(self) -> bool:
         return True
 
-    def write(self, batch: DataFrame, batch_id: int) -> int:
+    def write(self, batch: DataFrame, batch_id: int) -> Written:
         layout = self.layout(batch)
         if layout.time_index is None and not self._warned_no_time:
             self._warned_no_time = True
@@ -198,9 +198,9 @@ class InfluxSinkWriter:
                 self.target.name,
                 self.sink.time_column,
             )
-        points = write_partitions(batch, InfluxPartitionWriter(self.target, layout, batch_id).write)
-        log.debug("%s: batch %d: %d points written", self.target.name, batch_id, points)
-        return points
+        written = write_partitions(batch, InfluxPartitionWriter(self.target, layout, batch_id).write)
+        log.debug("%s: batch %d: %d points written", self.target.name, batch_id, written.rows)
+        return written
 
     def layout(self, batch: DataFrame) -> _Layout:
         """The result's columns as tags, fields and time; an error names the column that cannot be used."""

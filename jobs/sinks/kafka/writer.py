@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 
 from jobs.kafka_errors import ClientErrors, flush_or_fail
 from jobs.schema_registry import encode_descriptor_sets
-from jobs.sinks.base import SinkContext
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.exactly_once import (
     QUERY_ID_PROPERTY,
@@ -66,12 +66,12 @@ class KafkaSinkWriter:
     def reads_whole_batch(self) -> bool:
         return True
 
-    def write(self, batch: DataFrame, batch_id: int) -> int:
+    def write(self, batch: DataFrame, batch_id: int) -> Written:
         if self.sink.delivery == "exactly_once":
             return self._write_exactly_once(batch, batch_id)
         return write_partitions(batch, KafkaPartitionWriter(self.sink, self._descriptor_sets, batch_id).write)
 
-    def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> int:
+    def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> Written:
         query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
         if not query_id:
             raise KafkaSinkError(

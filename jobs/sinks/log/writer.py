@@ -16,7 +16,7 @@ import numpy
 from pyspark.sql import DataFrame, Row
 from pyspark.sql.types import ArrayType, DataType, FloatType, MapType, StructType, TimestampType
 
-from jobs.sinks.base import SinkContext
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.log.config import LogSink
 
 log = logging.getLogger("dagger.sink.log")
@@ -70,8 +70,8 @@ class LogSinkWriter:
     def reads_whole_batch(self) -> bool:
         return False
 
-    def write(self, batch: DataFrame, batch_id: int) -> int:
+    def write(self, batch: DataFrame, batch_id: int) -> Written:
         rows = batch.take(self.sink.max_rows_per_batch)
         for row in rows:
             self._emit(f"batch {batch_id} | {format_row(row, batch.schema)}")
-        return len(rows)
+        return Written(len(rows))

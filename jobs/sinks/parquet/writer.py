@@ -31,7 +31,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
-from jobs.sinks.base import SinkContext
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.parquet.config import ParquetSink
 from jobs.sinks.partitions import write_partitions
 
@@ -119,7 +119,7 @@ class ParquetSinkWriter:
     def reads_whole_batch(self) -> bool:
         return True
 
-    def write(self, batch: DataFrame, batch_id: int) -> int:
+    def write(self, batch: DataFrame, batch_id: int) -> Written:
         self._check_time_column(batch)
         started = f"{self._root}/{_MARKERS}/started/{batch_id}"
         committed = f"{self._root}/{_MARKERS}/committed/{batch_id}"
@@ -127,7 +127,7 @@ class ParquetSinkWriter:
             # Written in full before a crash that came ahead of the checkpoint's commit. The batch still
             # runs, so state, metrics and the watermark advance as for any batch; nothing is written.
             batch.count()
-            return 0
+            return Written(0)
         if self._exists(started):
             self._delete_batch_files(batch_id)
         self._write_marker(started, {})
@@ -138,10 +138,10 @@ class ParquetSinkWriter:
             self.sink.compression,
             batch_id,
         )
-        rows = write_partitions(batch, writer.write)
-        self._write_marker(committed, {"rows": rows})
+        written = write_partitions(batch, writer.write)
+        self._write_marker(committed, {"rows": written.rows})
         self._prune_markers(batch_id)
-        return rows
+        return written
 
     def _check_time_column(self, batch: DataFrame) -> None:
         fields = {field.name: field.dataType for field in batch.schema.fields}
