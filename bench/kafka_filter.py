@@ -14,6 +14,9 @@
      but the JVM is still compiling (JIT) through the whole run;
    - again in the now warmed-up session: what a long-running dagger sustains.
    "Overall" is wall-clock from start() to every record written.
+4. The cost of metrics: in another session, after a warm-up run, the dagger runs `--metrics-rounds` times
+   without metrics export and as often with every exporter on (a Prometheus endpoint and StatsD pushes),
+   alternating, and the medians of their steady states are compared. Target: metrics on within 5% of off.
 
 Every output topic is read back and must hold exactly the GO_RIDE bookings (every third index), once
 each. The summary is printed and written to bench/results/kafka_filter.json. Targets (2-core machine):
@@ -23,8 +26,11 @@ the dagger's steady state at least 150,000 events/s and at least 60% of the base
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,6 +57,7 @@ from bench.common import (
     write_summary,
 )
 from jobs.schema_registry import SchemaRegistry
+from jobs.spark import spark_session
 from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.protoc import compile_descriptor_set
 
@@ -58,6 +65,9 @@ INPUT_TOPIC = "bookings"
 BASELINE_TOPIC = "bench-baseline-out"
 PIPELINE_TOPICS = {FRESH_SESSION: "bench-out", WARMED_SESSION: "bench-out-warm"}
 SUMMARY_MESSAGE = "dagger.examples.BookingSummary"
+METRICS_ON = {"prometheus_port": 0, "statsd_host": "127.0.0.1", "statsd_port": 8125}
+"""Every exporter: an endpoint on a free port, and StatsD lines sent (no daemon needs to listen)."""
+METRICS_COST_TARGET = 0.95
 PROJECTION = ["order_number", "customer_id", "amount_paid_by_cash", "event_timestamp"]
 SQL = f"SELECT {', '.join(PROJECTION)} FROM bookings WHERE service_type = 'GO_RIDE'"
 TARGETS = ThroughputTargets(events_per_s=150_000, share_of_baseline=0.6)
@@ -91,6 +101,50 @@ def filter_dagger(bootstrap_servers: str, descriptor_set: Path, max_records_per_
     return KafkaDagger("bench-kafka-filter", descriptor_set, bootstrap_servers, SUMMARY_MESSAGE, settings)
 
 
+def measure_metrics_cost(
+    dagger: KafkaDagger,
+    registry: SchemaRegistry,
+    records: int,
+    rounds: int,
+    master: str,
+    conf: dict[str, str],
+) -> tuple[dict[str, Any], list[str]]:
+    """Steady-state events/s without and with metrics export, alternating in one warmed session; the
+    summary and the output topics written."""
+    exported = replace(
+        dagger, name=f"{dagger.name}-metrics", settings={**dagger.settings, "metrics": METRICS_ON}
+    )
+    spark = spark_session(master, app_name=exported.name, extra_conf=conf)
+    rates: dict[str, list[float]] = {"off": [], "on": []}
+    topics = ["bench-metrics-warmup"]
+    try:
+        print("metrics cost: warm-up run ...", flush=True)
+        dagger.run(spark, registry, records, topics[0])
+        for round_ in range(rounds):
+            # Alternate which goes first, so a drifting machine does not favour one side.
+            order = [("off", dagger), ("on", exported)]
+            for label, candidate in order if round_ % 2 == 0 else order[::-1]:
+                topic = f"bench-metrics-{label}-{round_}"
+                topics.append(topic)
+                rate = candidate.run(spark, registry, records, topic).steady_events_per_s
+                rates[label].append(rate)
+                print(f"  round {round_}, metrics {label}: {rate:,.0f} events/s", flush=True)
+    finally:
+        spark.stop()
+    off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
+    summary = {
+        "rounds": rounds,
+        "exporters": METRICS_ON,
+        "off_events_per_s": round(off),
+        "on_events_per_s": round(on),
+        "on_vs_off": round(on / off, 3),
+        "target": f">= {METRICS_COST_TARGET:.0%} of metrics off",
+        "target_met": on >= METRICS_COST_TARGET * off,
+        "runs_events_per_s": {label: [round(rate) for rate in values] for label, values in rates.items()},
+    }
+    return summary, topics
+
+
 def verify_output(bootstrap_servers: str, topic: str, registry: SchemaRegistry, records: int) -> int:
     """The topic holds each GO_RIDE booking (index % 3 == 0) exactly once; returns its record count."""
     decoded = read_decoded(bootstrap_servers, topic, registry, SUMMARY_MESSAGE)
@@ -111,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--produce-chunk", type=int, default=50_000, help="bookings per generated batch")
     parser.add_argument("--max-records-per-batch", type=int, default=200_000, help="dagger micro-batch size")
+    parser.add_argument(
+        "--metrics-rounds", type=int, default=3, help="runs each without and with metrics export (0: skip)"
+    )
     add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
     conf = spark_conf(args.conf)
@@ -136,13 +193,25 @@ def main(argv: list[str] | None = None) -> int:
 
         dagger = filter_dagger(servers, descriptor_set, args.max_records_per_batch)
         runs = run_fresh_and_warm(dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf)
+        metrics_cost, metrics_topics = (
+            measure_metrics_cost(dagger, registry, args.records, args.metrics_rounds, args.master, conf)
+            if args.metrics_rounds
+            else (None, [])
+        )
 
-        for topic in (BASELINE_TOPIC, *PIPELINE_TOPICS.values()):
+        for topic in (BASELINE_TOPIC, *PIPELINE_TOPICS.values(), *metrics_topics):
             count = verify_output(servers, topic, registry, args.records)
             print(f"verified {topic}: {count:,} GO_RIDE records, each once", flush=True)
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
+    summary["metrics_cost"] = metrics_cost
     print_throughput_summary(summary)
+    if metrics_cost is not None:
+        on, off = metrics_cost["on_events_per_s"], metrics_cost["off_events_per_s"]
+        print(
+            f"metrics on: {on:,} events/s, off: {off:,} "
+            f"({metrics_cost['on_vs_off']:.1%}; target {metrics_cost['target']})"
+        )
     write_summary(args.output, summary)
     return 0
 

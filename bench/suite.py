@@ -54,7 +54,7 @@ SCALES: dict[str, dict[str, list[str]]] = {
         "live": ["--rate", "20000", "--seconds", "60", "--warmup-seconds", "70"],
     },
     "small": {
-        "filter": ["--records", "50000", "--max-records-per-batch", "10000"],
+        "filter": ["--records", "50000", "--max-records-per-batch", "10000", "--metrics-rounds", "1"],
         "window": ["--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000"],
         "join": ["--orders", "25000", "--minutes", "5", "--max-records-per-batch", "5000"],
         "live": ["--rate", "20000", "--seconds", "15", "--warmup-seconds", "5"],
@@ -220,7 +220,23 @@ def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
             rows.extend(live_rows(summary))
         else:
             rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
+            if summary.get("metrics_cost"):
+                rows.append(metrics_cost_row(WORKLOAD_TITLES[name], summary["metrics_cost"]))
     return rows
+
+
+def metrics_cost_row(workload: str, cost: dict[str, Any]) -> Row:
+    """The same workload with every metrics exporter on; the "loop" column holds the run without them."""
+    return Row(
+        workload=f"{workload}, metrics exported",
+        measure=f"events/s, steady state (median of {cost['rounds']}; loop column: metrics off)",
+        dagger=_events(cost["on_events_per_s"]),
+        loop=_events(cost["off_events_per_s"]),
+        dagger_vs_loop=f"{cost['on_vs_off']:.0%}",
+        target=cost["target"],
+        met=_met(cost["target_met"]),
+        limit="Prometheus endpoint and StatsD pushes, updated once per micro-batch on the driver",
+    )
 
 
 def markdown(rows: list[Row], machine: dict[str, Any], scale: str, load_at_end: list[float]) -> str:

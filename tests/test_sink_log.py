@@ -26,7 +26,7 @@ def test_floats_print_as_protobuf_prints_them_and_doubles_in_full(spark, make_da
     spec = make_dagger(streams=[stream], sql="SELECT * FROM t", sinks=[{"kind": "log"}])
     writer = LogSinkWriter(spec.sinks[0], SinkContext(spec, log_emit=lines.append))
 
-    assert writer.write(batch, 7) == 1
+    assert writer.write(batch, 7) == Written(rows=1)
     [line] = lines
     prefix, _, row = line.partition(" | ")
     assert prefix == "batch 7"
