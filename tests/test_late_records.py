@@ -96,6 +96,13 @@ def test_late_rows_of_a_parquet_stream_are_dropped_and_counted(tmp_path: Path, m
     assert [report.late_records["orders"] for report in running.run.reports if report.input_rows] == [0, 2]
 
 
+def test_kept_late_records_reach_the_sql(kafka, registry, make_dagger, start_dagger):
+    running = _run_rounds(kafka, registry, make_dagger, start_dagger, {"action": "keep"})
+
+    assert _order_ids(running.logged) == [f"o{index}" for round_ in ROUNDS for index in round_]
+    assert [report.total_late for report in running.run.reports if report.input_rows] == [0, 0, 0]
+
+
 def test_a_parquet_stream_cannot_dead_letter_late_rows(descriptor_set: Path) -> None:
     document = {
         "name": "lake",

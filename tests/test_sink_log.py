@@ -7,7 +7,7 @@ import json
 import numpy
 from pyspark.sql.types import ArrayType, DoubleType, FloatType, StringType, StructField, StructType
 
-from jobs.sinks.base import SinkContext
+from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.log.writer import LogSinkWriter
 
 

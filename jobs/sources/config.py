@@ -29,9 +29,10 @@ class LateRecordPolicy(DeadLetterPolicy):
     """What a stream does, before the SQL, with a record whose event time is behind the watermark the
     micro-batch runs with (which Spark's stateful operators would drop without a word)."""
 
-    action: Literal["drop", "dead_letter"] = "drop"
+    action: Literal["drop", "dead_letter", "keep"] = "drop"
     """`drop` skips and counts it; `dead_letter` copies the raw record to `dead_letter_topic` (reason and
-    watermark in headers), then skips it. Kafka streams only: a Parquet row has no raw record."""
+    watermark in headers), then skips it (Kafka streams only: a Parquet row has no raw record); `keep`
+    hands it to the SQL, where a window still open takes it and a closed one drops it, as Flink does."""
 
 
 class StreamConfig(ConfigModel):

@@ -146,9 +146,12 @@ class ProtoStreamReader(DataSourceStreamReader):
         self.metadata = metadata
         self.checkpoint = checkpoint
 
-    def batch_watermark_us(self) -> int:
-        """The watermark (epoch microseconds) of the micro-batch being planned; 0 before any event time was
-        seen, and for a checkpoint this process cannot read as files (see the docs' known limits)."""
+    def late_before_us(self) -> int:
+        """Records of the micro-batch being planned with an event time before this (epoch microseconds) are
+        late: the batch's watermark; 0 (none late) before any event time was seen, for a checkpoint this
+        process cannot read as files (see the docs' known limits), and for a stream keeping late records."""
+        if self.stream.late_records.action == "keep":
+            return 0
         folder = _local_folder(self.checkpoint, "offsets")
         batches = [int(name) for name in os.listdir(folder) if name.isdigit()] if folder else []
         if not batches:

@@ -106,8 +106,8 @@ class KafkaPartitionRange(InputPartition):
     partition: int
     from_offset: int
     until_offset: int
-    watermark_us: int = 0
-    """The watermark the batch runs with: records with an earlier event time are late."""
+    late_before_us: int = 0
+    """The watermark the batch runs with: records with an earlier event time are late (0: none)."""
 
 
 class KafkaStreamReader(ProtoStreamReader):
@@ -332,14 +332,14 @@ class KafkaStreamReader(ProtoStreamReader):
         return self._latest
 
     def partitions(self, start: Offsets, end: Offsets) -> list[KafkaPartitionRange]:
-        watermark_us = self.batch_watermark_us()
+        late_before_us = self.late_before_us()
         ranges = []
         for topic, partition_ends in sorted(end.items()):
             for partition, until in sorted(partition_ends.items(), key=lambda item: int(item[0])):
                 # A partition unknown at `start` was discovered during this batch: read it from the start.
                 begin = start.get(topic, {}).get(partition, 0)
                 if until > begin:
-                    ranges.append(KafkaPartitionRange(topic, int(partition), begin, until, watermark_us))
+                    ranges.append(KafkaPartitionRange(topic, int(partition), begin, until, late_before_us))
         return ranges
 
     def stop(self) -> None:
@@ -630,7 +630,7 @@ class _PartitionReader:
         valid = None
         if invalid:
             valid = self._apply_invalid_record_policy(messages, invalid)
-        late = self.layout.late(decoded, self.range.watermark_us, valid)
+        late = self.layout.late(decoded, self.range.late_before_us, valid)
         if late is not None and self.stream.late_records.action == "dead_letter":
             self._dead_letter_late_records(messages, decoded, late)
         metadata = [self._metadata_column(name, messages, offsets) for name in self.layout.metadata.names]
@@ -676,7 +676,7 @@ class _PartitionReader:
     def _dead_letter_late_records(
         self, messages: list[Message], decoded: pa.RecordBatch, late: pa.Array
     ) -> None:
-        watermark = datetime.fromtimestamp(self.range.watermark_us / 1e6, UTC).isoformat()
+        watermark = datetime.fromtimestamp(self.range.late_before_us / 1e6, UTC).isoformat()
         event_times = self.layout.rowtime(decoded).filter(late).to_pylist()
         late_messages = [messages[index] for index in pc.indices_nonzero(late).to_pylist()]
         self._send_to_dead_letter_topic(

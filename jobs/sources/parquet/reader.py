@@ -84,8 +84,8 @@ def list_stream_files(stream: ParquetStream) -> list[ParquetFileEntry]:
 @dataclass(frozen=True)
 class ParquetFilePartition(InputPartition):
     path: str
-    watermark_us: int = 0
-    """The watermark the batch runs with: rows with an earlier event time are late."""
+    late_before_us: int = 0
+    """The watermark the batch runs with: rows with an earlier event time are late (0: none)."""
 
 
 class ParquetStreamReader(ProtoStreamReader):
@@ -109,9 +109,9 @@ class ParquetStreamReader(ProtoStreamReader):
         return {"after": unread[-1].sort_key} if unread else start
 
     def partitions(self, start: dict, end: dict) -> list[ParquetFilePartition]:
-        watermark_us = self.batch_watermark_us()
+        late_before_us = self.late_before_us()
         return [
-            ParquetFilePartition(entry.path, watermark_us)
+            ParquetFilePartition(entry.path, late_before_us)
             for entry in list_stream_files(self.stream)
             if start["after"] < entry.sort_key <= end["after"]
         ]
@@ -129,7 +129,7 @@ class ParquetStreamReader(ProtoStreamReader):
         for batch in parquet_file.iter_batches(batch_size=_READ_BATCH_ROWS):
             decoded = self._conform(batch, layout.decoder.schema, partition.path)
             source_file = [pa.repeat(path, batch.num_rows)] if layout.metadata.names else []
-            yield layout.assemble(decoded, source_file, late=layout.late(decoded, partition.watermark_us))
+            yield layout.assemble(decoded, source_file, late=layout.late(decoded, partition.late_before_us))
 
     def _conform(self, batch: pa.RecordBatch, target: pa.Schema, path: str) -> pa.RecordBatch:
         columns = []
