@@ -18,6 +18,10 @@ KAFKA_STAMP := build/kafka/.resolved
 POSTGRES := /usr/lib/postgresql/15/bin/postgres
 # The metrics tests scrape a running dagger with Debian's Prometheus and check the alert rules with promtool.
 PROMETHEUS := /usr/bin/prometheus
+# Apache Flink, the oracle the tests compare query results with (tests/flink/): PyFlink in a virtualenv
+# of its own, as its pins (numpy, pyarrow, protobuf) differ from the project's.
+FLINK_VENV := build/flink-venv
+FLINK_STAMP := $(FLINK_VENV)/.installed
 # apt-get for the servers the tests need; one update per make run at most.
 APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
@@ -26,7 +30,7 @@ APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 run: $(STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m jobs demo
 
-test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) protos $(JVM_ARCHIVE_STAMP)
+test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(FLINK_STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -70,6 +74,11 @@ $(KAFKA_STAMP): $(KAFKA_POM)
 	rm -rf build/kafka/libs
 	mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/kafka/libs
+	touch $@
+
+$(FLINK_STAMP): tests/flink/requirements.txt
+	test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/python -m pip install --quiet -r tests/flink/requirements.txt
 	touch $@
 
 clean:

@@ -8,6 +8,7 @@ from pyspark.errors import AnalysisException, ParseException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.udfs.aggregate import FunctionCallError, RewrittenSql, rewrite_aggregate_calls
+from jobs.udfs.arrays import type_array_calls
 from jobs.udfs.sql_text import words
 
 _COUNT_STAR = re.compile(r"count\s*\(\s*\*\s*\)", re.IGNORECASE)
@@ -20,11 +21,12 @@ class SqlError(ValueError):
 def analyse(spark: SparkSession, sql: str) -> DataFrame:
     """Parse and analyse the query against the registered views (Spark resolves names eagerly).
 
-    Calls of Dagger's aggregates are expanded first (`jobs.udfs.aggregate`); error positions are those of
-    `sql` as written.
+    Calls of Dagger's aggregates are expanded first (`jobs.udfs.aggregate`), and its typed array functions
+    cast to their types (`jobs.udfs.arrays`); error positions are those of `sql` as written.
     """
+    typed = type_array_calls(sql)
     try:
-        rewritten = rewrite_aggregate_calls(sql)
+        rewritten = rewrite_aggregate_calls(typed.text).after(typed)
     except FunctionCallError as error:
         raise SqlError(f"SQL error{_at(sql, error.position)}: {error}") from None
     try:

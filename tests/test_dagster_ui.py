@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy
 import pytest
 import yaml
-from dagster import DagsterRunStatus
+from dagster import AssetKey, DagsterRunStatus
 
 from dagger_assets.stages import STOPPED_TAG
 from jobs.checkpoints import INITIAL, CheckpointGenerations
@@ -81,6 +81,9 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     assert seen["stopped_line"].endswith(run.tags[STOPPED_TAG])
     messages = [entry.user_message for entry in dagster.instance.all_logs(run.run_id)]
     assert any("finishing the current micro-batch" in message for message in messages)
+    observed = dagster.instance.fetch_observations(AssetKey(["booking_filter", "sql"]), limit=100).records
+    invalid = [record.asset_observation.metadata["invalid_records"].value for record in observed]
+    assert sum(sum(counts.values()) for counts in invalid) == 1  # what turned the live check red
     first_batch = [message for message in messages if message.startswith("batch 0 | ")]
     assert len(first_batch) == 3  # the example dagger's log sink shows max_rows_per_batch rows
     # As the browser showed it: a FLOAT as protobuf prints it, an instant with its zone.

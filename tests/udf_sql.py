@@ -8,16 +8,18 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs import sql as sql_stage
 from jobs.schema_registry import SchemaRegistry
 from jobs.udfs import register_functions
 
 
 @pytest.fixture(scope="session")
 def sql(spark: SparkSession, registry: SchemaRegistry) -> Callable[..., list[Any]]:
-    """Runs `SELECT <expressions>` with the functions registered and returns the one row's values."""
+    """Runs `SELECT <expressions>` through the SQL stage, as a dagger or the SQL console would, with the
+    functions registered, and returns the one row's values."""
     register_functions(spark, registry)
 
     def select(*expressions: str) -> list[Any]:
-        return list(spark.sql("SELECT " + ", ".join(expressions)).collect()[0])
+        return list(sql_stage.analyse(spark, "SELECT " + ", ".join(expressions)).collect()[0])
 
     return select

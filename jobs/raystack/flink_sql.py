@@ -20,6 +20,14 @@ What changes:
 | `, UNNEST(arr) AS t (a, b)`                    | `, LATERAL inline(arr) AS t (a, b)` (one name: explode) |
 | `, LATERAL TABLE(fn(x)) AS T (a)`              | `, LATERAL fn(x) AS T (a)`                           |
 | `Split(s, regex)` (Dagger's, Java's split)     | `DaggerSplit(s, regex)` (Spark's `split` wins the name) |
+| `COUNT(DISTINCT x)` (no DISTINCT aggregates in Spark streams) | `size(collect_set(x))`    |
+| `REGEXP_EXTRACT(s, regex, n)` (NULL: no match)  | `FlinkRegexpExtract(s, regex, n)` (Spark's gives '')  |
+| `EXTRACT(SECOND FROM t)` (whole seconds)        | `CAST(FLOOR(EXTRACT(SECOND FROM t)) AS BIGINT)`      |
+| `FLOOR(t TO MINUTE)`                           | `date_trunc('MINUTE', t)`                            |
+| `a[1]`, `m['k']` (arrays count from 1)          | `try_element_at(a, 1)`, `try_element_at(m, 'k')`     |
+
+These are found by reading Flink's documentation and by running the same queries on Apache Flink
+(`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 Constructs Spark streams cannot run (OVER windows, MATCH_RECOGNIZE, temporal joins, window table-valued
 functions, processing time) are refused with the construct named, before anything starts.
@@ -51,8 +59,10 @@ _SET_OPERATORS = {TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT}
 # Dagger's aggregate functions, which the parser cannot know are aggregates.
 _DAGGER_AGGREGATES = {"COLLECTARRAY", "DISTINCTCOUNT", "FEATURES", "FEATURESWITHTYPE", "PERCENTILEAGGREGATOR"}
 _SPARK_TYPES = {"VARCHAR": "STRING", "BYTES": "BINARY", "TIMESTAMP_LTZ": "TIMESTAMP"}
-# Dagger's functions whose names Spark's built-ins take first: a Dagger query means Dagger's function.
-_DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {"SPLIT": "DaggerSplit"}
+# Functions whose names Spark's built-ins take with other meanings: a Flink query means Dagger's function
+# (Split) or Flink's (REGEXP_EXTRACT, which gives NULL where nothing matches).
+_DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {"SPLIT": "DaggerSplit", "REGEXP_EXTRACT": "FlinkRegexpExtract"}
+_TIME_UNIT_NAMES = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
 
 
 class FlinkSqlError(ValueError):
@@ -465,6 +475,19 @@ class _TokenScan:
                 yield _Edit(token.start, token.end + 1, _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK[name])
             elif name == "UNNEST" and self.is_call(index):
                 yield from self._unnest_edit(index)
+            elif name == "COUNT" and self.is_call(index) and self.upper(index + 2) == "DISTINCT":
+                if len(self.arguments(index)) == 1:
+                    closing = self.tokens[self.partner[index + 1]]
+                    yield _Edit(token.start, self.tokens[index + 2].end + 1, "size(collect_set(")
+                    yield _Edit(closing.start, closing.end + 1, "))")
+            elif name == "EXTRACT" and self.is_call(index) and self.upper(index + 2) == "SECOND":
+                closing = self.tokens[self.partner[index + 1]]
+                yield _Edit(token.start, token.start, "CAST(FLOOR(")
+                yield _Edit(closing.end + 1, closing.end + 1, ") AS BIGINT)")
+            elif name == "FLOOR" and self.is_call(index):
+                yield from self._floor_to_unit_edit(index)
+            elif token.token_type == TokenType.L_BRACKET:
+                yield from self._subscript_edit(index)
             elif name == "LATERAL" and self.upper(index + 1) == "TABLE" and self.is_call(index + 1):
                 opening = index + 2
                 if not self.is_call(opening + 1) or self.partner[opening + 2] + 1 != self.partner[opening]:
@@ -475,6 +498,41 @@ class _TokenScan:
                 closing = self.tokens[self.partner[opening]]
                 yield _Edit(closing.start, closing.end + 1, "")
             index += 1
+
+    def _floor_to_unit_edit(self, index: int) -> Iterator[_Edit]:
+        """`FLOOR(t TO unit)`: the instant truncated to the unit."""
+        closing = self.partner[index + 1]
+        unit, to = closing - 1, closing - 2
+        if to > index + 2 and self.upper(to) == "TO" and self.upper(unit) in _TIME_UNIT_NAMES:
+            opening = self.tokens[index + 1]
+            yield _Edit(self.tokens[index].start, opening.end + 1, f"date_trunc('{self.upper(unit)}', ")
+            yield _Edit(self.tokens[to - 1].end + 1, self.tokens[unit].end + 1, "")
+
+    def _subscript_edit(self, index: int) -> Iterator[_Edit]:
+        """`x[i]` (Flink counts array elements from 1, and gives NULL past the end; `m[k]` a map's value)."""
+        before = index - 1
+        operand_ends = (TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN)
+        if before < 0 or self.tokens[before].token_type not in operand_ends:
+            return  # ARRAY[...] builds an array
+        first = before
+        if self.tokens[before].token_type == TokenType.R_PAREN:
+            first = self.partner[before] - (1 if self.is_call(self.partner[before] - 1) else 0)
+        while first >= 2 and self.tokens[first - 1].token_type == TokenType.DOT:
+            first -= 2
+        closing = next(
+            (
+                position
+                for position in range(index + 1, len(self.tokens))
+                if self.tokens[position].token_type == TokenType.R_BRACKET
+                and self.enclosing[position] == self.enclosing[index]
+            ),
+            None,
+        )
+        if closing is None:
+            return
+        yield _Edit(self.tokens[first].start, self.tokens[first].start, "try_element_at(")
+        yield _Edit(self.tokens[index].start, self.tokens[index].end + 1, ", ")
+        yield _Edit(self.tokens[closing].start, self.tokens[closing].end + 1, ")")
 
     def _in_cast_type(self, index: int) -> bool:
         """Whether the token follows `AS` directly inside CAST(...) / TRY_CAST(...)."""

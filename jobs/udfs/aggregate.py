@@ -151,18 +151,29 @@ class RewrittenSql:
     text: str
     original: str
     segments: tuple[tuple[int, int, int, bool], ...] = ()
-    """(start, end) in `text`, its start in `original`, and whether it was copied verbatim."""
+    """(start, end) in `text`, its start in the text rewritten, and whether it was copied verbatim."""
+    earlier: RewrittenSql | None = None
+    """The rewrite whose `text` this one rewrote (its `original` is this one's)."""
+
+    def after(self, earlier: RewrittenSql) -> RewrittenSql:
+        """This rewrite of `earlier.text`, mapping positions back to `earlier.original`."""
+        return RewrittenSql(self.text, earlier.original, self.segments, earlier)
 
     def original_index(self, index: int) -> int:
         """The offset in the original query of offset `index` of the expanded one (inserted text maps to
         the start of the call it came from)."""
+        rewritten = self.earlier.text if self.earlier is not None else self.original
+        own = len(rewritten) if self.segments else index
         for start, end, original_start, verbatim in self.segments:
             if start <= index < end:
-                return original_start + (index - start) if verbatim else original_start
-        return len(self.original) if self.segments else index
+                own = original_start + (index - start) if verbatim else original_start
+                break
+        return self.earlier.original_index(own) if self.earlier is not None else own
 
 
-class _Builder:
+class SqlBuilder:
+    """Builds a rewritten query from copied spans of the original and inserted text."""
+
     def __init__(self, original: str) -> None:
         self.original = original
         self.parts: list[str] = []
@@ -190,7 +201,7 @@ def rewrite_aggregate_calls(sql: str) -> RewrittenSql:
     calls = find_calls(sql, set(EXPANSIONS))
     if not calls:
         return RewrittenSql(sql, sql)
-    builder = _Builder(sql)
+    builder = SqlBuilder(sql)
     copied_to = 0
     for call in calls:
         builder.copy(copied_to, call.start)
@@ -200,7 +211,7 @@ def rewrite_aggregate_calls(sql: str) -> RewrittenSql:
     return builder.result()
 
 
-def _expand(sql: str, call: Call, builder: _Builder) -> None:
+def _expand(sql: str, call: Call, builder: SqlBuilder) -> None:
     expansion = EXPANSIONS[call.name.lower()]
     arguments = list(call.arguments)
     distinct = False

@@ -4,6 +4,12 @@ Dagger returns elements and map values as Java objects that Flink prints with `S
 needs one result type per function, so ElementAt and MapGet return that text (`CAST(... AS DOUBLE)`
 reads it back, as Dagger's documented queries do), ArrayAggregate a DOUBLE and ArrayOperate an
 ARRAY<STRING>. Maps may be Spark maps or Dagger's layout, an array of (key, value) rows.
+
+Dagger's ArrayAggregate and ArrayOperate run a Java stream of the declared input type (`IntStream` for
+'int', `LongStream` for 'long', `DoubleStream` for 'double' and 'float'), so their results have that
+type: ArrayOperate(array(1, 2, 1), 'distinct.sorted', 'int') is [1, 2], a sum of ints an int. Where the
+operation and the input type are written as literals, the SQL stage casts the call to that type
+(`type_array_calls`); with an 'other' input, or types given by columns, the text and DOUBLE remain.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.udfs.aggregate import RewrittenSql, SqlBuilder
 from jobs.udfs.javatext import java_double, java_text, texts
 from jobs.udfs.registration import FunctionSet, UdfError, distinct_values
+from jobs.udfs.sql_text import code_tokens, find_calls
 
 # --------------------------------------------------------------------------------------------------------
 # ElementAt
@@ -268,6 +276,57 @@ def _array_operate_row(elements: list, operation_type: str, input_data_type: str
     if element_type in ("DOUBLE", "FLOAT"):
         return [java_double(value) for value in values]
     return [None if value is None else java_text(value) for value in values]
+
+
+_STREAM_RESULT_TYPES = {
+    "INTEGER": "INT", "INT": "INT", "LONG": "BIGINT", "BIGINT": "BIGINT",
+    "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE",
+}  # fmt: skip
+"""The Spark type of the elements of Dagger's Java stream for each input type."""
+
+
+def dagger_result_type(function: str, operation_type: str, input_data_type: str) -> str | None:
+    """The Spark type of what Dagger's ArrayOperate or ArrayAggregate call returns (None: not typed)."""
+    element = _STREAM_RESULT_TYPES.get(input_data_type.upper())
+    if function.lower() == "arrayoperate":
+        return None if element is None else f"ARRAY<{element}>"
+    terminal = operation_type.split(".")[-1]
+    if terminal == "count":  # of any stream, 'other' too
+        return "BIGINT"
+    if element is None:
+        return None
+    if terminal == "average":
+        return "DOUBLE"
+    return element if terminal in _NUMERIC_TERMINALS else None
+
+
+def type_array_calls(sql: str) -> RewrittenSql:
+    """`sql` with each ArrayOperate and ArrayAggregate call whose operation and input type are literals
+    cast to the type Dagger's call returns."""
+    builder, copied_to = SqlBuilder(sql), 0
+    for call in find_calls(sql, {"arrayoperate", "arrayaggregate"}):
+        if len(call.arguments) != 3:
+            continue  # the function's own error names the count
+        operation, input_type = (_string_literal(sql, *call.arguments[index]) for index in (1, 2))
+        if operation is None or input_type is None:
+            continue
+        result_type = dagger_result_type(call.name, operation, input_type)
+        if result_type is None:
+            continue
+        builder.copy(copied_to, call.start)
+        builder.insert("CAST(", call.start)
+        builder.copy(call.start, call.close_paren + 1)
+        builder.insert(f" AS {result_type})", call.start)
+        copied_to = call.close_paren + 1
+    builder.copy(copied_to, len(sql))
+    return builder.result()
+
+
+def _string_literal(sql: str, start: int, end: int) -> str | None:
+    tokens = code_tokens(sql[start:end])
+    if len(tokens) != 1 or tokens[0].kind != "string" or sql[start] not in "'\"":
+        return None
+    return sql[start + 1 : end - 1]
 
 
 def _per_row(function: str, row_function: Callable, result_type: pa.DataType) -> Callable[..., pa.Array]:

@@ -1,8 +1,11 @@
-"""Dagger's Split (as DaggerSplit) and ByteToString: built-in expressions with Java's semantics.
+"""Dagger's Split (as DaggerSplit) and ByteToString, and Flink's REGEXP_EXTRACT (as FlinkRegexpExtract):
+built-in expressions with Java's and Flink's semantics.
 
 Spark resolves its own `split` before any session function, so Dagger's Split cannot have its name: an
 unchanged `Split(text, regex)` runs Spark's, which keeps trailing empty strings, splits `''` into
-characters and returns NULL for NULL. `DaggerSplit` is Dagger's.
+characters and returns NULL for NULL. `DaggerSplit` is Dagger's. Likewise Spark's `regexp_extract` gives
+'' where the pattern does not match, and Flink's NULL; the Flink-SQL translator calls
+`FlinkRegexpExtract`.
 """
 
 from __future__ import annotations
@@ -30,3 +33,9 @@ def declare(functions: FunctionSet) -> None:
         f"WHEN input = '' THEN array('') ELSE {java_split(parts)} END",
     )
     functions.sql("ByteToString", "bytes BINARY", "STRING", "CAST(bytes AS STRING)")
+    functions.sql(
+        "FlinkRegexpExtract",
+        "input STRING, pattern STRING, group_index INT",
+        "STRING",
+        "CASE WHEN input RLIKE pattern THEN regexp_extract(input, pattern, group_index) END",
+    )

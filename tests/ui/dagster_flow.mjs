@@ -82,11 +82,18 @@ try {
   await skipCommunityDialog(checks);
   await checks.goto(`${baseUrl}/assets/${group}/sql?view=checks&checkDetail=${failingCheck}`);
   await checks.getByText('Execution history').first().waitFor({ timeout: 60_000 });
+  // Only this check in the list (others may fail too, before the first batch), and its detail beside it.
+  const onlyThisCheck = async () => {
+    await checks.getByPlaceholder('Filter checks').fill(failingCheck);
+    await checks.getByText('Evaluation result').first().waitFor({ timeout: 30_000 });
+  };
+  await onlyThisCheck();
   const failed = checks.getByText('Failed', { exact: true }).first();
   for (let attempt = 0; !(await failed.isVisible()); attempt++) {
-    if (attempt === 12) throw new Error(`check ${failingCheck} shown as failed within 12 reloads`);
+    if (attempt === 12) throw new Error(`check ${failingCheck} not shown as failed after 12 reloads`);
     await checks.waitForTimeout(10_000);  // the run records live evaluations every checks.live_interval
     await checks.reload();
+    await onlyThisCheck();
   }
   await checks.screenshot({ path: join(outDir, '3-live-check-failed.png') });
   screenshots.push(join(outDir, '3-live-check-failed.png'));
@@ -98,6 +105,9 @@ try {
 
   step = 'see the run stopped: a success that says where, no error';
   await page.getByText('Success', { exact: true }).first().waitFor({ timeout: 120_000 });
+  await page.getByText('No steps have errored').waitFor({ timeout: 30_000 });
+  // The log shows its latest events; the filter brings back the line that says where the run stopped.
+  await page.getByPlaceholder(/^Filter/).first().fill('stopped after batch');
   const stoppedRow = page.getByText(/stopped after batch \d+, checkpoint at /).first();
   await stoppedRow.waitFor({ timeout: 60_000 });
   const stoppedLine = (await stoppedRow.textContent()).trim();

@@ -1,0 +1,349 @@
+"""The oracle's input and queries: Flink SQL as raystack Dagger jobs write it, run unchanged on Apache
+Flink and, through the project's Flink-SQL translator, as daggers.
+
+Every table ends with a `flush` row hours after its data: its watermark closes every window of the data
+in both engines, so the comparison does not depend on what each does at the end of input (Flink's final
+watermark closes every window; a Spark query closes a window only when a later batch's watermark passes
+it). Rows that carry a time from the flush hour are left out of the comparison on both sides. The
+`open_orders` table has no flush row: its case shows that end-of-input difference.
+
+Amounts are multiples of 1/4, so sums are exact in any order. Rows arrive out of order by up to 3 s,
+within the 5 s watermark delay; `late_orders` comes in batches (files, micro-batches) whose late rows are
+late against the watermark of the batches before, so Flink (a watermark per record) and the daggers (a
+watermark per micro-batch) see the same rows late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+FLUSH_AT = datetime(2024, 5, 1, 23, 30, tzinfo=UTC)
+FLUSH_CUTOFF = "2024-05-01T23:00:00.000"
+"""Rows with a time at or after this come from the flush rows and are compared on neither side."""
+WATERMARK_DELAY_S = 5
+
+
+def at(seconds: float) -> datetime:
+    return START + timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    proto_message: str
+    time_column: str
+    columns: list[tuple[str, str]]
+    """Flink column types, in the message's field names."""
+    batches: list[list[dict[str, Any]]]
+    """The rows, in arrival order, cut into micro-batches (one file each)."""
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return [row for batch in self.batches for row in batch]
+
+
+def _order(order_id: str, customer: str | None, amount: float, seconds: float) -> dict[str, Any]:
+    return {"order_id": order_id, "customer_id": customer, "amount": amount, "created_at": at(seconds)}
+
+
+ORDER_COLUMNS = [
+    ("order_id", "STRING"), ("customer_id", "STRING"), ("amount", "DOUBLE"), ("created_at", "TIMESTAMP(3)"),
+]  # fmt: skip
+FLUSH_ORDER = {"order_id": "flush", "customer_id": "flush", "amount": 0.0, "created_at": FLUSH_AT}
+
+ORDERS = [
+    _order("o1", "c1", 10.5, 0.25), _order("o2", "c2", 3.25, 1), _order("o3", "c1", 1.5, 4),
+    _order("o4", "c3", 12.0, 3), _order("o5", "c2", 0.75, 9.999), _order("o6", "c1", 7.25, 10),
+    _order("o7", "", 2.0, 12), _order("o8", None, 5.5, 14), _order("o9", "c3", 20.0, 13),
+    _order("o10", "c1", 0.0, 21), _order("o11", "c2", 100.25, 22.5), _order("o12", "c2", -4.5, 24),
+    _order("o13", "c1", 9.75, 31), _order("o14", "c3", 6.5, 33), _order("o15", "c1", 3.0, 47),
+    _order("o16", "c2", 11.0, 48), _order("o17", "c3", 2.25, 45), _order("o18", "c1", 4.75, 62),
+    _order("o19", "c2", 8.0, 63.5), _order("o20", "c1", 1.25, 64), _order("o21", "c3", 15.5, 80),
+    _order("o22", "c1", 2.5, 91), _order("o23", "c2", 6.0, 95),
+]  # fmt: skip
+REFUNDS = [
+    _order("o1", "c1", 10.5, -2), _order("o3", "c1", 1.5, 6), _order("o6", "c1", 7.25, 25),
+    _order("o11", "c2", 50.0, 23), _order("o16", "c2", 11.0, 50), _order("o99", "c9", 1.0, 51),
+]  # fmt: skip
+LATE_ORDERS = [
+    [_order("L1", "c1", 1.0, 0), _order("L2", "c1", 2.0, 12)],  # watermark after: 7 s
+    [_order("L3", "c1", 4.0, 5), _order("L4", "c1", 8.0, 25)],  # L3 behind it, its window [0, 10) open
+    [_order("L5", "c1", 16.0, 3), _order("L6", "c1", 32.0, 27)],  # L5 behind 20 s: [0, 10) has closed
+    [FLUSH_ORDER],
+]
+
+
+def _item(
+    item_id: str, small: int, big: int, real: float, words: list[str], numbers: list[int], seconds: float
+):
+    return {
+        "id": item_id, "int32_value": small, "int64_value": big, "double_value": real, "words": words,
+        "numbers": numbers, "event_time": at(seconds),
+    }  # fmt: skip
+
+
+ITEMS = [
+    _item("i1", 7, 10, 2.5, ["a", "b"], [1, 2], 0),
+    _item("i2", -3, -7, -0.5, [], [], 5),
+    _item("i3", 0, 0, 0.0, ["", "x"], [5], 12),
+    _item("i4", 15, 1_000_000_000_000, 1.25, ["z"], [3, 4, 5], 20),
+    _item("i5", 4, 9, 10.0, ["a"], [], 21),
+]
+FLUSH_ITEM = _item("flush", 0, 0, 0.0, [], [], (FLUSH_AT - START).total_seconds())
+
+TABLES = [
+    Table("orders", "dagger.testing.Order", "created_at", ORDER_COLUMNS, [[*ORDERS, FLUSH_ORDER]]),
+    Table("refunds", "dagger.testing.Order", "created_at", ORDER_COLUMNS, [[*REFUNDS, FLUSH_ORDER]]),
+    Table("late_orders", "dagger.testing.Order", "created_at", ORDER_COLUMNS, LATE_ORDERS),
+    Table("open_orders", "dagger.testing.Order", "created_at", ORDER_COLUMNS, [ORDERS]),
+    Table(
+        "items",
+        "dagger.testing.AllTypes",
+        "event_time",
+        [
+            ("id", "STRING"),
+            ("int32_value", "INT"),
+            ("int64_value", "BIGINT"),
+            ("double_value", "DOUBLE"),
+            ("words", "ARRAY<STRING>"),
+            ("numbers", "ARRAY<BIGINT>"),
+            ("event_time", "TIMESTAMP(3)"),
+        ],
+        [[*ITEMS, FLUSH_ITEM]],
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    sql: str
+    stream_settings: dict[str, Any] = field(default_factory=dict)
+    """Keys set on the dagger's streams (e.g. a `late_records` policy)."""
+
+    def tables(self) -> list[Table]:
+        words = set(self.sql.replace("`", " ").replace(",", " ").split())
+        return [table for table in TABLES if table.name in words]
+
+
+def _tumble(size: str, table: str = "orders", extra: str = "") -> str:
+    return (
+        f"SELECT customer_id, TUMBLE_START(rowtime, {size}) AS window_start, "
+        f"TUMBLE_END(rowtime, {size}) AS window_end, COUNT(*) AS orders, SUM(amount) AS total{extra} "
+        f"FROM {table} GROUP BY customer_id, TUMBLE(rowtime, {size})"
+    )
+
+
+QUERIES = [
+    # --- group windows: TUMBLE, HOP, SESSION and their functions ------------------------------------------
+    Query("tumble_count_sum", _tumble("INTERVAL '10' SECOND")),
+    Query(
+        "tumble_minute_min_max",
+        _tumble("INTERVAL '1' MINUTE", extra=", MIN(amount) AS low, MAX(amount) AS high"),
+    ),
+    Query("tumble_avg", _tumble("INTERVAL '30' SECOND", extra=", AVG(amount) AS mean")),
+    Query(
+        "tumble_rowtime",
+        "SELECT TUMBLE_ROWTIME(rowtime, INTERVAL '20' SECOND) AS window_time, COUNT(*) AS orders "
+        "FROM orders GROUP BY TUMBLE(rowtime, INTERVAL '20' SECOND)",
+    ),
+    Query(
+        "hop_start_end",
+        "SELECT customer_id, HOP_START(rowtime, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS window_start, "
+        "HOP_END(rowtime, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS window_end, COUNT(*) AS orders, "
+        "SUM(amount) AS total FROM orders "
+        "GROUP BY customer_id, HOP(rowtime, INTERVAL '5' SECOND, INTERVAL '15' SECOND)",
+    ),
+    Query(
+        "hop_rowtime",
+        "SELECT HOP_ROWTIME(rowtime, INTERVAL '10' SECOND, INTERVAL '30' SECOND) AS window_time, "
+        "MAX(amount) AS high FROM orders GROUP BY HOP(rowtime, INTERVAL '10' SECOND, INTERVAL '30' SECOND)",
+    ),
+    Query(
+        "session_start_end",
+        "SELECT customer_id, SESSION_START(rowtime, INTERVAL '5' SECOND) AS session_start, "
+        "SESSION_END(rowtime, INTERVAL '5' SECOND) AS session_end, COUNT(*) AS orders, SUM(amount) AS total "
+        "FROM orders GROUP BY customer_id, SESSION(rowtime, INTERVAL '5' SECOND)",
+    ),
+    Query(
+        "session_rowtime",
+        "SELECT customer_id, SESSION_ROWTIME(rowtime, INTERVAL '12' SECOND) AS session_time, COUNT(*) AS n "
+        "FROM orders GROUP BY customer_id, SESSION(rowtime, INTERVAL '12' SECOND)",
+    ),
+    Query(
+        "tumble_several_keys",
+        "SELECT customer_id, amount > 5 AS is_large, "
+        "TUMBLE_END(rowtime, INTERVAL '30' SECOND) AS window_end, COUNT(*) AS orders FROM orders "
+        "GROUP BY customer_id, amount > 5, TUMBLE(rowtime, INTERVAL '30' SECOND)",
+    ),
+    Query(
+        "tumble_having",
+        "SELECT customer_id, TUMBLE_START(rowtime, INTERVAL '30' SECOND) AS window_start, COUNT(*) AS orders "
+        "FROM orders GROUP BY customer_id, TUMBLE(rowtime, INTERVAL '30' SECOND) HAVING COUNT(*) > 1",
+    ),
+    Query(
+        "tumble_case_in_aggregate",
+        "SELECT TUMBLE_START(rowtime, INTERVAL '30' SECOND) AS window_start, "
+        "SUM(CASE WHEN amount >= 10 THEN 1 ELSE 0 END) AS large_orders, "
+        "COUNT(DISTINCT customer_id) AS customers FROM orders GROUP BY TUMBLE(rowtime, INTERVAL '30' SECOND)",
+    ),
+    Query(
+        "tumble_int_average",
+        "SELECT TUMBLE_START(rowtime, INTERVAL '1' MINUTE) AS window_start, AVG(int32_value) AS mean, "
+        "SUM(int64_value) AS total, AVG(double_value) AS real_mean FROM items "
+        "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)",
+    ),
+    # --- every INTERVAL form -------------------------------------------------------------------------------
+    Query("interval_seconds_plural", _tumble("INTERVAL '10' SECONDS")),
+    Query("interval_minute_to_second", _tumble("INTERVAL '0:20' MINUTE TO SECOND")),
+    Query("interval_hour_precision", _tumble("INTERVAL '1' HOUR(2)")),
+    Query("interval_day", _tumble("INTERVAL '1' DAY")),
+    Query("interval_hour_to_minute", _tumble("INTERVAL '1:00' HOUR TO MINUTE")),
+    Query(
+        "interval_arithmetic",
+        "SELECT order_id, rowtime + INTERVAL '90' MINUTE AS later, rowtime - INTERVAL '1' DAY AS day_before "
+        "FROM orders",
+    ),
+    # --- CASE, strings, nulls and empty strings ------------------------------------------------------------
+    Query(
+        "case_branches",
+        "SELECT order_id, CASE WHEN amount >= 10 THEN 'big' WHEN amount > 0 THEN 'small' ELSE 'none' END "
+        "AS size, CASE customer_id WHEN 'c1' THEN 1 WHEN 'c2' THEN 2 END AS customer_number FROM orders",
+    ),
+    Query(
+        "string_case_length_trim",
+        "SELECT order_id, UPPER(customer_id) AS upper_customer, CHAR_LENGTH(customer_id) AS length, "
+        "TRIM(CONCAT('  ', order_id, ' ')) AS trimmed FROM orders",
+    ),
+    Query(
+        "substring_forms",
+        "SELECT order_id, SUBSTRING(order_id, 2) AS tail, SUBSTRING(order_id FROM 1 FOR 2) AS head, "
+        "SUBSTRING(order_id, 5, 2) AS beyond FROM orders",
+    ),
+    Query(
+        "concat_with_nulls",
+        "SELECT order_id, CONCAT(order_id, '-', customer_id) AS joined, "
+        "CONCAT_WS('/', order_id, customer_id, 'x') AS joined_ws, order_id || '!' AS piped FROM orders",
+    ),
+    Query(
+        "replace_position_pad",
+        "SELECT order_id, REPLACE(order_id, 'o', 'order-') AS replaced, POSITION('1' IN order_id) AS one_at, "
+        "LPAD(order_id, 5, '*') AS left_padded, RPAD(order_id, 2, '*') AS right_cut FROM orders",
+    ),
+    Query(
+        "regexp_functions",
+        "SELECT order_id, REGEXP_REPLACE(order_id, '[0-9]+', '#') AS masked, "
+        "REGEXP_EXTRACT(order_id, 'o([0-9])([0-9]?)', 2) AS second_digit FROM orders",
+    ),
+    Query(
+        "string_escapes",
+        "SELECT order_id, 'it''s' AS quoted, '\\d+' AS backslash, REGEXP_REPLACE(order_id, '\\d', 'N') "
+        "AS regex FROM orders WHERE order_id LIKE 'o1%'",
+    ),
+    Query(
+        "coalesce_nullif_null_tests",
+        "SELECT order_id, COALESCE(customer_id, 'unknown') AS customer, "
+        "NULLIF(customer_id, '') AS not_empty, customer_id IS NULL AS missing, customer_id = '' AS is_empty "
+        "FROM orders",
+    ),
+    Query(
+        "null_comparisons_in_filters",
+        "SELECT order_id FROM orders WHERE customer_id <> 'c1' OR amount < 1",
+    ),
+    Query("like_patterns", "SELECT order_id FROM orders WHERE order_id LIKE 'o_' OR customer_id LIKE '%3'"),
+    # --- numbers: math, division, casts and rounding -----------------------------------------------------
+    Query(
+        "math_functions",
+        "SELECT order_id, ROUND(amount, 1) AS rounded, FLOOR(amount) AS floored, CEIL(amount) AS ceiled, "
+        "ABS(amount) AS absolute, POWER(amount, 2) AS squared, MOD(CAST(amount AS INT), 3) AS remainder "
+        "FROM orders",
+    ),
+    Query(
+        "rounding_halves",
+        "SELECT id, ROUND(double_value, 0) AS rounded, ROUND(int32_value / 2.0, 0) AS half_rounded, "
+        "ROUND(2.5, 0) AS two_and_half, ROUND(-2.5, 0) AS minus_two_and_half FROM items",
+    ),
+    Query(
+        "integer_division",
+        "SELECT id, int32_value / 2 AS halved, int64_value / 4 AS quartered, int32_value % 4 AS remainder "
+        "FROM items",
+    ),
+    Query(
+        "double_division",
+        "SELECT id, double_value / 4 AS quartered, CAST(int32_value AS DOUBLE) / 2 AS halved FROM items",
+    ),
+    Query(
+        "casts",
+        "SELECT order_id, CAST(amount AS INT) AS whole, CAST(amount AS VARCHAR) AS text, "
+        "CAST(CAST(amount AS BIGINT) AS STRING) AS whole_text, CAST('12' AS INT) AS twelve, "
+        "CAST(amount AS DECIMAL(10, 2)) AS money FROM orders",
+    ),
+    Query(
+        "timestamp_casts_and_formats",
+        "SELECT order_id, CAST(rowtime AS DATE) AS order_day, "
+        "DATE_FORMAT(rowtime, 'yyyy-MM-dd HH:mm:ss') AS shown, "
+        "EXTRACT(SECOND FROM rowtime) AS second_of_minute, CAST(created_at AS TIMESTAMP(3)) AS created "
+        "FROM orders",
+    ),
+    Query(
+        "time_functions",
+        "SELECT order_id, FLOOR(rowtime TO MINUTE) AS order_minute, HOUR(rowtime) AS hour_of_day, "
+        "YEAR(rowtime) AS year_of, rowtime >= TIMESTAMP '2024-05-01 12:00:30' AS after_half FROM orders",
+    ),
+    # --- arrays and UNNEST --------------------------------------------------------------------------------
+    Query("unnest_strings", "SELECT id, word FROM items, UNNEST(words) AS t (word)"),
+    Query(
+        "unnest_numbers_cross_join",
+        "SELECT id, number * 2 AS doubled FROM items CROSS JOIN UNNEST(numbers) AS t (number) "
+        "WHERE number > 1",
+    ),
+    Query(
+        "array_functions",
+        "SELECT id, CARDINALITY(words) AS word_count, words[1] AS first_word FROM items "
+        "WHERE CARDINALITY(numbers) > 0",
+    ),
+    # --- two streams joined within a time bound ------------------------------------------------------------
+    Query(
+        "interval_join_after",
+        "SELECT o.order_id, o.amount, r.amount AS refunded, r.rowtime AS refunded_at FROM orders AS o, "
+        "refunds AS r WHERE o.order_id = r.order_id AND r.rowtime BETWEEN o.rowtime AND "
+        "o.rowtime + INTERVAL '10' SECOND",
+    ),
+    Query(
+        "interval_join_both_sides",
+        "SELECT o.order_id, r.customer_id FROM orders o JOIN refunds r ON o.customer_id = r.customer_id "
+        "AND o.rowtime BETWEEN r.rowtime - INTERVAL '3' SECOND AND r.rowtime + INTERVAL '3' SECOND",
+    ),
+    # --- the Flink spellings the translator rewrites -------------------------------------------------------
+    Query(
+        "backticks_and_type_names",
+        "SELECT `order_id` AS `id`, CAST(`amount` AS VARCHAR) AS `text`, CAST(`amount` AS BIGINT) AS `whole` "
+        "FROM `orders` WHERE `customer_id` = 'c2'",
+    ),
+    # --- aggregations without a window (their final table) -------------------------------------------------
+    Query(
+        "unwindowed_group_by",
+        "SELECT customer_id, COUNT(*) AS orders, SUM(amount) AS total FROM orders GROUP BY customer_id",
+    ),
+    # --- late rows, out-of-order rows, windows open at the end of input -----------------------------------
+    Query(
+        "late_rows_kept_for_open_windows",
+        _tumble("INTERVAL '10' SECOND", "late_orders"),
+        {"late_records": {"action": "keep"}},
+    ),
+    Query("late_rows_default_policy", _tumble("INTERVAL '10' SECOND", "late_orders")),
+    Query("windows_open_at_end_of_input", _tumble("INTERVAL '10' SECOND", "open_orders")),
+]
+
+KNOWN_DIFFERENCES: dict[str, str] = {
+    "tumble_int_average": "AVG of an INT column is an INT in Flink (4), a DOUBLE in Spark (4.6)",
+    "math_functions": "FLOOR and CEIL of a DOUBLE are DOUBLEs in Flink (10.0), BIGINTs in Spark (10)",
+    "integer_division": "INT / INT is an INT in Flink (7 / 2 = 3), a DOUBLE in Spark (3.5)",
+    "late_rows_kept_for_open_windows": "with `keep`, Spark takes a late row into a window the batch closes",
+    "late_rows_default_policy": "`drop` skips a row behind the watermark even where its window is open",
+    "windows_open_at_end_of_input": "the end of input closes every window in Flink, not in a dagger",
+}
+"""Queries whose rows differ from Flink's, and why; each is a known limit in the docs (flink-oracle.md)."""

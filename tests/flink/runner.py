@@ -1,0 +1,117 @@
+"""Runs the oracle's queries on Apache Flink (PyFlink, in build/flink-venv) and writes their rows as JSON.
+
+    build/flink-venv/bin/python tests/flink/runner.py <job.json> <results.json>
+
+The job names the tables (columns, watermark delay, a JSON-lines file) and the queries. Every query runs
+in streaming mode at parallelism 1, so rows are read in file order and a watermark follows each record
+(`scan.watermark.emit.strategy = on-event`): which rows are late is decided by the data, not by timing.
+A bounded file ends with Flink's final watermark, which closes every window still open.
+
+A query whose result is a changelog (an aggregation without a window) is reported as its final table.
+Values are tagged with their kind (`int`, `float`, `decimal`, `str`, `bool`, `ts`, `date`, `array`) so
+that an INT and a DOUBLE of the same value stay different; instants are cut to milliseconds, as Flink
+hands them to Python. Only the standard library and PyFlink are used: this runs outside the project's
+virtualenv.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+
+def tagged(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return ["bool", value]
+    if isinstance(value, int):
+        return ["int", value]
+    if isinstance(value, float):
+        return ["float", value]
+    if isinstance(value, Decimal):
+        return ["decimal", str(value)]
+    if isinstance(value, datetime):
+        return ["ts", value.replace(tzinfo=None).isoformat(timespec="milliseconds")]
+    if isinstance(value, date):
+        return ["date", value.isoformat()]
+    if isinstance(value, list | tuple):
+        return ["array", [tagged(item) for item in value]]
+    return ["str", str(value)]
+
+
+def failure(error: Exception) -> str:
+    """The Java exception's own message where there is one (py4j's first line only says a call failed)."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        return f"{java.getClass().getName()}: {java.getMessage()}"
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def create_table(t_env: Any, table: dict[str, Any]) -> None:
+    columns = ", ".join(f"`{name}` {kind}" for name, kind in table["columns"])
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE `{table['name']}` ({columns}, "
+        f"`rowtime` AS `{table['time_column']}`, "
+        f"WATERMARK FOR `rowtime` AS `rowtime` - INTERVAL '{table['watermark_delay_s']}' SECOND) "
+        f"WITH ('connector' = 'filesystem', 'path' = '{table['path']}', 'format' = 'json', "
+        "'scan.watermark.emit.strategy' = 'on-event')"
+    )
+
+
+def run_query(t_env: Any, sql: str) -> dict[str, Any]:
+    from pyflink.common import RowKind
+
+    started = time.monotonic()
+    table = t_env.sql_query(sql)
+    columns = table.get_schema().get_field_names()
+    final: list[tuple] = []
+    changelog = False
+    with table.execute().collect() as results:
+        for row in results:
+            kind = row.get_row_kind()
+            values = tuple(json.dumps(tagged(value)) for value in row)
+            if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
+                final.append(values)
+            else:
+                final.remove(values)
+            changelog = changelog or kind != RowKind.INSERT
+    return {
+        "columns": columns,
+        "rows": [[json.loads(value) for value in row] for row in final],
+        "changelog": changelog,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def main(job_path: str, results_path: str) -> int:
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    with open(job_path) as job_file:
+        job = json.load(job_file)
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    config = t_env.get_config()
+    config.set("parallelism.default", "1")
+    config.set("table.exec.resource.default-parallelism", "1")
+    config.set("table.local-time-zone", "UTC")
+    for table in job["tables"]:
+        create_table(t_env, table)
+    results: dict[str, Any] = {}
+    for query in job["queries"]:
+        try:
+            results[query["id"]] = run_query(t_env, query["sql"])
+        except Exception as error:  # the query's own failure is a result to compare
+            results[query["id"]] = {"error": failure(error)}
+        print(f"flink: {query['id']}: {results[query['id']].get('seconds', 'error')}", flush=True)
+    with open(results_path, "w") as out:
+        json.dump(results, out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1], sys.argv[2]))

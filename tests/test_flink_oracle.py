@@ -1,0 +1,233 @@
+"""Apache Flink as the oracle: the same Flink SQL over the same rows, on Flink and as a dagger, the same
+rows out.
+
+Flink runs every query of `tests/flink/corpus.py` once, in its own virtualenv (`build/flink-venv`, made by
+`make test`), over JSON-lines files (`tests/flink/runner.py`). Each query then runs here as a dagger:
+the query through the project's Flink-SQL translator, the tables as Parquet streams of the same rows
+(one file per micro-batch), the rows out of its log sink. Rows are compared as multisets, with their
+column names and the kind of each value (an INT 2 is not a DOUBLE 2.0); instants at millisecond
+precision, as Flink hands them over. A query listed in `KNOWN_DIFFERENCES` must still differ: each is a
+known limit in the docs. The last test reports "N queries, N identical".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from jobs.project import PROJECT_ROOT
+from jobs.raystack.flink_sql import translate
+from jobs.runner import DaggerBuildError, DaggerQueryError
+from tests.conftest import REPORT_PROPERTY
+from tests.flink.corpus import (
+    FLUSH_CUTOFF,
+    KNOWN_DIFFERENCES,
+    QUERIES,
+    TABLES,
+    WATERMARK_DELAY_S,
+    Query,
+    Table,
+)
+
+FLINK_PYTHON = PROJECT_ROOT / "build" / "flink-venv" / "bin" / "python"
+RUNNER = PROJECT_ROOT / "tests" / "flink" / "runner.py"
+ARTIFACT = PROJECT_ROOT / "test-artifacts" / "flink-oracle.json"
+FLINK_TIMEOUT_S = 1800
+
+outcomes: dict[str, bool] = {}
+"""Per query, whether the dagger's rows were Flink's."""
+differences: dict[str, dict[str, Any]] = {}
+"""Per differing query, both sides' rows (kept in the artifact)."""
+
+
+def _flink_line(row: dict[str, Any]) -> str:
+    def value(item: Any) -> Any:
+        return item.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if isinstance(item, datetime) else item
+
+    return json.dumps({name: value(item) for name, item in row.items()})
+
+
+def _arrow_type(flink_type: str) -> pa.DataType:
+    return {
+        "STRING": pa.string(), "DOUBLE": pa.float64(), "INT": pa.int32(), "BIGINT": pa.int64(),
+        "TIMESTAMP(3)": pa.timestamp("us", tz="UTC"), "ARRAY<STRING>": pa.list_(pa.string()),
+        "ARRAY<BIGINT>": pa.list_(pa.int64()),
+    }[flink_type]  # fmt: skip
+
+
+def _write_table(table: Table, folder: Path) -> None:
+    flink_file = folder / "flink" / table.name / "rows.json"
+    flink_file.parent.mkdir(parents=True)
+    flink_file.write_text("".join(_flink_line(row) + "\n" for row in table.rows))
+    schema = pa.schema([(name, _arrow_type(kind)) for name, kind in table.columns])
+    for index, batch in enumerate(table.batches):
+        path = folder / "parquet" / table.name / f"part-{index:04d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(batch, schema=schema), path)
+
+
+@pytest.fixture(scope="module")
+def oracle_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("flink-oracle")
+    for table in TABLES:
+        _write_table(table, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def flink_rows(oracle_input: Path) -> dict[str, Any]:
+    """Every query's result on Flink (one Flink process for the whole corpus)."""
+    assert FLINK_PYTHON.exists(), f"{FLINK_PYTHON} is missing: `make test` makes it"
+    job = {
+        "tables": [
+            {
+                "name": table.name,
+                "columns": table.columns,
+                "time_column": table.time_column,
+                "watermark_delay_s": WATERMARK_DELAY_S,
+                "path": str(oracle_input / "flink" / table.name / "rows.json"),
+            }
+            for table in TABLES
+        ],
+        "queries": [{"id": query.id, "sql": query.sql} for query in QUERIES],
+    }
+    (oracle_input / "job.json").write_text(json.dumps(job))
+    results = oracle_input / "flink-results.json"
+    finished = subprocess.run(
+        [str(FLINK_PYTHON), str(RUNNER), str(oracle_input / "job.json"), str(results)],
+        capture_output=True, text=True, timeout=FLINK_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert finished.returncode == 0, (
+        f"Flink runner failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-5000:]}"
+    )
+    return json.loads(results.read_text())
+
+
+def _tagged(value: Any, data_type: DataType) -> Any:
+    """A value of the dagger's log sink (JSON) tagged as the Flink runner tags Flink's values."""
+    if value is None:
+        return None
+    if isinstance(data_type, BooleanType):
+        return ["bool", value]
+    if isinstance(data_type, ByteType | ShortType | IntegerType | LongType):
+        return ["int", value]
+    if isinstance(data_type, FloatType | DoubleType):
+        return ["float", float(value)]
+    if isinstance(data_type, DecimalType):
+        return ["decimal", value]
+    if isinstance(data_type, TimestampType | TimestampNTZType):
+        instant = datetime.fromisoformat(value)
+        if instant.tzinfo is not None:
+            instant = instant.astimezone(UTC).replace(tzinfo=None)
+        return ["ts", instant.isoformat(timespec="milliseconds")]
+    if isinstance(data_type, DateType):
+        return ["date", value]
+    if isinstance(data_type, ArrayType):
+        return ["array", [_tagged(item, data_type.elementType) for item in value]]
+    if isinstance(data_type, StringType):
+        return ["str", value]
+    raise AssertionError(f"no tag for {data_type.simpleString()}")
+
+
+def _from_flush(row: list[Any]) -> bool:
+    return any(value is not None and value[0] == "ts" and value[1] >= FLUSH_CUTOFF for value in row)
+
+
+def _comparable(columns: list[str], rows: list[list[Any]]) -> dict[str, Any]:
+    kept = sorted(json.dumps(row) for row in rows if not _from_flush(row))
+    return {"columns": columns, "rows": [json.loads(row) for row in kept]}
+
+
+def _dagger_rows(query: Query, folder: Path, make_dagger: Callable, start_dagger: Callable) -> dict[str, Any]:
+    translated = translate(query.sql)
+    streams = [
+        {
+            "kind": "parquet",
+            "table": table.name,
+            "proto_message": table.proto_message,
+            "event_time_field": table.time_column,
+            "paths": [str(folder / "parquet" / table.name)],
+            "max_files_per_batch": 1,
+            **query.stream_settings,
+        }
+        for table in query.tables()
+    ]
+    spec = make_dagger(
+        name="oracle",
+        streams=streams,
+        sql=translated.sql,
+        output_mode="update" if translated.unwindowed_aggregation else "append",
+        watermark_delay=f"{WATERMARK_DELAY_S}s",
+        sinks=[{"kind": "log", "max_rows_per_batch": 100_000}],
+    )
+    try:
+        running = start_dagger(spec, bounded=False)  # a micro-batch per file
+        running.process_available()
+    except (DaggerBuildError, DaggerQueryError) as error:
+        return {"error": str(error)}
+    schema: StructType = running.run.built.result.schema
+    rows = []
+    for line in running.logged:
+        values = json.loads(line.split(" | ", 1)[1])
+        rows.append([_tagged(values[field.name], field.dataType) for field in schema.fields])
+    return _comparable(schema.fieldNames(), rows)
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=[query.id for query in QUERIES])
+def test_the_dagger_gives_flinks_rows(
+    query: Query, flink_rows: dict[str, Any], oracle_input: Path, make_dagger, start_dagger
+) -> None:
+    theirs = flink_rows[query.id]
+    assert "error" not in theirs, f"Flink could not run {query.id}: {theirs['error']}"
+    flink = _comparable(theirs["columns"], theirs["rows"])
+    ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)
+    outcomes[query.id] = ours == flink
+    if ours != flink:
+        differences[query.id] = {"sql": query.sql, "flink": flink, "dagger": ours}
+    if query.id in KNOWN_DIFFERENCES:
+        assert ours != flink, (
+            f"{query.id} now gives Flink's rows: drop it from KNOWN_DIFFERENCES and the docs"
+        )
+        return
+    assert ours["columns"] == flink["columns"]
+    assert ours["rows"] == flink["rows"], f"{query.id}: {query.sql}"
+
+
+def test_the_oracle_report(record_property: Callable[[str, object], None]) -> None:
+    """Runs after the corpus: how many queries gave Flink's rows, kept in test-artifacts/."""
+    identical = sorted(query for query, same in outcomes.items() if same)
+    different = sorted(query for query, same in outcomes.items() if not same)
+    report = f"{len(outcomes)} queries, {len(identical)} identical"
+    if different:
+        report += f"; differing: {', '.join(different)}"
+    ARTIFACT.parent.mkdir(exist_ok=True)
+    summary = {"report": report, "identical": identical, "differences": differences}
+    ARTIFACT.write_text(json.dumps(summary, indent=1))
+    record_property(REPORT_PROPERTY, report)
+    assert len(outcomes) == len(QUERIES), f"only {len(outcomes)} of {len(QUERIES)} queries ran"
+    assert set(different) == set(KNOWN_DIFFERENCES), report
