@@ -17,6 +17,7 @@ import pytest
 from google.protobuf.message import Message as ProtoMessage
 from pyspark.errors import PythonException
 
+from jobs import sql as sql_stage
 from jobs.schema_registry import SchemaRegistry
 from tests.conftest import message_class
 
@@ -249,6 +250,14 @@ def test_array_operate(sql) -> None:
     # Elements of the declared input type, as Dagger's; an 'other' array's elements as text.
     assert got == [["a", "b", "v"], [1, 2], [0.1, 1.3, 2.1], [1.5]]
     assert [type(values[0]) for values in got] == [str, int, float, float]
+
+
+def test_a_typed_array_call_keeps_the_positions_of_errors(spark, sql) -> None:
+    """The cast around the call is the SQL stage's own: an error inside it is placed in the text as written,
+    here together with a Dagger aggregate expanded in the same query."""
+    query = "SELECT DistinctCount(id),\n  ArrayOperate(no_such_column, 'distinct', 'int') FROM range(3)"
+    with pytest.raises(sql_stage.SqlError, match=r"at line 2, column 16 \('no_such_column'\)"):
+        sql_stage.analyse(spark, query)
 
 
 # --------------------------------------------------------------------------------------------------------
