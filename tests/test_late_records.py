@@ -85,7 +85,7 @@ def test_late_rows_of_a_parquet_stream_are_dropped_and_counted(tmp_path: Path, m
     write_orders(lake / "dt=2024-05-01" / "part-0.parquet", 100, 5)  # watermark after it: EPOCH + 103 s
     write_orders(lake / "dt=2024-05-02" / "part-0.parquet", 101, 4)  # o101, o102 late; o103, o104 not
     spec = make_dagger(
-        streams=[parquet_stream([str(lake)], max_files_per_batch=1)],
+        streams=[parquet_stream([str(lake)], max_files_per_batch=1, late_records={"action": "drop"})],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 100}],
     )
@@ -96,8 +96,8 @@ def test_late_rows_of_a_parquet_stream_are_dropped_and_counted(tmp_path: Path, m
     assert [report.late_records["orders"] for report in running.run.reports if report.input_rows] == [0, 2]
 
 
-def test_kept_late_records_reach_the_sql(kafka, registry, make_dagger, start_dagger):
-    running = _run_rounds(kafka, registry, make_dagger, start_dagger, {"action": "keep"})
+def test_late_records_reach_the_sql_by_default(kafka, registry, make_dagger, start_dagger):
+    running = _run_rounds(kafka, registry, make_dagger, start_dagger, {})
 
     assert _order_ids(running.logged) == [f"o{index}" for round_ in ROUNDS for index in round_]
     assert [report.total_late for report in running.run.reports if report.input_rows] == [0, 0, 0]

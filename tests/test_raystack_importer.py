@@ -77,7 +77,6 @@ def test_a_dagger_job_becomes_a_dagger_with_daggers_semantics(descriptor_set):
                 "proto_message": "dagger.examples.BookingLogMessage",
                 "event_time_field": "event_timestamp",  # field number 4
                 "row_layout": "dagger",
-                "late_records": {"action": "keep"},
                 "topic_pattern": "bookings|bookings-v2",
                 "bootstrap_servers": "kafka-1:9092",
                 "group_id": "booking-counts",
@@ -261,7 +260,6 @@ def test_a_parquet_source_becomes_a_parquet_stream(tmp_path):
             "proto_message": "dagger.examples.BookingLogMessage",
             "event_time_field": "event_timestamp",
             "row_layout": "dagger",
-            "late_records": {"action": "keep"},
             "paths": [str(tmp_path / "bookings")],
             "date_ranges": [
                 {"start": "2022-02-05T00:00:00+00:00", "end": "2022-02-06T23:59:59+00:00"},

@@ -409,8 +409,6 @@ class _Job:
             "proto_message": message.full_name if message else "",
             "event_time_field": event_time or "",
             "row_layout": "dagger",
-            # Flink drops a late row only where its window has closed: the SQL decides, as in Dagger.
-            "late_records": {"action": "keep"},
         }
         if source_name == "PARQUET_SOURCE":
             stream.update(self._parquet(value, key))

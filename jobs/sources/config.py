@@ -27,12 +27,13 @@ class DeadLetterPolicy(ConfigModel):
 
 class LateRecordPolicy(DeadLetterPolicy):
     """What a stream does, before the SQL, with a record whose event time is behind the watermark the
-    micro-batch runs with (which Spark's stateful operators would drop without a word)."""
+    micro-batch runs with."""
 
-    action: Literal["drop", "dead_letter", "keep"] = "drop"
-    """`drop` skips and counts it; `dead_letter` copies the raw record to `dead_letter_topic` (reason and
-    watermark in headers), then skips it (Kafka streams only: a Parquet row has no raw record); `keep`
-    hands it to the SQL, where a window still open takes it and a closed one drops it, as Flink does."""
+    action: Literal["keep", "drop", "dead_letter"] = "keep"
+    """`keep` hands it to the SQL: a stateless query keeps it, and a window, join or deduplicate drops it
+    once its window has closed (counted as `rows_late_dropped`), much as Flink does; `drop` skips and
+    counts it; `dead_letter` copies the raw record to `dead_letter_topic` (reason and watermark in
+    headers), then skips it (Kafka streams only: a Parquet row has no raw record)."""
 
 
 class StreamConfig(ConfigModel):

@@ -329,12 +329,12 @@ QUERIES = [
         "SELECT customer_id, COUNT(*) AS orders, SUM(amount) AS total FROM orders GROUP BY customer_id",
     ),
     # --- late rows, out-of-order rows, windows open at the end of input -----------------------------------
+    Query("late_rows_kept_by_default", _tumble("INTERVAL '10' SECOND", "late_orders")),
     Query(
-        "late_rows_kept_for_open_windows",
+        "late_rows_dropped_at_the_stream",
         _tumble("INTERVAL '10' SECOND", "late_orders"),
-        {"late_records": {"action": "keep"}},
+        {"late_records": {"action": "drop"}},
     ),
-    Query("late_rows_default_policy", _tumble("INTERVAL '10' SECOND", "late_orders")),
     Query("windows_open_at_end_of_input", _tumble("INTERVAL '10' SECOND", "open_orders")),
 ]
 
@@ -342,8 +342,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "tumble_int_average": "AVG of an INT column is an INT in Flink (4), a DOUBLE in Spark (4.6)",
     "math_functions": "FLOOR and CEIL of a DOUBLE are DOUBLEs in Flink (10.0), BIGINTs in Spark (10)",
     "integer_division": "INT / INT is an INT in Flink (7 / 2 = 3), a DOUBLE in Spark (3.5)",
-    "late_rows_kept_for_open_windows": "with `keep`, Spark takes a late row into a window the batch closes",
-    "late_rows_default_policy": "`drop` skips a row behind the watermark even where its window is open",
+    "late_rows_kept_by_default": "Spark takes a late row into a window the batch closes",
+    "late_rows_dropped_at_the_stream": "`drop` skips a row behind the watermark though its window is open",
     "windows_open_at_end_of_input": "the end of input closes every window in Flink, not in a dagger",
 }
 """Queries whose rows differ from Flink's, and why; each is a known limit in the docs (flink-oracle.md)."""
