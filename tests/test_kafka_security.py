@@ -330,7 +330,8 @@ def test_a_wrong_password_fails_the_dead_letter_producer_at_once_naming_the_brok
     ).layout
     partition_reader = _PartitionReader(stream, layout, KafkaPartitionRange(topic, 0, 0, 1))
     try:
-        partition_reader._send_to_dead_letter_topic([(record, "failed to decode")])
+        reason = [("dagger.error", b"failed to decode")]
+        partition_reader._send_to_dead_letter_topic("secure-dead-letters", [(record, reason)])
         with pytest.raises(KafkaSourceError) as raised:
             partition_reader._flush_dead_letters()  # its wait is 60 s; the refused login ends it
     finally:
