@@ -20,7 +20,7 @@ from jobs.config import ConfigModel as _Model
 from jobs.config import Duration, SqlIdentifier, is_secret_key
 from jobs.config import resolve_path as _resolve_path
 from jobs.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
-from jobs.metrics.exporter import MetricsConfig
+from jobs.metrics.config import MetricsConfig
 from jobs.processors.config import PostProcessors, Transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink

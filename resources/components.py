@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 from dagster import ConfigurableResource
 from pydantic import BaseModel, ValidationError
 
-from jobs.metrics.exporter import MetricsConfig
+from jobs.metrics.config import MetricsConfig
 from jobs.spec import DaggerConfigError, DaggerSpec, format_validation_error
 from jobs.udfs.config import DartStoreConfig, PythonUdfsConfig
 

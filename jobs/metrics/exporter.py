@@ -29,9 +29,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import HistogramMetricFamily
-from pydantic import Field
 
-from jobs.config import ConfigModel
+from jobs.metrics.config import MetricsConfig
 from jobs.processors.enrichment.engine import CALL_SECONDS_BUCKETS, ENRICHMENT_METRIC, OUTCOMES
 from jobs.sinks.base import Written
 
@@ -41,20 +40,6 @@ INVALID_RECORDS_METRIC = "invalid_records"
 """Observed per stream as `invalid_records.<table>`, with the columns `count` (invalid) and `records`."""
 
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-
-
-class MetricsConfig(ConfigModel):
-    """Where a running dagger's metrics go."""
-
-    prometheus_port: int | None = Field(default=None, ge=0, le=65535)
-    """Serve `/metrics` for Prometheus on this port of the driver (0: any free port, logged); None: off."""
-    prometheus_address: str = "0.0.0.0"
-    statsd_host: str | None = None
-    """Push every metric to the StatsD daemon on this host (DogStatsD tags, raystack Dagger's names where it
-    has one); None: off."""
-    statsd_port: int = Field(default=8125, ge=1, le=65535)
-    statsd_prefix: str = ""
-    """Put before every pushed metric name (`prefix.name`); empty: the names as they are."""
 
 
 class StatsdClient:

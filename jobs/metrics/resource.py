@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from jobs.metrics.exporter import MetricsConfig
+from jobs.metrics.config import MetricsConfig
 from resources.components import ProcessorDefaults
 
 
