@@ -8,6 +8,7 @@ from typing import get_args
 import pytest
 
 from jobs.registry import SINK_KINDS, STREAM_KINDS, SinkKind, StreamKind
+from jobs.sinks.base import Written
 from jobs.sources.stream_batches import ProtoStreamDataSource
 from jobs.spec import DaggerConfigError, parse_dagger
 from resources import component_resource_classes, default_resources
@@ -40,7 +41,8 @@ def test_a_stream_kind_has_a_spark_data_source(kind):
 def test_a_sink_kind_has_a_writer_built_from_its_config_and_a_context(kind):
     writer = kind.writer_class()
     assert list(inspect.signature(writer).parameters) == ["sink", "context"]
-    assert inspect.signature(writer.write).return_annotation in (int, "int")  # rows written, for metrics
+    # What the write took (rows, requests, retries), for the metrics and the sink's observations.
+    assert inspect.signature(writer.write).return_annotation in (Written, "Written")
     assert isinstance(inspect.getattr_static(writer, "reads_whole_batch"), property)
 
 
