@@ -338,7 +338,7 @@ class ProgressReport:
         return sum(self.late_records.values()) + self.late_rows
 
     @classmethod
-    def from_progress(cls, progress: dict) -> ProgressReport:
+    def from_progress(cls, progress: dict, sinks: dict[str, Written] | None = None) -> ProgressReport:
         sources = progress.get("sources", [])
         lag = {f"{topic}[{partition}]": behind for topic, partition, behind in partition_lags(sources)}
         end_offsets = [
@@ -368,6 +368,7 @@ class ProgressReport:
             late_records={stream: int(row.get("late", 0)) for stream, row in per_stream.items()},
             end_offsets=end_offsets,
             late_rows=dropped_by_watermark(progress),
+            sinks=sinks or {},
             ended_at=ended_at,
         )
 
@@ -566,8 +567,8 @@ class DaggerRun:
                 progress = self._events.progress.get_nowait()
             except queue.Empty:
                 return
-            report = ProgressReport.from_progress(progress)
-            report.sinks.update(self.metrics.take_written(report.batch_id))
+            batch_id = int(progress.get("batchId", -1))
+            report = ProgressReport.from_progress(progress, self.metrics.take_written(batch_id))
             self.reports.append(report)
             self.metrics.record_progress(progress)
             if report.input_rows:
