@@ -11,8 +11,12 @@ run config (or for a Parquet-only dagger) it processes what is available and com
 template dagger is partitioned by topic (dynamic partitions): each partition is one topic's instance.
 """
 
+import contextlib
 import logging
+import signal
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -301,7 +305,7 @@ def dagger_assets(
     )
     def run_dagger_query(
         context: AssetExecutionContext, config: DaggerRunConfig
-    ) -> Iterator[MaterializeResult | AssetObservation]:
+    ) -> Iterator[MaterializeResult]:
         resources = context.resources
         if context.run.tags.get(DAGGER_TAG) != spec.name:  # launched from the UI, not as the dagger's job
             context.instance.add_run_tags(context.run.run_id, {DAGGER_TAG: spec.name})
@@ -332,10 +336,17 @@ def dagger_assets(
             raise
         observed = 0
 
-        def new_observations() -> list[AssetObservation]:
+        def log_new_observations() -> None:
+            # Logged rather than yielded: a yield hands control to Dagster, and a terminate landing there
+            # would fail the step instead of reaching the stop below. log_event writes each observation to
+            # the event log at once; the copies it keeps for the executor are dropped, or a run of days
+            # would hold every observation it made in memory.
             nonlocal observed
             reports, observed = run.reports[observed:], len(run.reports)
-            return [event for report in reports for event in _observations(spec, report, run)]
+            for report in reports:
+                for observation in _observations(spec, report, run):
+                    context.log_event(observation)
+            deque(context.consume_events(), maxlen=0)
 
         def record_live_checks() -> None:
             for evaluation in live_evaluations(sql_key(spec), spec.checks, run.reports):
@@ -350,16 +361,17 @@ def dagger_assets(
             if spec.demand is not None:
                 demand = _demand_subscription(spec, instance, context.partition_key, context.log.info)
             while not run.wait(timeout_s=1.0):
-                yield from new_observations()
-                if time.monotonic() >= next_summary:
-                    context.log.info(progress_summary(spec, run.reports[summarized:]))
-                    summarized, next_summary = (
-                        len(run.reports),
-                        next_summary + config.progress_log_interval_seconds,
-                    )
-                if live_interval_s and time.monotonic() >= next_check:
-                    record_live_checks()
-                    next_check += live_interval_s
+                with _interrupts_deferred():  # a terminate stops the run between reports, never within one
+                    log_new_observations()
+                    if time.monotonic() >= next_summary:
+                        context.log.info(progress_summary(spec, run.reports[summarized:]))
+                        summarized, next_summary = (
+                            len(run.reports),
+                            next_summary + config.progress_log_interval_seconds,
+                        )
+                    if live_interval_s and time.monotonic() >= next_check:
+                        record_live_checks()
+                        next_check += live_interval_s
                 if deadline is not None and time.monotonic() >= deadline:
                     context.log.info(f"dagger {spec.name}: stop_after_seconds reached, stopping")
                     break
@@ -377,7 +389,7 @@ def dagger_assets(
             run.stop()
             if demand is not None:
                 demand.close()
-        yield from new_observations()
+        log_new_observations()
         yield from _materializations(
             spec,
             built.result.schema,
@@ -388,6 +400,22 @@ def dagger_assets(
         )
 
     return run_dagger_query
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Holds back an interrupt (Dagster's terminate) arriving inside the block and delivers it at its end."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield
+        return
+    received: list[int] = []
+    handler = signal.signal(signal.SIGINT, lambda signal_number, _frame: received.append(signal_number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if received:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _termination_requested(context: AssetExecutionContext) -> bool:

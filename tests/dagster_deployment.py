@@ -107,7 +107,14 @@ class DagsterDeployment:
         self.client.terminate_run(run_id)
         wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, timeout_s, f"run {run_id} to stop")
         run = self.instance.get_run_by_id(run_id)
-        assert self.stopped(run_id), f"run {run_id} ended {run.status} (tags {run.tags}), not stopped"
+        if not self.stopped(run_id):
+            last_entries = [
+                entry.dagster_event.event_type_value if entry.dagster_event else entry.user_message
+                for entry in self.instance.all_logs(run_id)[-12:]
+            ]
+            raise AssertionError(
+                f"run {run_id} ended {run.status} (tags {run.tags}), not stopped; its log ended {last_entries}"
+            )
 
     def run_worker_pid(self, run_id: str) -> int:
         """The process the run executes in (with the in-process executor, the Spark driver too)."""
