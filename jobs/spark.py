@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from jobs.jvm import jobs_jar
 from jobs.project import BUILD_DIR
 from jobs.registry import STREAM_KINDS
 
@@ -28,8 +29,8 @@ _DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-    # transformWithState (the `deduplicate` transformer) runs on RocksDB only; a checkpoint keeps the
-    # provider it was created with, so existing queries are not affected.
+    # RocksDB keeps large state off the JVM heap; a checkpoint keeps the provider it was created with, so
+    # queries started with the default provider are not affected.
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
@@ -80,7 +81,10 @@ def spark_session(
     local_conf = _LOCAL_CONF if master.startswith("local") else {}
     # The driver's JVM starts on this machine whatever the master: it maps the class archive if made.
     driver_conf = {"spark.driver.extraJavaOptions": driver_java_options(JAVA_OPTIONS)}
-    for key, value in {**_DEFAULT_CONF, **driver_conf, **local_conf, **(extra_conf or {})}.items():
+    conf = {**_DEFAULT_CONF, **driver_conf, **local_conf, **(extra_conf or {})}
+    if not master.startswith("sc://"):  # a Connect server loads its own jars
+        conf["spark.jars"] = ",".join(filter(None, [str(jobs_jar()), conf.get("spark.jars")]))
+    for key, value in conf.items():
         builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()
