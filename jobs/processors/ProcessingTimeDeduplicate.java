@@ -1,7 +1,6 @@
 package dagger.jobs.processors;
 
 import java.util.Collections;
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.KeyValueGroupedDataset;
@@ -43,9 +42,9 @@ public final class ProcessingTimeDeduplicate extends StatefulProcessor<String, R
    */
   public static Dataset<Row> apply(
       Dataset<Row> rows, String keyColumn, long ttlMs, String eventTimeColumn) {
-    int keyIndex = rows.schema().fieldIndex(keyColumn);
+    // Grouped on the column itself: a key function would turn every row into a Java object once more.
     KeyValueGroupedDataset<String, Row> byKey =
-        rows.groupByKey((MapFunction<Row, String>) row -> row.getString(keyIndex), Encoders.STRING());
+        rows.groupBy(rows.col(keyColumn)).as(Encoders.STRING(), Encoders.row(rows.schema()));
     ProcessingTimeDeduplicate processor = new ProcessingTimeDeduplicate(ttlMs);
     if (eventTimeColumn.isEmpty()) {
       return byKey.transformWithState(
@@ -63,12 +62,12 @@ public final class ProcessingTimeDeduplicate extends StatefulProcessor<String, R
   @Override
   public Iterator<Row> handleInputRows(String key, Iterator<Row> rows, TimerValues timerValues) {
     long now = timerValues.getCurrentProcessingTimeInMs();
-    boolean seen = passedAtMs.exists();
-    if (seen && now < passedAtMs.get() + ttlMs) {
+    Long passedAt = passedAtMs.get(); // null for a key not in the state (one read instead of two)
+    if (passedAt != null && now < passedAt + ttlMs) {
       return none(); // a duplicate: the state is not written, so the TTL still counts from the first row
     }
     passedAtMs.update(now);
-    if (!seen) { // one cleanup timer per key in the state
+    if (passedAt == null) { // one cleanup timer per key in the state
       getHandle().registerTimer(watermarkMs(timerValues) + ttlMs);
     }
     return CollectionConverters.asScala(Collections.singletonList(rows.next()).iterator());
@@ -77,8 +76,9 @@ public final class ProcessingTimeDeduplicate extends StatefulProcessor<String, R
   @Override
   public Iterator<Row> handleExpiredTimer(
       String key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
-    if (passedAtMs.exists()) {
-      long leftMs = passedAtMs.get() + ttlMs - timerValues.getCurrentProcessingTimeInMs();
+    Long passedAt = passedAtMs.get();
+    if (passedAt != null) {
+      long leftMs = passedAt + ttlMs - timerValues.getCurrentProcessingTimeInMs();
       if (leftMs <= 0) {
         passedAtMs.clear();
       } else {
