@@ -22,6 +22,10 @@ PROMETHEUS := /usr/bin/prometheus
 # of its own, as its pins (numpy, pyarrow, protobuf) differ from the project's.
 FLINK_VENV := build/flink-venv
 FLINK_STAMP := $(FLINK_VENV)/.installed
+# Flink's side of the benchmark suite (bench/flink/): its Kafka connector, protobuf format and protoc, resolved
+# by Maven from Maven Central (only for `bench`).
+FLINK_BENCH_POM := bench/flink/pom.xml
+FLINK_BENCH_STAMP := build/flink-bench/.resolved
 # apt-get for the servers the tests need; one update per make run at most.
 APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
@@ -37,7 +41,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 # The suite last: its table (also written into docs/benchmarks.md) is the last thing printed.
-bench: $(STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP)
+bench: $(STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP) $(KAFKA_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP)
 	for sink in kafka_parquet influx elasticsearch bigquery; do $(BIN)/python bench/sink_$$sink.py || exit 1; done
 	$(BIN)/python bench/suite.py --publish
 
@@ -74,6 +78,12 @@ $(KAFKA_STAMP): $(KAFKA_POM)
 	rm -rf build/kafka/libs
 	mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/kafka/libs
+	touch $@
+
+$(FLINK_BENCH_STAMP): $(FLINK_BENCH_POM)
+	rm -rf build/flink-bench/libs
+	mvn --batch-mode --quiet -f $(FLINK_BENCH_POM) dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/flink-bench/libs
 	touch $@
 
 $(FLINK_STAMP): tests/flink/requirements.txt

@@ -17,9 +17,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -43,6 +45,7 @@ from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import producer_settings
 from jobs.spark import spark_session
 from jobs.spec import DaggerSpec, parse_dagger
+from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 
 PARTITIONS = 2
@@ -81,8 +84,35 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
     print(f"written to {path}")
 
 
+def local_parallelism(master: str) -> int:
+    """The cores a `local[N]` master runs on (`local[*]`: all of them), for a peer given the same."""
+    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if match is None:
+        raise ValueError(f"not a local master: {master}")
+    cores = match.group(1)
+    return 1 if cores is None else (os.cpu_count() or 1) if cores == "*" else int(cores)
+
+
+BROKERS = ("embedded", "apache")
+
+
+@contextlib.contextmanager
+def bench_broker(kind: str) -> Iterator[str]:
+    """The bootstrap servers of the broker a benchmark runs on: the embedded one (in memory), or Apache
+    Kafka, the test bed's single-node broker (resolved into build/kafka/libs by `make bench`)."""
+    if kind == "embedded":
+        with EmbeddedBroker() as broker:
+            yield broker.bootstrap_servers
+        return
+    from tests.servers.kafka import ApacheKafka
+
+    with tempfile.TemporaryDirectory(prefix="bench-kafka-") as data, ApacheKafka(Path(data)) as broker:
+        yield broker.bootstrap_servers
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
     """The settings every dagger-against-loop throughput benchmark takes besides its input's size."""
+    parser.add_argument("--broker", choices=BROKERS, default="embedded", help="the Kafka the run uses")
     parser.add_argument(
         "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
     )
@@ -246,6 +276,20 @@ def read_values(bootstrap_servers: str, topic: str, timeout_s: float = 300.0) ->
         ]
     finally:
         consumer.close()
+
+
+def output_span_s(bootstrap_servers: str, topic: str, timeout_s: float = 300.0) -> float:
+    """Seconds from the first to the last record of `topic`, by their Kafka timestamps (producer time)."""
+    consumer = fast_consumer(bootstrap_servers, f"bench-span-{topic}")
+    try:
+        stamps = [
+            message.timestamp()[1]
+            for messages in consume_to_end(consumer, [topic], 100_000, timeout_s)
+            for message in messages
+        ]
+    finally:
+        consumer.close()
+    return (max(stamps) - min(stamps)) / 1000 if stamps else 0.0
 
 
 def read_decoded(

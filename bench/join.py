@@ -48,6 +48,7 @@ from bench.common import (
     ThroughputTargets,
     TopicChunk,
     add_run_arguments,
+    bench_broker,
     booking_decoder,
     event_time_chunk,
     kafka_stream,
@@ -62,7 +63,6 @@ from bench.common import (
     write_summary,
 )
 from jobs.schema_registry import SchemaRegistry
-from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.protoc import compile_descriptor_set
 
 CREATED_TOPIC = "bookings-created"
@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     conf = spark_conf(args.conf)
     settings: dict[str, Any] = {
         "master": args.master,
+        "broker": args.broker,
         "orders": args.orders,
         "minutes": args.minutes,
         "max_records_per_batch_per_topic": args.max_records_per_batch,
@@ -211,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_description()
     descriptor_set = compile_descriptor_set()
     registry = SchemaRegistry.load([str(descriptor_set)])
-    with EmbeddedBroker() as broker:
-        servers = broker.bootstrap_servers
+    with bench_broker(args.broker) as servers:
         print(f"producing {args.orders:,} created and {args.orders:,} completed bookings ...", flush=True)
         pace = args.orders / args.minutes
         produce_seconds = 0.0

@@ -47,6 +47,7 @@ from bench.common import (
     ThroughputTargets,
     TopicChunk,
     add_run_arguments,
+    bench_broker,
     booking_decoder,
     event_time_chunk,
     kafka_stream,
@@ -61,7 +62,6 @@ from bench.common import (
     write_summary,
 )
 from jobs.schema_registry import SchemaRegistry
-from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.protoc import compile_descriptor_set
 
 INPUT_TOPIC = "bookings-windowed"
@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     conf = spark_conf(args.conf)
     settings: dict[str, Any] = {
         "master": args.master,
+        "broker": args.broker,
         "minutes": args.minutes,
         "max_records_per_batch": args.max_records_per_batch,
         "baseline_read_chunk": args.baseline_read_chunk,
@@ -209,8 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_description()
     descriptor_set = compile_descriptor_set()
     registry = SchemaRegistry.load([str(descriptor_set)])
-    with EmbeddedBroker() as broker:
-        servers = broker.bootstrap_servers
+    with bench_broker(args.broker) as servers:
         print(
             f"producing {args.records:,} bookings over {args.minutes} minutes of event time ...", flush=True
         )
