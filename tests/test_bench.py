@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Message
 
-from bench.common import TopicChunk, time_shares
+from bench.common import TopicChunk, local_parallelism, time_shares
 from bench.join import COMPLETED_TOPIC, CREATED_TOPIC, JoinBuffers
 from bench.live import latency_summary
 from bench.processes import cpu_between, snapshot
@@ -199,3 +199,15 @@ def test_snapshot_counts_a_child_process_cpu_and_memory() -> None:
     cpu = cpu_between(before, after)
     assert cpu["cpu_s_by_process_kind"]["python workers"] >= 0.29
     assert 0 < cpu["machine_share_busy"] <= 1  # the machine was busy at least with the child
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"), [("local", 1), ("local[2]", 2), ("local[2,4]", 2), ("local[*]", os.cpu_count())]
+)
+def test_a_peer_gets_the_cores_of_the_daggers_local_master(master: str, cores: int) -> None:
+    assert local_parallelism(master) == cores
+
+
+def test_a_cluster_master_has_no_local_parallelism() -> None:
+    with pytest.raises(ValueError, match="spark://host:7077"):
+        local_parallelism("spark://host:7077")
