@@ -278,20 +278,6 @@ def read_values(bootstrap_servers: str, topic: str, timeout_s: float = 300.0) ->
         consumer.close()
 
 
-def output_span_s(bootstrap_servers: str, topic: str, timeout_s: float = 300.0) -> float:
-    """Seconds from the first to the last record of `topic`, by their Kafka timestamps (producer time)."""
-    consumer = fast_consumer(bootstrap_servers, f"bench-span-{topic}")
-    try:
-        stamps = [
-            message.timestamp()[1]
-            for messages in consume_to_end(consumer, [topic], 100_000, timeout_s)
-            for message in messages
-        ]
-    finally:
-        consumer.close()
-    return (max(stamps) - min(stamps)) / 1000 if stamps else 0.0
-
-
 def read_decoded(
     bootstrap_servers: str, topic: str, registry: SchemaRegistry, message: str
 ) -> pa.RecordBatch:

@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import flink
 from bench.common import (
     FRESH_SESSION,
-    PARTITIONS,
     WARMED_SESSION,
     BaselineResult,
     KafkaDagger,
@@ -51,7 +50,6 @@ from bench.common import (
     kafka_stream,
     local_parallelism,
     machine_description,
-    output_span_s,
     print_throughput_summary,
     produce_bookings,
     read_decoded,
@@ -63,7 +61,7 @@ from bench.common import (
 )
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
-from jobs.tools.generator import BOOKING_MESSAGE, ensure_topic
+from jobs.tools.generator import BOOKING_MESSAGE
 from jobs.tools.protoc import compile_descriptor_set
 
 INPUT_TOPIC = "bookings"
@@ -153,39 +151,22 @@ def measure_metrics_cost(
 FLINK_TOPIC = "bench-flink-out"
 
 
-def flink_filter_statements(bootstrap_servers: str) -> list[str]:
+def flink_filter_statements(bootstrap_servers: str, source: str, sink: str) -> list[str]:
     """The filter as Flink SQL: the bookings topic and the output topic as tables in protobuf, and the
     dagger's query into the output, with the Kafka sink's producer settings."""
     kafka = f"'connector' = 'kafka', 'properties.bootstrap.servers' = '{bootstrap_servers}'"
-    source = f"""CREATE TABLE bookings (
+    bookings = f"""CREATE TABLE bookings (
         service_type STRING, order_number STRING, customer_id STRING, amount_paid_by_cash FLOAT,
         event_timestamp ROW<seconds BIGINT, nanos INT>
-    ) WITH ({kafka}, 'topic' = '{INPUT_TOPIC}', 'properties.group.id' = 'bench-flink',
+    ) WITH ({kafka}, 'topic' = '{source}', 'properties.group.id' = 'bench-flink',
         'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',
         'format' = 'protobuf', 'protobuf.message-class-name' = '{flink.message_class(BOOKING_MESSAGE)}')"""
-    sink = f"""CREATE TABLE summaries (
+    summaries = f"""CREATE TABLE summaries (
         order_number STRING, customer_id STRING, amount_paid_by_cash FLOAT,
         event_timestamp ROW<seconds BIGINT, nanos INT>
-    ) WITH ({kafka}, 'topic' = '{FLINK_TOPIC}', 'properties.linger.ms' = '20',
-        'properties.batch.size' = '4194304', 'properties.compression.type' = 'lz4', 'properties.acks' = 'all',
+    ) WITH ({kafka}, 'topic' = '{sink}', {flink.PRODUCER_OPTIONS},
         'format' = 'protobuf', 'protobuf.message-class-name' = '{flink.message_class(SUMMARY_MESSAGE)}')"""
-    return [source, sink, f"INSERT INTO summaries {SQL}"]
-
-
-def run_flink(bootstrap_servers: str, records: int, parallelism: int) -> dict[str, Any]:
-    """The filter on Flink over the same input; its steady rate is the input over the span between its
-    first and last output record (Flink's start-up left out, as the dagger's first micro-batch is)."""
-    print("Flink SQL ...", flush=True)
-    ensure_topic(bootstrap_servers, FLINK_TOPIC, PARTITIONS)
-    run = flink.run_sql(flink_filter_statements(bootstrap_servers), parallelism)
-    span = output_span_s(bootstrap_servers, FLINK_TOPIC)
-    return {
-        "parallelism": parallelism,
-        "steady_state_events_per_s": round(records / span) if span else None,
-        "overall_events_per_s": round(records / run.seconds),
-        "job_seconds": round(run.seconds, 3),
-        "output_span_seconds": round(span, 3),
-    }
+    return [bookings, summaries, f"INSERT INTO summaries {SQL}"]
 
 
 def verify_output(bootstrap_servers: str, topic: str, registry: SchemaRegistry, records: int) -> int:
@@ -249,7 +230,13 @@ def main(argv: list[str] | None = None) -> int:
 
         flink_result = None
         if args.flink:
-            flink_result = run_flink(servers, args.records, local_parallelism(args.master))
+            flink_result = flink.measure(
+                servers,
+                flink_filter_statements,
+                (INPUT_TOPIC, FLINK_TOPIC),
+                args.records,
+                local_parallelism(args.master),
+            )
             metrics_topics.append(FLINK_TOPIC)
         for topic in (BASELINE_TOPIC, *PIPELINE_TOPICS.values(), *metrics_topics):
             count = verify_output(servers, topic, registry, args.records)
@@ -257,11 +244,7 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     summary["metrics_cost"] = metrics_cost
-    summary["flink"] = flink_result
-    if flink_result is not None:
-        flink_rate = flink_result["steady_state_events_per_s"]
-        dagger_rate = summary["pipeline_warmed_session"]["steady_state_events_per_s"]
-        flink_result["dagger_vs_flink"] = round(dagger_rate / flink_rate, 3) if flink_rate else None
+    flink.add_to_summary(summary, flink_result)
     print_throughput_summary(summary)
     if metrics_cost is not None:
         on, off = metrics_cost["on_events_per_s"], metrics_cost["off_events_per_s"]

@@ -54,7 +54,10 @@ SCALES: dict[str, dict[str, list[str]]] = {
         "filter": [
             "--records", "1000000", "--max-records-per-batch", "200000", "--broker", "apache", "--flink",
         ],
-        "window": ["--records", "1000000", "--minutes", "10", "--max-records-per-batch", "200000"],
+        "window": [
+            "--records", "1000000", "--minutes", "10", "--max-records-per-batch", "200000",
+            "--broker", "apache", "--flink",
+        ],
         "join": ["--orders", "500000", "--minutes", "10", "--max-records-per-batch", "100000"],
         "live": ["--rate", "20000", "--seconds", "60", "--warmup-seconds", "70"],
         "dedup": ["--records", "300000", "--repeats", "2"],
@@ -64,7 +67,10 @@ SCALES: dict[str, dict[str, list[str]]] = {
             "--records", "50000", "--max-records-per-batch", "10000", "--metrics-rounds", "1",
             "--broker", "apache", "--flink",
         ],
-        "window": ["--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000"],
+        "window": [
+            "--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000",
+            "--broker", "apache", "--flink",
+        ],
         "join": ["--orders", "25000", "--minutes", "5", "--max-records-per-batch", "5000"],
         "live": ["--rate", "20000", "--seconds", "15", "--warmup-seconds", "5"],
         "dedup": ["--records", "20000", "--repeats", "1"],

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import flink
 from bench.common import (
     FRESH_SESSION,
     PARTITIONS,
@@ -51,6 +52,7 @@ from bench.common import (
     booking_decoder,
     event_time_chunk,
     kafka_stream,
+    local_parallelism,
     machine_description,
     print_throughput_summary,
     produce_bookings,
@@ -62,6 +64,7 @@ from bench.common import (
     write_summary,
 )
 from jobs.schema_registry import SchemaRegistry
+from jobs.tools.generator import BOOKING_MESSAGE
 from jobs.tools.protoc import compile_descriptor_set
 
 INPUT_TOPIC = "bookings-windowed"
@@ -187,6 +190,34 @@ def verify_same_windows(expected: WindowRows, actual: WindowRows, topic: str) ->
             )
 
 
+FLINK_TOPIC = "window-flink-out"
+
+
+def flink_window_statements(bootstrap_servers: str, source: str, sink: str) -> list[str]:
+    """The window as Flink SQL: a tumbling-window TVF over the rowtime made from `event_timestamp`, with the
+    dagger's watermark delay, writing ServiceTypeWindowTotals as the dagger does."""
+    kafka = f"'connector' = 'kafka', 'properties.bootstrap.servers' = '{bootstrap_servers}'"
+    delay_s = int(WATERMARK_DELAY.total_seconds())
+    bookings = f"""CREATE TABLE bookings (
+        service_type STRING, amount_paid_by_cash FLOAT, event_timestamp ROW<seconds BIGINT, nanos INT>,
+        rowtime AS TO_TIMESTAMP_LTZ(event_timestamp.seconds * 1000 + event_timestamp.nanos / 1000000, 3),
+        WATERMARK FOR rowtime AS rowtime - INTERVAL '{delay_s}' SECOND
+    ) WITH ({kafka}, 'topic' = '{source}', 'properties.group.id' = 'bench-flink',
+        'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',
+        'format' = 'protobuf', 'protobuf.message-class-name' = '{flink.message_class(BOOKING_MESSAGE)}')"""
+    totals = f"""CREATE TABLE totals (
+        service_type STRING, window_timestamp ROW<seconds BIGINT, nanos INT>, booking_count BIGINT,
+        cash_total DOUBLE
+    ) WITH ({kafka}, 'topic' = '{sink}', {flink.PRODUCER_OPTIONS},
+        'format' = 'protobuf', 'protobuf.message-class-name' = '{flink.message_class(TOTALS_MESSAGE)}')"""
+    insert = """INSERT INTO totals
+        SELECT service_type, ROW(UNIX_TIMESTAMP(DATE_FORMAT(window_start, 'yyyy-MM-dd HH:mm:ss')), 0),
+               COUNT(*), SUM(CAST(amount_paid_by_cash AS DOUBLE))
+        FROM TABLE(TUMBLE(TABLE bookings, DESCRIPTOR(rowtime), INTERVAL '1' MINUTE))
+        GROUP BY service_type, window_start, window_end"""
+    return [bookings, totals, insert]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -194,8 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--minutes", type=float, default=10, help="event time the input spans")
     parser.add_argument("--max-records-per-batch", type=int, default=200_000, help="dagger micro-batch size")
+    parser.add_argument(
+        "--flink", action="store_true", help="also run the window as Flink SQL (needs --broker apache)"
+    )
     add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
+    if args.flink and args.broker != "apache":
+        parser.error("--flink needs --broker apache: the embedded broker cuts Flink's bounded scan short")
     conf = spark_conf(args.conf)
     settings: dict[str, Any] = {
         "master": args.master,
@@ -233,8 +269,23 @@ def main(argv: list[str] | None = None) -> int:
         for topic in PIPELINE_TOPICS.values():
             verify_same_windows(expected, read_windows(servers, topic, registry), topic)
             print(f"verified {topic}: the baseline's {len(expected)} windows, same rows", flush=True)
+        flink_result = None
+        if args.flink:
+            flink_result = flink.measure(
+                servers,
+                flink_window_statements,
+                (INPUT_TOPIC, FLINK_TOPIC),
+                args.records,
+                local_parallelism(args.master),
+            )
+            # The end of Flink's bounded input closes every window, also those the others leave open.
+            written = read_windows(servers, FLINK_TOPIC, registry)
+            closed_by_both = {key: written[key] for key in expected if key in written}
+            verify_same_windows(expected, closed_by_both, FLINK_TOPIC)
+            print(f"verified {FLINK_TOPIC}: the baseline's {len(expected)} windows among {len(written)}")
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
+    flink.add_to_summary(summary, flink_result)
     summary["windows_written"] = len(expected)
     summary["verified"] = "the dagger's windows equal the hand-written loop's (count exact, cash to 1e-9)"
     print_throughput_summary(summary)

@@ -6,6 +6,10 @@ Kafka SQL connector and the protobuf format. The format reads and writes a messa
 Java class, so `message_jar()` runs the resolved `protoc` over the project's booking protos and compiles
 the classes against the resolved protobuf runtime.
 
+A workload's steady rate is its input over the job's runtime as Flink reports it (the mini-cluster's
+start and the planning left out, as the dagger's steady state leaves out its first micro-batch; the tasks'
+start is still in it); its overall rate is the input over the time from submitting the job to its end.
+
 Flink's Kafka source ends a bounded scan at the offsets the broker reports as latest when the job starts.
 The embedded broker reports them short of the last records, so Flink runs only on Apache Kafka.
 """
@@ -17,18 +21,36 @@ import subprocess
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from bench.common import PARTITIONS
 from jobs.project import BUILD_DIR, PROJECT_ROOT
+from jobs.tools.generator import ensure_topic
 
 FLINK_PYTHON = BUILD_DIR / "flink-venv" / "bin" / "python"
 LIBS = BUILD_DIR / "flink-bench" / "libs"
 MESSAGE_JAR = BUILD_DIR / "flink-bench" / "booking-messages.jar"
-PROTO = PROJECT_ROOT / "protos" / "dagger" / "examples" / "booking.proto"
+PROTOS_ROOT = PROJECT_ROOT / "protos"
+PROTOS = [
+    PROTOS_ROOT / "dagger" / "examples" / "booking.proto",
+    PROTOS_ROOT / "dagger" / "bench" / "window_totals.proto",
+]
 JOB = Path(__file__).resolve().parent / "job.py"
-JAVA_OUTER_CLASS = "dagger.examples.Booking"
-"""The class protoc generates for booking.proto; each message is a nested class of it."""
+JAVA_OUTER_CLASSES = {
+    "dagger.examples": "dagger.examples.Booking",
+    "dagger.bench": "dagger.bench.WindowTotals",
+}
+"""The class protoc generates for each proto package's file; each message is a nested class of it."""
+
+
+PRODUCER_OPTIONS = (
+    "'properties.linger.ms' = '20', 'properties.batch.size' = '4194304', "
+    "'properties.compression.type' = 'lz4', 'properties.acks' = 'all'"
+)
+"""The Kafka sink's producer settings (jobs/sinks/kafka/producers.py), as Flink table options."""
 
 
 class FlinkError(RuntimeError):
@@ -39,16 +61,19 @@ class FlinkError(RuntimeError):
 class FlinkRun:
     seconds: float
     """From submitting the INSERT to the bounded job's end (the mini-cluster's start-up included)."""
+    job_runtime_s: float
+    """The job's net runtime as Flink reports it."""
 
 
 def message_class(message: str) -> str:
-    """The Java class Flink's protobuf format loads for a message of booking.proto."""
-    return f"{JAVA_OUTER_CLASS}${message.rsplit('.', 1)[-1]}"
+    """The Java class Flink's protobuf format loads for a message of the benchmark protos."""
+    package, name = message.rsplit(".", 1)
+    return f"{JAVA_OUTER_CLASSES[package]}${name}"
 
 
 def message_jar() -> Path:
-    """The booking protos as Java classes, compiled when missing or older than the proto."""
-    if MESSAGE_JAR.is_file() and MESSAGE_JAR.stat().st_mtime >= PROTO.stat().st_mtime:
+    """The benchmark protos as Java classes, compiled when missing or older than a proto."""
+    if _message_jar_is_current():
         return MESSAGE_JAR
     protoc = next(LIBS.glob("protoc-*.exe"), None)
     runtime = next(LIBS.glob("protobuf-java-*.jar"), None)
@@ -62,7 +87,7 @@ def message_jar() -> Path:
         sources, classes = Path(work, "src"), Path(work, "classes")
         sources.mkdir()
         classes.mkdir()
-        _run([str(protoc), f"-I{PROTO.parents[2]}", f"-I{well_known}", f"--java_out={sources}", str(PROTO)])
+        _run([str(protoc), f"-I{PROTOS_ROOT}", f"-I{well_known}", f"--java_out={sources}", *map(str, PROTOS)])
         _run(["javac", "--release", "17", "-nowarn", "-d", str(classes), "-cp", str(runtime),
               *map(str, sources.rglob("*.java"))])  # fmt: skip
         partial = MESSAGE_JAR.with_suffix(".tmp")
@@ -71,6 +96,14 @@ def message_jar() -> Path:
                 jar.write(path, path.relative_to(classes).as_posix())
         partial.replace(MESSAGE_JAR)
     return MESSAGE_JAR
+
+
+def _message_jar_is_current() -> bool:
+    if not MESSAGE_JAR.is_file() or MESSAGE_JAR.stat().st_mtime < max(p.stat().st_mtime for p in PROTOS):
+        return False
+    with zipfile.ZipFile(MESSAGE_JAR) as jar:
+        names = set(jar.namelist())
+    return all(f"{outer.replace('.', '/')}.class" in names for outer in JAVA_OUTER_CLASSES.values())
 
 
 def run_sql(statements: list[str], parallelism: int) -> FlinkRun:
@@ -89,8 +122,42 @@ def run_sql(statements: list[str], parallelism: int) -> FlinkRun:
     if completed.returncode != 0:
         raise FlinkError(f"the Flink job failed:\n{completed.stderr[-4000:]}")
     reported = json.loads(completed.stdout.strip().splitlines()[-1])
-    print(f"  Flink: {reported['seconds']:.1f} s in the job, {time.perf_counter() - started:.1f} s in all")
-    return FlinkRun(seconds=reported["seconds"])
+    print(
+        f"  Flink: job runtime {reported['job_runtime_s']:.1f} s, {reported['seconds']:.1f} s from "
+        f"submission, {time.perf_counter() - started:.1f} s with PyFlink's start"
+    )
+    return FlinkRun(seconds=reported["seconds"], job_runtime_s=reported["job_runtime_s"])
+
+
+def measure(
+    bootstrap_servers: str,
+    statements: Callable[[str, str, str], list[str]],
+    topics: tuple[str, str],
+    records: int,
+    parallelism: int,
+) -> dict[str, Any]:
+    """Runs `statements(bootstrap_servers, input topic, output topic)` over `topics`; the rates of the
+    summary are input records per second."""
+    source, sink = topics
+    ensure_topic(bootstrap_servers, sink, PARTITIONS)
+    print("Flink SQL ...", flush=True)
+    run = run_sql(statements(bootstrap_servers, source, sink), parallelism)
+    return {
+        "parallelism": parallelism,
+        "steady_state_events_per_s": round(records / run.job_runtime_s),
+        "overall_events_per_s": round(records / run.seconds),
+        "job_runtime_seconds": round(run.job_runtime_s, 3),
+        "seconds": round(run.seconds, 3),
+    }
+
+
+def add_to_summary(summary: dict[str, Any], flink: dict[str, Any] | None) -> None:
+    """Puts Flink's figures into a throughput summary, with the dagger's warm steady state over Flink's."""
+    summary["flink"] = flink
+    if flink is not None:
+        dagger = summary["pipeline_warmed_session"]["steady_state_events_per_s"]
+        steady = flink["steady_state_events_per_s"]
+        flink["dagger_vs_flink"] = round(dagger / steady, 3) if steady else None
 
 
 def _run(command: list[str]) -> None:
