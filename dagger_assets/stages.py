@@ -80,6 +80,9 @@ DETERMINISTIC = "deterministic"
 SPARK_UI_TAG = "dagger/spark_ui"
 """On a run whose Spark session serves its UI (`spark.ui.enabled` in the `spark` resource's conf): its URL."""
 STOPPED_TAG = "dagger/stopped"
+_HELD_OBSERVATIONS = 1_000
+"""Observations a step keeps in memory for its result beside the event log: past this many, the copies held
+so far are dropped from the result (never from the event log)."""
 """On a run terminated through Dagster and stopped gracefully: where it stopped (batch and checkpoint).
 Such a run ends SUCCESS: a stop on request is the normal end of a streaming run, not a failure."""
 
@@ -334,19 +337,22 @@ def dagger_assets(
         except (DaggerConfigError, DaggerBuildError):
             context.instance.add_run_tags(context.run.run_id, {FAILURE_KIND_TAG: DETERMINISTIC})
             raise
-        observed = 0
+        observed, held = 0, 0
 
         def log_new_observations() -> None:
             # Logged rather than yielded: a yield hands control to Dagster, and a terminate landing there
             # would fail the step instead of reaching the stop below. log_event writes each observation to
-            # the event log at once; the copies it keeps for the executor are dropped, or a run of days
-            # would hold every observation it made in memory.
-            nonlocal observed
+            # the event log at once, and keeps a copy for the step's result until the step ends; past
+            # _HELD_OBSERVATIONS the copies are dropped, or a run of days would hold all it observed.
+            nonlocal observed, held
             reports, observed = run.reports[observed:], len(run.reports)
             for report in reports:
                 for observation in _observations(spec, report, run):
                     context.log_event(observation)
-            deque(context.consume_events(), maxlen=0)
+                    held += 1
+            if held > _HELD_OBSERVATIONS:
+                deque(context.consume_events(), maxlen=0)
+                held = 0
 
         def record_live_checks() -> None:
             for evaluation in live_evaluations(sql_key(spec), spec.checks, run.reports):
