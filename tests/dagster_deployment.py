@@ -113,7 +113,8 @@ class DagsterDeployment:
                 for entry in self.instance.all_logs(run_id)[-12:]
             ]
             raise AssertionError(
-                f"run {run_id} ended {run.status} (tags {run.tags}), not stopped; its log ended {last_entries}"
+                f"run {run_id} ended {run.status} (tags {run.tags}), not stopped; "
+                f"its log ended {last_entries}"
             )
 
     def run_worker_pid(self, run_id: str) -> int:
