@@ -80,11 +80,11 @@ DETERMINISTIC = "deterministic"
 SPARK_UI_TAG = "dagger/spark_ui"
 """On a run whose Spark session serves its UI (`spark.ui.enabled` in the `spark` resource's conf): its URL."""
 STOPPED_TAG = "dagger/stopped"
+"""On a run terminated through Dagster and stopped gracefully: where it stopped (batch and checkpoint).
+Such a run ends SUCCESS: a stop on request is the normal end of a streaming run, not a failure."""
 _HELD_OBSERVATIONS = 1_000
 """Observations a step keeps in memory for its result beside the event log: past this many, the copies held
 so far are dropped from the result (never from the event log)."""
-"""On a run terminated through Dagster and stopped gracefully: where it stopped (batch and checkpoint).
-Such a run ends SUCCESS: a stop on request is the normal end of a streaming run, not a failure."""
 
 
 class RewindConfig(Config):
