@@ -71,10 +71,11 @@ class Deduplicate(TransformerConfig):
     key_column: str = Field(min_length=1)
     ttl: Duration
     clock: Literal["processing_time", "event_time"] = "processing_time"
-    """`processing_time` (Dagger's): `ttl` runs from the moment the key's row passed, in a Python state
-    processor. `event_time`: `ttl` runs in event time, from the event time of the row that passed until
-    the watermark passes it; Spark's own operator, tens of times faster, and a replay decides as the first
-    run did. `event_time` needs the rows to carry the stream's event-time column."""
+    """`processing_time` (Dagger's): `ttl` runs from the micro-batch that let the key's row pass, in the
+    project's JVM state operator (not on Spark Connect). `event_time`: `ttl` runs in event time, from the
+    event time of the row that passed until the watermark passes it; Spark's own operator, faster, and a
+    replay decides as the first run did. `event_time` needs the rows to carry the stream's event-time
+    column."""
 
     def columns_read(self, names: list[str]) -> list[str] | None:
         return [self.key_column]
