@@ -32,31 +32,28 @@ def jobs_jar() -> Path:
     sources = sorted(SOURCES_ROOT.rglob("*.java"))
     if JAR.is_file() and all(source.stat().st_mtime <= JAR.stat().st_mtime for source in sources):
         return JAR
-    _build(sources)
+    compile_jar(sources, f"{_SPARK_JARS}/*", JAR)
     return JAR
 
 
-def _build(sources: list[Path]) -> None:
+def compile_jar(sources: list[Path], classpath: str, jar: Path) -> None:
+    """Compiles `sources` against `classpath` with javac (Java 17) into `jar`."""
     javac = shutil.which("javac")
     if javac is None:
-        raise JvmBuildError(f"building {JAR.name} needs a JDK's javac (17 or later) on the PATH; none found")
-    JAR.parent.mkdir(parents=True, exist_ok=True)
+        raise JvmBuildError(f"building {jar.name} needs a JDK's javac (17 or later) on the PATH; none found")
+    jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dagger-jvm-") as classes:
-        command = [javac, "--release", "17", "-nowarn", "-d", classes, "-cp", f"{_SPARK_JARS}/*"]
-        compiled = subprocess.run(
-            [*command, *map(str, sources)],
-            capture_output=True,
-            text=True,
-        )
+        command = [javac, "--release", "17", "-nowarn", "-d", classes, "-cp", classpath]
+        compiled = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
         if compiled.returncode != 0:
-            raise JvmBuildError(f"javac failed on the project's Java sources:\n{compiled.stderr}")
+            raise JvmBuildError(f"javac failed on the sources of {jar.name}:\n{compiled.stderr}")
         # Written aside and renamed: a session starting meanwhile sees the old jar or the new one, whole.
-        partial = JAR.with_name(f".{JAR.name}.{os.getpid()}.tmp")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        partial = jar.with_name(f".{jar.name}.{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
             for path in sorted(Path(classes).rglob("*.class")):
-                jar.write(path, path.relative_to(classes).as_posix())
-        partial.replace(JAR)
+                archive.write(path, path.relative_to(classes).as_posix())
+        partial.replace(jar)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PARTITIONS
+from jobs.jvm import compile_jar
 from jobs.project import BUILD_DIR, PROJECT_ROOT
+from jobs.sinks.kafka.config import KafkaSink
+from jobs.sinks.kafka.producers import producer_settings
 from jobs.tools.generator import ensure_topic
 
 FLINK_PYTHON = BUILD_DIR / "flink-venv" / "bin" / "python"
@@ -46,11 +49,12 @@ JAVA_OUTER_CLASSES = {
 """The class protoc generates for each proto package's file; each message is a nested class of it."""
 
 
-PRODUCER_OPTIONS = (
-    "'properties.linger.ms' = '20', 'properties.batch.size' = '4194304', "
-    "'properties.compression.type' = 'lz4', 'properties.acks' = 'all'"
+_SINK_SETTINGS = producer_settings(KafkaSink(kind="kafka", topic="unused", proto_message="unused.Message"))
+PRODUCER_OPTIONS = ", ".join(
+    f"'properties.{key}' = '{_SINK_SETTINGS[key]}'"
+    for key in ("linger.ms", "batch.size", "compression.type", "acks")
 )
-"""The Kafka sink's producer settings (jobs/sinks/kafka/producers.py), as Flink table options."""
+"""The dagger Kafka sink's producer settings that Java's producer shares, as Flink table options."""
 
 
 class FlinkError(RuntimeError):
@@ -83,18 +87,9 @@ def message_jar() -> Path:
     import grpc_tools  # its include folder holds the well-known types booking.proto imports
 
     well_known = Path(grpc_tools.__file__).parent / "_proto"
-    with tempfile.TemporaryDirectory(prefix="flink-messages-") as work:
-        sources, classes = Path(work, "src"), Path(work, "classes")
-        sources.mkdir()
-        classes.mkdir()
+    with tempfile.TemporaryDirectory(prefix="flink-messages-") as sources:
         _run([str(protoc), f"-I{PROTOS_ROOT}", f"-I{well_known}", f"--java_out={sources}", *map(str, PROTOS)])
-        _run(["javac", "--release", "17", "-nowarn", "-d", str(classes), "-cp", str(runtime),
-              *map(str, sources.rglob("*.java"))])  # fmt: skip
-        partial = MESSAGE_JAR.with_suffix(".tmp")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
-            for path in sorted(classes.rglob("*.class")):
-                jar.write(path, path.relative_to(classes).as_posix())
-        partial.replace(MESSAGE_JAR)
+        compile_jar(sorted(Path(sources).rglob("*.java")), str(runtime), MESSAGE_JAR)
     return MESSAGE_JAR
 
 
