@@ -271,11 +271,20 @@ class KafkaStreamReader(ProtoStreamReader):
                     if error is None:
                         if message.timestamp()[1] >= timestamp_ms:
                             return message.offset()
-                    elif error.code() == KafkaError._PARTITION_EOF:
+                    elif error.code() == KafkaError._PARTITION_EOF and self._fetched_to(
+                        topic, partition, end
+                    ):
                         return end
         finally:
             self.consumer.unassign()
         raise KafkaSourceError(f"{self._where()}: rewind of {topic}[{partition}] did not finish in time")
+
+    def _fetched_to(self, topic: str, partition: int, end: int) -> bool:
+        """Whether the consumer's position reached `end`. An end-of-partition event left queued by the
+        end-offset probe can arrive before any record of a new assignment; only a real end has read up
+        to `end` (transaction markers included, which no record shows)."""
+        [current] = self.consumer.position([TopicPartition(topic, partition)])
+        return current.offset >= end
 
     def initialOffset(self) -> Offsets:
         partitions = self._discover()
