@@ -542,6 +542,8 @@ class ThroughputTargets:
 
     events_per_s: float | None = None
     share_of_baseline: float | None = None
+    at_least_flink: bool = False
+    """Whether the dagger must also reach Flink's steady state on the same workload (when Flink ran)."""
 
     def met(self, events_per_s: float, share_of_baseline: float) -> bool | None:
         if self.events_per_s is None and self.share_of_baseline is None:
@@ -575,6 +577,7 @@ def throughput_summary(
             "steady_state_events_per_s": targets.events_per_s,
             "share_of_baseline": targets.share_of_baseline,
             "description": targets.describe(),
+            "at_least_flink": targets.at_least_flink,
         },
         "produce_events_per_s": round(produce_rate),
         "baseline": baseline.summary(),

@@ -1,8 +1,12 @@
 """Benchmark: a running dagger fed at a fixed rate: end-to-end latency, memory, time to first output.
 
     .venv/bin/python bench/live.py [--rate 20000] [--seconds 60] [--warmup-seconds 70]
+        [--broker embedded|apache] [--systems dagger,hand-written loop,Flink]
 
-For each of the dagger and the hand-written loop, on its own topics of one embedded broker:
+Systems (`--systems`, comma-separated): the dagger, the hand-written loop and, on Apache Kafka only, Apache
+Flink. Each runs on its own topics of one broker: the embedded one (in memory, the default) or Apache
+Kafka (`--broker apache`, the test bed's single-node broker on a temporary folder, from build/kafka/libs).
+For each system:
 
 1. A paced producer (a thread of this process, `BookingProducer.run`) writes `--rate` bookings a second,
    in ten slices a second, from before the launch to the end.
@@ -15,32 +19,46 @@ For each of the dagger and the hand-written loop, on its own topics of one embed
        FROM bookings WHERE service_type = 'GO_RIDE'
 
    The loop is this file's `hand-loop` command: consume from the end, decode, filter and project
-   (`kafka_filter.go_rides`), encode, produce and flush each chunk.
+   (`kafka_filter.go_rides`), encode, produce and flush each chunk. Flink is bench/flink/job.py in
+   PyFlink's venv (bench/flink): the same SQL as a continuous Flink SQL job
+   (`kafka_filter.flink_filter_statements`: Kafka tables in protobuf, read from the latest offsets on,
+   `kafka_timestamp` from the record's Kafka timestamp, the dagger sink's producer settings) on a local
+   mini-cluster at the dagger's parallelism (2 for `local[2]`), without checkpoints (the dagger's
+   checkpoint is not on the output's path either).
 3. A watcher (a thread here) consumes the output topic. Time to first output: from the launch until the
    watcher receives the first output record.
 4. Latency of each output record = its Kafka timestamp (CreateTime, stamped by the sink's producer when
    the record is handed to it: the sink write) minus the input record's Kafka timestamp (CreateTime,
    stamped when the paced producer produced it), both from this machine's clock in milliseconds. So it
    covers the producer's linger, the broker, the dagger's wait for its trigger and the whole micro-batch
-   up to the sink's produce call. Also reported: until the watcher received it (adds the broker and the
-   consumer fetch). Measured over the records produced from `--warmup-seconds` after the first output
-   for `--seconds`; those must arrive complete (no index missing, none twice). The warm-up covers the
-   start-up transients, measured: the JVM's JIT compilers take most of its CPU for the first minute or
-   so (then its class loading stops), and Spark keeps the Python workers that planned the query parked
-   until they have been idle for a minute.
-5. Memory: the process tree (for the dagger: Python driver, JVM, Python workers) sampled from /proc
-   every `--sample-interval`; RSS summed over the processes (what the target counts; pages shared by
-   forked workers count once per process) and PSS (shared pages split between their processes). Peak of
-   the steady period (the latency window) and of the whole run; and the CPU time each kind of process
-   used in the latency window (`bench/processes.py`).
-6. Where the time goes: the dagger runs with Spark's event log on (through PYSPARK_SUBMIT_ARGS, which
+   up to the sink's produce call. Flink's Kafka sink stamps its records the same way: its table declares
+   no `timestamp` metadata column, so the connector hands Java's producer records without a timestamp
+   (it copies no rowtime) and the producer stamps its wall clock at `send()`; the figures compare as they
+   are. Also reported: until the watcher received it (adds the broker and the consumer fetch), a measure
+   that needs no timestamp from the system under test. Measured over the records produced from
+   `--warmup-seconds` after the first output for `--seconds`; those must arrive complete (no index
+   missing, none twice). The warm-up covers the start-up transients, measured: the JVM's JIT compilers
+   take most of its CPU for the first minute or so (then its class loading stops), and Spark keeps the
+   Python workers that planned the query parked until they have been idle for a minute.
+5. Memory: the process tree (for the dagger: Python driver, JVM, Python workers; for Flink: PyFlink's
+   Python process and its JVM, the mini-cluster) sampled from /proc every `--sample-interval`; RSS summed
+   over the processes (what the target counts; pages shared by forked workers count once per process)
+   and PSS (shared pages split between their processes). Peak of the steady period (the latency window)
+   and of the whole run; and the CPU time each kind of process used in the latency window
+   (`bench/processes.py`).
+6. Stop: SIGINT (a dagger finishes its micro-batch and stops; Flink's job is cancelled), after a minute
+   SIGKILL to the process group; what is left of the group once its first process ended is killed.
+7. Where the time goes: the dagger runs with Spark's event log on (through PYSPARK_SUBMIT_ARGS, which
    also takes `--conf` settings), and its micro-batches' progress (`durationMs` per phase, rows) over
    the latency window is summarised; the log's start events split the time to first output into JVM
    start (SparkContext up), building the dagger (query started) and the first micro-batches.
    `--profile-start-up` runs the dagger under cProfile and lists its slowest start-up calls (the
-   profiler slows the start, so the first-output figure of such a run does not count).
+   profiler slows the start, so the first-output figure of such a run does not count). Flink's start
+   is split by what bench/flink/job.py reports: its table environment up (PyFlink's JVM started) and its
+   job submitted (planned, the mini-cluster started).
 
-Targets: p99 < 1 s, steady RSS < 2 GiB, first output < 20 s after launch.
+Targets (the dagger): p99 < 250 ms (input produced -> sink write), steady RSS < 2 GiB, first output < 8 s
+after launch.
 """
 
 from __future__ import annotations
@@ -70,15 +88,19 @@ from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import flink
 from bench.common import (
+    BROKERS,
     PARTITIONS,
     batch_breakdown,
+    bench_broker,
     booking_decoder,
     decode_chunk,
     fast_consumer,
     flush_or_raise,
     kafka_sink,
     kafka_stream,
+    local_parallelism,
     machine_description,
     produce_values,
     spark_conf,
@@ -86,11 +108,10 @@ from bench.common import (
     warmed_sink_producer,
     write_summary,
 )
-from bench.kafka_filter import PROJECTION, SUMMARY_MESSAGE, go_rides
+from bench.kafka_filter import PROJECTION, SUMMARY_MESSAGE, flink_filter_statements, go_rides
 from bench.processes import TreeSnapshot, cpu_between, snapshot
 from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
 from jobs.schema_registry import SchemaRegistry
-from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.generator import BookingProducer, ensure_topic
 from jobs.tools.protoc import compile_descriptor_set
 
@@ -100,9 +121,12 @@ SQL = (
 )
 DAGGER = "dagger"
 HAND_LOOP = "hand-written loop"
-TARGET_P99_MS = 1000
+FLINK = "Flink"
+TOPIC_SLUGS = {DAGGER: "dagger", HAND_LOOP: "loop", FLINK: "flink"}
+"""The systems, each with the name of its topics and work folder."""
+TARGET_P99_MS = 250
 TARGET_RSS_BYTES = 2 * 1024**3
-TARGET_FIRST_OUTPUT_S = 20
+TARGET_FIRST_OUTPUT_S = 8
 RESULTS = Path(__file__).resolve().parent / "results" / "live.json"
 _PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 _QUERY_STARTED_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"
@@ -354,6 +378,12 @@ def launch_command(
             str(args.read_chunk),
         ]
         return command, env
+    if system == FLINK:
+        statements = flink_filter_statements(
+            servers, *topics, sql=SQL, source_options=flink.live_source_options, kafka_timestamp=True
+        )
+        job = folder / "flink-job.json"
+        return flink.job_command(job, statements, local_parallelism(args.master), unbounded=True), env
     event_log = folder / "event-log"
     event_log.mkdir()
     conf = {
@@ -382,15 +412,36 @@ def launch_command(
     return command, env
 
 
-def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
-    """Ctrl-C (a dagger finishes its micro-batch and stops), then the whole process group if need be."""
+def stop_process(
+    process: subprocess.Popen[bytes], timeout_s: float = 60.0, leftovers_s: float = 10.0
+) -> None:
+    """Ctrl-C (a dagger finishes its micro-batch and stops, Flink cancels its job), then the whole process
+    group if need be; then the rest of the group (a JVM outliving its Python process) if it lingers."""
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
         try:
             process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # our own child's group: it was started in a new session
+            _kill_group(process.pid)
             process.wait()
+    deadline = time.monotonic() + leftovers_s
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)  # PySpark's and PyFlink's JVMs end by themselves when their Python process ends
+    _kill_group(process.pid)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _kill_group(group: int) -> None:
+    # Our own child's group: it was started in a new session, so nothing else is in it.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
 
 
 @dataclass
@@ -447,6 +498,19 @@ def _seconds_after(start_ms: float, event_ms: float | None) -> float | None:
     return None if event_ms is None else round((event_ms - start_ms) / 1000, 2)
 
 
+def flink_start_up(process_log: Path, launched_ms: float) -> dict[str, float | None]:
+    """Seconds from the launch until PyFlink's table environment was up (its JVM started) and until the
+    job was submitted (planned, the mini-cluster started), as bench/flink/job.py reports them."""
+    for line in process_log.read_text(errors="replace").splitlines():
+        if line.startswith('{"environment_created_ms"'):
+            report = json.loads(line)
+            return {
+                "environment_created": _seconds_after(launched_ms, report["environment_created_ms"]),
+                "job_submitted": _seconds_after(launched_ms, report["job_submitted_ms"]),
+            }
+    return {"environment_created": None, "job_submitted": None}
+
+
 def progress_summary(
     progress: list[dict[str, Any]], window_from_ms: float, window_until_ms: float
 ) -> dict[str, Any]:
@@ -476,13 +540,12 @@ def progress_summary(
 
 def measure(
     system: str,
-    broker: EmbeddedBroker,
+    servers: str,
     registry: SchemaRegistry,
     descriptor_set: Path,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    servers = broker.bootstrap_servers
-    slug = "dagger" if system == DAGGER else "loop"
+    slug = TOPIC_SLUGS[system]
     topics = (f"live-in-{slug}", f"live-out-{slug}")
     for topic in topics:
         ensure_topic(servers, topic, PARTITIONS)
@@ -552,6 +615,11 @@ def measure(
                 result["start_up_profile"] = start_up_profile(folder / "dagger.prof")
             window = (window_from * 1000, window_until * 1000)
             result["micro_batches"] = progress_summary(event_log.progress, *window)
+        elif system == FLINK:
+            result["start_up_s"] = {
+                **flink_start_up(log_path, launched_ms),
+                "first_output": round(first_output_s, 2),
+            }
     return result
 
 
@@ -584,8 +652,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-interval", type=float, default=0.5, help="seconds between process samples")
     parser.add_argument("--launch-timeout", type=float, default=180)
     parser.add_argument("--drain-timeout", type=float, default=30, help="waiting for the last outputs")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--systems", default=f"{DAGGER},{HAND_LOOP}", help="comma-separated")
+    parser.add_argument("--master", default="local[2]", help="the dagger's; Flink runs at its parallelism")
+    parser.add_argument("--broker", choices=BROKERS, default="embedded", help="the Kafka the run uses")
+    parser.add_argument(
+        "--systems",
+        default=f"{DAGGER},{HAND_LOOP}",
+        help=f"comma-separated, of: {', '.join(TOPIC_SLUGS)} ({FLINK} only with --broker apache)",
+    )
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting for the dagger"
     )
@@ -599,16 +672,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    systems = [system.strip() for system in args.systems.split(",") if system.strip()]
+    unknown = sorted(set(systems) - set(TOPIC_SLUGS))
+    if unknown:
+        parser.error(f"--systems: unknown {', '.join(unknown)}; choose from {', '.join(TOPIC_SLUGS)}")
+    if FLINK in systems and args.broker != "apache":
+        parser.error(
+            f"--systems {FLINK} needs --broker apache: Flink runs only on Apache Kafka (bench/flink)"
+        )
 
     machine = machine_description()
     descriptor_set = compile_descriptor_set()
     registry = SchemaRegistry.load([str(descriptor_set)])
     results = {}
-    with EmbeddedBroker() as broker:
-        for system in args.systems.split(","):
+    with bench_broker(args.broker) as servers:
+        for system in systems:
             plan = f"{args.warmup_seconds:g} s warm-up + {args.seconds:g} s measured"
-            print(f"{system}: {args.rate:,} bookings/s, {plan} ...", flush=True)
-            results[system] = measure(system, broker, registry, descriptor_set, args)
+            print(f"{system}: {args.rate:,} bookings/s on {args.broker} Kafka, {plan} ...", flush=True)
+            results[system] = measure(system, servers, registry, descriptor_set, args)
             brief = {key: value for key, value in results[system].items() if key != "micro_batches"}
             print(f"  {json.dumps(brief)}", flush=True)
     summary = {
@@ -618,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
             "warmup_seconds": args.warmup_seconds,
             "trigger_interval": args.trigger_interval,
             "master": args.master,
+            "broker": args.broker,
             "spark_conf": spark_conf(args.conf),
             "sql": SQL,
         },
@@ -635,14 +717,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    print(f"\n{summary['settings']['rate']:,} bookings/s, trigger {summary['settings']['trigger_interval']}")
-    columns = ("p50 ms", "p99 ms", "max ms", "missing", "RSS MiB", "PSS MiB", "first s")
+    settings = summary["settings"]
+    print(
+        f"\n{settings['rate']:,} bookings/s on {settings['broker']} Kafka, "
+        f"dagger trigger {settings['trigger_interval']}"
+    )
+    columns = ("p50 ms", "p99 ms", "max ms", "recv p99", "missing", "twice", "RSS MiB", "PSS MiB", "first s")
     print(f"  {'':<20}" + "".join(f"{column:>9}" for column in columns))
     for system, result in summary["systems"].items():
-        latency, memory = result["latency"]["to_sink_write_ms"], result["memory"]
+        latency, memory = result["latency"], result["memory"]
+        written, received = latency["to_sink_write_ms"], latency["to_watcher_receipt_ms"]
         print(
-            f"  {system:<20}{latency['p50']:>9.0f}{latency['p99']:>9.0f}{latency['max']:>9.0f}"
-            f"{result['latency']['missing']:>9}{memory['steady_peak_rss_bytes'] / 2**20:>9.0f}"
+            f"  {system:<20}{written['p50']:>9.0f}{written['p99']:>9.0f}{written['max']:>9.0f}"
+            f"{received['p99']:>9.0f}{latency['missing']:>9}{latency['duplicated']:>9}"
+            f"{memory['steady_peak_rss_bytes'] / 2**20:>9.0f}"
             f"{memory['steady_peak_pss_bytes'] / 2**20:>9.0f}{result['first_output_s']:>9.1f}"
         )
         batches = result.get("micro_batches")

@@ -81,7 +81,7 @@ FROM bookings
 GROUP BY service_type, window(rowtime, '1 minute')
 """
 KEYS = ["service_type", "window_timestamp"]
-TARGETS = ThroughputTargets(events_per_s=100_000)
+TARGETS = ThroughputTargets(events_per_s=100_000, at_least_flink=True)
 RESULTS = Path(__file__).resolve().parent / "results" / "window_aggregate.json"
 WindowRows = dict[tuple[str, datetime], tuple[int, float]]
 
@@ -196,20 +196,14 @@ FLINK_TOPIC = "window-flink-out"
 def flink_window_statements(bootstrap_servers: str, source: str, sink: str) -> list[str]:
     """The window as Flink SQL: a tumbling-window TVF over the rowtime made from `event_timestamp`, with the
     dagger's watermark delay, writing ServiceTypeWindowTotals as the dagger does."""
-    kafka = f"'connector' = 'kafka', 'properties.bootstrap.servers' = '{bootstrap_servers}'"
-    delay_s = int(WATERMARK_DELAY.total_seconds())
     bookings = f"""CREATE TABLE bookings (
         service_type STRING, amount_paid_by_cash FLOAT, event_timestamp ROW<seconds BIGINT, nanos INT>,
-        rowtime AS TO_TIMESTAMP_LTZ(event_timestamp.seconds * 1000 + event_timestamp.nanos / 1000000, 3),
-        WATERMARK FOR rowtime AS rowtime - INTERVAL '{delay_s}' SECOND
-    ) WITH ({kafka}, 'topic' = '{source}', 'properties.group.id' = 'bench-flink',
-        'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',
-        'format' = 'protobuf', 'protobuf.message-class-name' = '{flink.message_class(BOOKING_MESSAGE)}')"""
+        {flink.rowtime_columns(WATERMARK_DELAY)}
+    ) WITH ({flink.source_options(bootstrap_servers, source, BOOKING_MESSAGE)})"""
     totals = f"""CREATE TABLE totals (
         service_type STRING, window_timestamp ROW<seconds BIGINT, nanos INT>, booking_count BIGINT,
         cash_total DOUBLE
-    ) WITH ({kafka}, 'topic' = '{sink}', {flink.PRODUCER_OPTIONS},
-        'format' = 'protobuf', 'protobuf.message-class-name' = '{flink.message_class(TOTALS_MESSAGE)}')"""
+    ) WITH ({flink.sink_options(bootstrap_servers, sink, TOTALS_MESSAGE)})"""
     insert = """INSERT INTO totals
         SELECT service_type, ROW(UNIX_TIMESTAMP(DATE_FORMAT(window_start, 'yyyy-MM-dd HH:mm:ss')), 0),
                COUNT(*), SUM(CAST(amount_paid_by_cash AS DOUBLE))

@@ -23,6 +23,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -103,17 +104,10 @@ def _message_jar_is_current() -> bool:
 
 def run_sql(statements: list[str], parallelism: int) -> FlinkRun:
     """Runs `statements` (table DDL, then one INSERT whose bounded job is waited for) in PyFlink."""
-    if not FLINK_PYTHON.is_file():
-        raise FlinkError(f"no PyFlink at {FLINK_PYTHON}: run `make bench` (it makes the Flink venv)")
-    jars = [*sorted(LIBS.glob("*.jar")), message_jar()]
-    job = {"statements": statements, "parallelism": parallelism, "jars": [str(jar) for jar in jars]}
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as job_file:
-        json.dump(job, job_file)
-        job_file.flush()
+    with tempfile.TemporaryDirectory(prefix="flink-job-") as folder:
+        command = job_command(Path(folder) / "job.json", statements, parallelism)
         started = time.perf_counter()
-        completed = subprocess.run(
-            [str(FLINK_PYTHON), str(JOB), job_file.name], capture_output=True, text=True, check=False
-        )
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise FlinkError(f"the Flink job failed:\n{completed.stderr[-4000:]}")
     reported = json.loads(completed.stdout.strip().splitlines()[-1])
@@ -126,17 +120,16 @@ def run_sql(statements: list[str], parallelism: int) -> FlinkRun:
 
 def measure(
     bootstrap_servers: str,
-    statements: Callable[[str, str, str], list[str]],
-    topics: tuple[str, str],
+    statements: Callable[..., list[str]],
+    topics: tuple[str, ...],
     records: int,
     parallelism: int,
 ) -> dict[str, Any]:
-    """Runs `statements(bootstrap_servers, input topic, output topic)` over `topics`; the rates of the
-    summary are input records per second."""
-    source, sink = topics
-    ensure_topic(bootstrap_servers, sink, PARTITIONS)
+    """Runs `statements(bootstrap_servers, *topics)`, `topics` being the input topics and the output topic
+    last; the rates of the summary are input records per second."""
+    ensure_topic(bootstrap_servers, topics[-1], PARTITIONS)
     print("Flink SQL ...", flush=True)
-    run = run_sql(statements(bootstrap_servers, source, sink), parallelism)
+    run = run_sql(statements(bootstrap_servers, *topics), parallelism)
     return {
         "parallelism": parallelism,
         "steady_state_events_per_s": round(records / run.job_runtime_s),
@@ -159,3 +152,74 @@ def _run(command: list[str]) -> None:
     completed = subprocess.run(command, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise FlinkError(f"{Path(command[0]).name} failed:\n{completed.stderr}")
+
+
+def rowtime_columns(watermark_delay: timedelta) -> str:
+    """A Kafka table's computed `rowtime`, from its protobuf Timestamp `event_timestamp`, and its watermark
+    `watermark_delay` behind: a dagger's event time and watermark delay, as columns of the table's DDL."""
+    return (
+        "rowtime AS TO_TIMESTAMP_LTZ(event_timestamp.seconds * 1000 + event_timestamp.nanos / 1000000, 3), "
+        f"WATERMARK FOR rowtime AS rowtime - INTERVAL '{watermark_delay.total_seconds():g}' SECOND"
+    )
+
+
+def source_options(bootstrap_servers: str, topic: str, message: str) -> str:
+    """The WITH options of a Kafka table of `message` records that a job reads as a bounded scan: from
+    the earliest offsets to those the broker reports as latest when the job starts."""
+    return (
+        f"{_kafka_options(bootstrap_servers, topic, message)}, 'properties.group.id' = 'bench-flink', "
+        "'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset'"
+    )
+
+
+def sink_options(bootstrap_servers: str, topic: str, message: str) -> str:
+    """The WITH options of a Kafka table of `message` records written with the dagger Kafka sink's
+    producer settings."""
+    return f"{_kafka_options(bootstrap_servers, topic, message)}, {PRODUCER_OPTIONS}"
+
+
+def _kafka_options(bootstrap_servers: str, topic: str, message: str) -> str:
+    return (
+        f"'connector' = 'kafka', 'properties.bootstrap.servers' = '{bootstrap_servers}', "
+        f"'topic' = '{topic}', 'format' = 'protobuf', "
+        f"'protobuf.message-class-name' = '{message_class(message)}'"
+    )
+
+
+def job_command(
+    job_file: Path, statements: list[str], parallelism: int, *, unbounded: bool = False
+) -> list[str]:
+    """Writes the job of `statements` for bench/flink/job.py into `job_file`; the command that runs it in
+    PyFlink. Unbounded, its INSERT runs until the process gets SIGINT or SIGTERM, which cancel it."""
+    if not FLINK_PYTHON.is_file():
+        raise FlinkError(f"no PyFlink at {FLINK_PYTHON}: run `make bench` (it makes the Flink venv)")
+    jars = [*sorted(LIBS.glob("*.jar")), message_jar()]
+    job = {
+        "statements": statements,
+        "parallelism": parallelism,
+        "jars": [str(jar) for jar in jars],
+        "unbounded": unbounded,
+    }
+    job_file.write_text(json.dumps(job))
+    return [str(FLINK_PYTHON), str(JOB), str(job_file)]
+
+
+def live_source_options(bootstrap_servers: str, topic: str, message: str) -> str:
+    """The WITH options of a Kafka table of `message` records that a job reads from the latest offsets
+    on, without end: a dagger with `auto_offset_reset: latest`."""
+    return (
+        f"{_kafka_options(bootstrap_servers, topic, message)}, 'properties.group.id' = 'bench-flink', "
+        "'scan.startup.mode' = 'latest-offset'"
+    )
+
+
+PROTOBUF_TIMESTAMP = "ROW<seconds BIGINT, nanos INT>"
+"""A `google.protobuf.Timestamp` field as Flink's protobuf format reads and writes it."""
+KAFKA_TIMESTAMP_COLUMNS = (
+    "kafka_time TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL, "
+    "kafka_timestamp AS CAST(ROW(EXTRACT(EPOCH FROM kafka_time), "
+    f"EXTRACT(MILLISECOND FROM kafka_time) * 1000000) AS {PROTOBUF_TIMESTAMP})"
+)
+"""A Kafka table's columns for its records' Kafka timestamp as a dagger's Kafka source names it,
+`kafka_timestamp`, typed to be written into a protobuf Timestamp field. The planner has the source read
+the metadata even for a query that does not use it, so only the tables of queries that do declare them."""

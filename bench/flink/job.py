@@ -3,39 +3,69 @@
     build/flink-venv/bin/python bench/flink/job.py <job.json>
 
 The job names the jars, the parallelism and the statements: every statement but the last is run as it
-comes (table DDL); the last is an INSERT, whose bounded job is waited for. Prints {"seconds": ...,
+comes (table DDL); the last is an INSERT. A bounded job is waited for; then this prints {"seconds": ...,
 "job_runtime_s": ...}: the time from submitting the INSERT to the job's end, and the job's own runtime as
-Flink reports it (from the job's start on the mini-cluster to its end). Only the standard library and
-PyFlink are used.
+Flink reports it (from the job's start on the mini-cluster to its end). With "unbounded": true in the job,
+this prints {"environment_created_ms": ..., "job_submitted_ms": ...} (epoch milliseconds: the JVM and the
+table environment up; the INSERT planned and its job submitted to the mini-cluster, which that starts),
+and the INSERT runs until this process gets SIGINT or SIGTERM, which cancel the job; the process then
+ends with 0 (or 1 if the job ended by itself, a failure). Only the standard library and PyFlink are used.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 
-from pyflink.table import EnvironmentSettings, TableEnvironment
+from pyflink.table import EnvironmentSettings, TableEnvironment, TableResult
 
 
-def main(job_file: str) -> None:
+def main(job_file: str) -> int:
     with open(job_file) as file:
         job = json.load(file)
+    # Before the job starts: a signal from then on cancels it instead of killing this process mid-way.
+    stop_requested = threading.Event()
+    if job.get("unbounded", False):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop_requested.set())
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
     config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
     config.set("parallelism.default", str(job["parallelism"]))
     config.set("table.local-time-zone", "UTC")  # as the daggers' sessions
+    environment_created_ms = time.time() * 1000
     *definitions, insert = job["statements"]
     for statement in definitions:
         env.execute_sql(statement)
     started = time.perf_counter()
     result = env.execute_sql(insert)
+    if job.get("unbounded", False):
+        submitted = {"environment_created_ms": environment_created_ms, "job_submitted_ms": time.time() * 1000}
+        print(json.dumps(submitted), flush=True)
+        return run_until_stopped(result, stop_requested)
     result.wait()
     seconds = time.perf_counter() - started
     runtime_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
     print(json.dumps({"seconds": seconds, "job_runtime_s": runtime_ms / 1000}))
+    return 0
+
+
+def run_until_stopped(result: TableResult, stop_requested: threading.Event) -> int:
+    """Waits for `stop_requested`, then cancels the job and waits until it is cancelled; 1 if the job
+    ended before (it failed: an unbounded job has no end of its own)."""
+    client = result.get_job_client()
+    while not stop_requested.wait(timeout=1.0):
+        status = client.get_job_status().result()
+        if status.is_globally_terminal_state():
+            print(f"the job ended by itself: {status}", file=sys.stderr, flush=True)
+            return 1
+    client.cancel().result()
+    print(f"job {client.get_job_id()} cancelled", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main(sys.argv[1]))
