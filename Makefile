@@ -11,6 +11,7 @@ UI_STAMP := tests/ui/node_modules/.installed
 INFLUXD := /usr/bin/influxd
 # The driver JVM's class-data-sharing archive (jobs/tools/jvm_archive.py), made again with the virtualenv.
 JVM_ARCHIVE_STAMP := build/jvm/.made
+JAVA_SOURCES := $(shell find jobs -name '*.java')
 # Apache Kafka for the tests: the broker's classpath, resolved by Maven from Maven Central (never for `run`).
 KAFKA_POM := tests/servers/apache_kafka/pom.xml
 KAFKA_STAMP := build/kafka/.resolved
@@ -54,8 +55,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Not made (an old JDK, say): a warning, and daggers start without it.
-$(JVM_ARCHIVE_STAMP): $(STAMP)
+# Not made (an old JDK, say): a warning, and daggers start without it. The project's jar is on the driver's
+# class path, so a changed Java source (a new jar) makes the archive again.
+$(JVM_ARCHIVE_STAMP): $(STAMP) $(JAVA_SOURCES)
 	$(BIN)/python -m jobs.tools.jvm_archive
 	touch $@
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ from datetime import datetime, timedelta
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
@@ -383,32 +381,46 @@ class ProgressReport:
         )
 
 
-class _QueryEvents(StreamingQueryListener):
-    """Forwards one query's progress to a queue; the runner drains it on its own thread.
+class _QueryProgress:
+    """A query's progress reports and its end, for the runner to poll.
 
-    Listener callbacks run on PySpark's callback thread: doing the work there would block Spark.
+    Classic sessions: a JVM listener (`dagger.jobs.QueryProgressFeed`, in the project's jar) keeps every
+    report as JSON, taken in one call per poll. A listener written in Python would have each event
+    converted field by field through py4j, with the Python driver's lock held while its foreachBatch waits
+    (a fifth of the live benchmark's latency). Spark Connect has no JVM here: the query's own recent
+    reports are read instead.
     """
 
-    def __init__(self, on_terminated: Callable[[], None]) -> None:
-        self.query_id: str | None = None
-        self.progress: queue.Queue[dict] = queue.Queue()
-        self.terminated = threading.Event()
-        self._on_terminated = on_terminated
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        jvm = getattr(spark, "_jvm", None)  # None on Spark Connect
+        self._feed = jvm.dagger.jobs.QueryProgressFeed() if jvm is not None else None
+        self._last_batch_id = -1
 
-    def onQueryStarted(self, event: object) -> None:
-        pass
+    def attach(self) -> None:
+        """Before the query starts, so that no report is missed."""
+        if self._feed is not None:
+            self._spark._jsparkSession.streams().addListener(self._feed)
 
-    def onQueryProgress(self, event: StreamingQueryListener.QueryProgressEvent) -> None:
-        if str(event.progress.id) == self.query_id:
-            self.progress.put(json.loads(event.progress.json))
+    def detach(self) -> None:
+        if self._feed is not None:
+            self._spark._jsparkSession.streams().removeListener(self._feed)
 
-    def onQueryIdle(self, event: object) -> None:
-        pass
+    def take(self, query: StreamingQuery) -> list[dict]:
+        """The query's reports not taken before, oldest first."""
+        if self._feed is not None:
+            query_id = str(query.id)
+            return [report for report in json.loads(self._feed.drain()) if report["id"] == query_id]
+        reports = [json.loads(report.json) for report in query.recentProgress]
+        fresh = [report for report in reports if report["batchId"] > self._last_batch_id]
+        if fresh:
+            self._last_batch_id = fresh[-1]["batchId"]
+        return fresh
 
-    def onQueryTerminated(self, event: StreamingQueryListener.QueryTerminatedEvent) -> None:
-        if str(event.id) == self.query_id:
-            self._on_terminated()
-            self.terminated.set()
+    def ended(self, query: StreamingQuery) -> bool:
+        if self._feed is not None:
+            return bool(self._feed.hasTerminated(str(query.id)))
+        return not query.isActive
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -439,7 +451,7 @@ class DaggerRun:
         self.query: StreamingQuery | None = None
         self.reports: list[ProgressReport] = []
         self._checkpoint_lock = CheckpointLock(self.checkpoint_location, built.spec.name)
-        self._events = _QueryEvents(on_terminated=self._checkpoint_lock.release)
+        self._progress = _QueryProgress(spark)
         kafka_streams = [stream for stream in built.spec.streams if isinstance(stream, KafkaStream)]
         self._group_offsets = GroupOffsetCommitter(kafka_streams)
         timeouts = {
@@ -452,7 +464,7 @@ class DaggerRun:
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
-        self.spark.streams.addListener(self._events)
+        self._progress.attach()
         writer = (
             self.built.result.writeStream.queryName(spec.name)
             .outputMode(spec.output_mode)
@@ -466,24 +478,23 @@ class DaggerRun:
         try:
             self._checkpoint_lock.acquire()
         except CheckpointInUseError as error:
-            self.spark.streams.removeListener(self._events)
+            self._progress.detach()
             raise DaggerBuildError(str(error)) from None
         try:
             # Before the query: a port in use stops the dagger from starting, not a running query's driver.
             self.metrics_port = self.metrics.serve()
         except OSError as error:
-            self.spark.streams.removeListener(self._events)
+            self._progress.detach()
             self._checkpoint_lock.release()
             port = spec.metrics.prometheus_port
             raise DaggerBuildError(f"dagger {spec.name}: metrics.prometheus_port {port}: {error}") from None
         try:
             self.query = writer.start()
         except (AnalysisException, PySparkException) as error:
-            self.spark.streams.removeListener(self._events)
+            self._progress.detach()
             self._checkpoint_lock.release()
             self.metrics.close()
             raise DaggerBuildError(f"dagger {spec.name}: the query cannot run as a stream: {error}") from None
-        self._events.query_id = str(self.query.id)
         log.info(
             "dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location
         )
@@ -501,15 +512,14 @@ class DaggerRun:
         """Block until the query ends (True) or `timeout_s` passes (False), reporting progress."""
         if self.query is None:
             raise RuntimeError("start() the dagger first")
-        remaining = timeout_s
-        while not self._events.terminated.wait(poll_s if remaining is None else min(poll_s, remaining)):
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._progress.ended(self.query):
             self._drain_progress()
-            if remaining is not None:
-                remaining -= poll_s
-                if remaining <= 0:
-                    return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
         self._drain_progress()
-        self._checkpoint_lock.release()  # the query ended; the listener's release may lag
+        self._checkpoint_lock.release()  # the query ended: a restart may take the checkpoint
         self._raise_if_failed()
         return True
 
@@ -557,16 +567,14 @@ class DaggerRun:
         self._checkpoint_lock.release()
         self.metrics.close()
         try:
-            self.spark.streams.removeListener(self._events)
+            self._progress.detach()
         except Exception:  # the session may already be gone at interpreter exit
             log.debug("listener already removed", exc_info=True)
 
     def _drain_progress(self) -> None:
-        while True:
-            try:
-                progress = self._events.progress.get_nowait()
-            except queue.Empty:
-                return
+        if self.query is None:
+            return
+        for progress in self._progress.take(self.query):
             batch_id = int(progress.get("batchId", -1))
             report = ProgressReport.from_progress(progress, self.metrics.take_written(batch_id))
             self.reports.append(report)

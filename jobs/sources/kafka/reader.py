@@ -63,7 +63,7 @@ _DEAD_LETTER_FLUSH_TIMEOUT_S = 60.0
 _MAX_PRODUCER_MESSAGE_BYTES = 1_000_000_000
 _Answer = TypeVar("_Answer")
 # consume() returns when it has num_messages or when this passes: short polls keep probes quick.
-_PROBE_POLL_S = 0.02
+_PROBE_POLL_S = 0.002
 
 
 class InvalidRecordError(RuntimeError):
