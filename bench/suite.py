@@ -319,7 +319,7 @@ def deduplicate_rows(summary: dict[str, Any]) -> list[Row]:
         clock = "processing_time" if "processing_time" in label else "event_time"
         rows.append(
             Row(
-                workload=f"Stateless filter + invalid filter + deduplicate ({clock})",
+                workload=f"Stateless filter + invalid filter + deduplicate ({clock}; embedded broker)",
                 measure="records/s, bounded run from a fresh checkpoint (best of runs; loop column: the "
                 "filter alone)",
                 dagger=_events(summary["best"][label]),
