@@ -41,7 +41,7 @@ class CheckpointLock:
         path = _local_path(checkpoint)
         self.path = None if path is None else path.with_name(f"{path.name}.lock")
         self._file: int | None = None
-        self._guard = threading.Lock()  # released from the query listener's thread and from stop()
+        self._guard = threading.Lock()  # released by wait() and by stop(), which other threads may call
 
     def acquire(self) -> None:
         """Take the lock, or raise `CheckpointInUseError` naming the run that holds it."""
