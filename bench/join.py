@@ -201,15 +201,15 @@ def flink_join_statements(bootstrap_servers: str, created: str, completed: str, 
     rowtime = flink.rowtime_columns(WATERMARK_DELAY)
     created_table = f"""CREATE TABLE created (
         order_number STRING, customer_id STRING, service_type STRING,
-        event_timestamp ROW<seconds BIGINT, nanos INT>, {rowtime}
+        event_timestamp {flink.PROTOBUF_TIMESTAMP}, {rowtime}
     ) WITH ({flink.source_options(bootstrap_servers, created, BOOKING_MESSAGE)})"""
     completed_table = f"""CREATE TABLE completed (
-        order_number STRING, amount_paid_by_cash FLOAT, event_timestamp ROW<seconds BIGINT, nanos INT>,
+        order_number STRING, amount_paid_by_cash FLOAT, event_timestamp {flink.PROTOBUF_TIMESTAMP},
         {rowtime}
     ) WITH ({flink.source_options(bootstrap_servers, completed, BOOKING_MESSAGE)})"""
     summaries = f"""CREATE TABLE summaries (
         order_number STRING, customer_id STRING, amount_paid_by_cash FLOAT,
-        event_timestamp ROW<seconds BIGINT, nanos INT>, service_type STRING
+        event_timestamp {flink.PROTOBUF_TIMESTAMP}, service_type STRING
     ) WITH ({flink.sink_options(bootstrap_servers, sink, SUMMARY_MESSAGE)})"""
     return [created_table, completed_table, summaries, f"INSERT INTO summaries {SQL}"]
 

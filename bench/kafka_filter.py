@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -158,12 +157,12 @@ def flink_filter_statements(
     sink: str,
     *,
     sql: str = SQL,
-    source_options: Callable[[str, str, str], str] = flink.source_options,
+    bounded: bool = True,
     kafka_timestamp: bool = False,
 ) -> list[str]:
-    """The filter as Flink SQL: the bookings topic (read as `source_options` say: by default a bounded
-    scan) and the output topic as tables in protobuf, and the dagger's query (`sql`) into the output, with
-    the Kafka sink's producer settings. With `kafka_timestamp`, the bookings have the `kafka_timestamp`
+    """The filter as Flink SQL: the bookings topic (a bounded scan, or unbounded from the latest offsets)
+    and the output topic as tables in protobuf, and the dagger's query (`sql`) into the output, with the
+    Kafka sink's producer settings. With `kafka_timestamp`, the bookings have the `kafka_timestamp`
     of a dagger's Kafka source too (`flink.KAFKA_TIMESTAMP_COLUMNS`).
 
     The output table declares no `timestamp` metadata column, so Flink's Kafka sink hands the producer
@@ -173,7 +172,7 @@ def flink_filter_statements(
     bookings = f"""CREATE TABLE bookings (
         service_type STRING, order_number STRING, customer_id STRING, amount_paid_by_cash FLOAT,
         event_timestamp {flink.PROTOBUF_TIMESTAMP}{timestamp_columns}
-    ) WITH ({source_options(bootstrap_servers, source, BOOKING_MESSAGE)})"""
+    ) WITH ({flink.source_options(bootstrap_servers, source, BOOKING_MESSAGE, bounded=bounded)})"""
     summaries = f"""CREATE TABLE summaries (
         order_number STRING, customer_id STRING, amount_paid_by_cash FLOAT,
         event_timestamp {flink.PROTOBUF_TIMESTAMP}

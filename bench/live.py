@@ -379,9 +379,7 @@ def launch_command(
         ]
         return command, env
     if system == FLINK:
-        statements = flink_filter_statements(
-            servers, *topics, sql=SQL, source_options=flink.live_source_options, kafka_timestamp=True
-        )
+        statements = flink_filter_statements(servers, *topics, sql=SQL, bounded=False, kafka_timestamp=True)
         job = folder / "flink-job.json"
         return flink.job_command(job, statements, local_parallelism(args.master), unbounded=True), env
     event_log = folder / "event-log"

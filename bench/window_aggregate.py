@@ -197,11 +197,11 @@ def flink_window_statements(bootstrap_servers: str, source: str, sink: str) -> l
     """The window as Flink SQL: a tumbling-window TVF over the rowtime made from `event_timestamp`, with the
     dagger's watermark delay, writing ServiceTypeWindowTotals as the dagger does."""
     bookings = f"""CREATE TABLE bookings (
-        service_type STRING, amount_paid_by_cash FLOAT, event_timestamp ROW<seconds BIGINT, nanos INT>,
+        service_type STRING, amount_paid_by_cash FLOAT, event_timestamp {flink.PROTOBUF_TIMESTAMP},
         {flink.rowtime_columns(WATERMARK_DELAY)}
     ) WITH ({flink.source_options(bootstrap_servers, source, BOOKING_MESSAGE)})"""
     totals = f"""CREATE TABLE totals (
-        service_type STRING, window_timestamp ROW<seconds BIGINT, nanos INT>, booking_count BIGINT,
+        service_type STRING, window_timestamp {flink.PROTOBUF_TIMESTAMP}, booking_count BIGINT,
         cash_total DOUBLE
     ) WITH ({flink.sink_options(bootstrap_servers, sink, TOTALS_MESSAGE)})"""
     insert = """INSERT INTO totals

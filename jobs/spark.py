@@ -86,10 +86,11 @@ def spark_session(
     driver_conf = {"spark.driver.extraJavaOptions": driver_java_options(JAVA_OPTIONS)}
     conf = {**_DEFAULT_CONF, **driver_conf, **local_conf, **(extra_conf or {})}
     if not master.startswith("sc://"):  # a Connect server loads its own jars
-        conf["spark.jars"] = ",".join(filter(None, [str(jobs_jar()), conf.get("spark.jars")]))
-    if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are
-        classpath = [str(jobs_jar()), conf.get("spark.driver.extraClassPath")]
-        conf["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, classpath))
+        jar = str(jobs_jar())
+        conf["spark.jars"] = ",".join(filter(None, [jar, conf.get("spark.jars")]))
+        if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are
+            classpath = [jar, conf.get("spark.driver.extraClassPath")]
+            conf["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, classpath))
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:

@@ -163,13 +163,17 @@ def rowtime_columns(watermark_delay: timedelta) -> str:
     )
 
 
-def source_options(bootstrap_servers: str, topic: str, message: str) -> str:
-    """The WITH options of a Kafka table of `message` records that a job reads as a bounded scan: from
-    the earliest offsets to those the broker reports as latest when the job starts."""
-    return (
-        f"{_kafka_options(bootstrap_servers, topic, message)}, 'properties.group.id' = 'bench-flink', "
+def source_options(bootstrap_servers: str, topic: str, message: str, *, bounded: bool = True) -> str:
+    """The WITH options of a Kafka table of `message` records. Bounded, a job reads it from the earliest
+    offsets to those the broker reports as latest when the job starts; otherwise from the latest offsets
+    on, without end (a dagger with `auto_offset_reset: latest`)."""
+    scan = (
         "'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset'"
+        if bounded
+        else "'scan.startup.mode' = 'latest-offset'"
     )
+    group = "'properties.group.id' = 'bench-flink'"
+    return f"{_kafka_options(bootstrap_servers, topic, message)}, {group}, {scan}"
 
 
 def sink_options(bootstrap_servers: str, topic: str, message: str) -> str:
@@ -202,15 +206,6 @@ def job_command(
     }
     job_file.write_text(json.dumps(job))
     return [str(FLINK_PYTHON), str(JOB), str(job_file)]
-
-
-def live_source_options(bootstrap_servers: str, topic: str, message: str) -> str:
-    """The WITH options of a Kafka table of `message` records that a job reads from the latest offsets
-    on, without end: a dagger with `auto_offset_reset: latest`."""
-    return (
-        f"{_kafka_options(bootstrap_servers, topic, message)}, 'properties.group.id' = 'bench-flink', "
-        "'scan.startup.mode' = 'latest-offset'"
-    )
 
 
 PROTOBUF_TIMESTAMP = "ROW<seconds BIGINT, nanos INT>"
