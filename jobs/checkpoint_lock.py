@@ -67,6 +67,18 @@ class CheckpointLock:
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, json.dumps(holder).encode(), 0)
         self._file = descriptor
+        self._remove_unfinished_log_writes()
+
+    def _remove_unfinished_log_writes(self) -> None:
+        """A run killed while writing a batch's offsets or commit leaves the write's temporary file
+        (`.<batch>.<uuid>.tmp`, and its `.crc`) beside the log; Spark then refuses to start batch 0 over a
+        log holding anything. Only the lock's holder writes the log, so what is left is no one's."""
+        checkpoint = _local_path(self.checkpoint)
+        for log_name in ("offsets", "commits"):
+            folder = checkpoint / log_name if checkpoint is not None else None
+            if folder is not None and folder.is_dir():
+                for leftover in folder.glob(".*.tmp*"):
+                    leftover.unlink(missing_ok=True)
 
     def release(self) -> None:
         """Give the lock up (idempotent): the query has ended."""

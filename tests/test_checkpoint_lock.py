@@ -100,3 +100,17 @@ def test_a_launch_from_dagster_is_refused_while_the_cli_runs_the_dagger_and_a_ki
         run_config={"ops": {"locked_query": {"config": {"bounded": True}}}},
     )
     assert result.success
+
+
+def test_a_run_killed_while_writing_its_first_offsets_leaves_nothing_that_stops_the_next(
+    orders_dagger, start_dagger
+):
+    spec = load_dagger(orders_dagger)
+    offsets = Path(spec.resolved_checkpoint_location) / "offsets"
+    offsets.mkdir(parents=True)
+    # What a kill between creating and renaming batch 0's offsets file leaves (seen after a SIGKILL).
+    (offsets / ".0.08251eac-e04b-40f3-b51e-66128c36bf8d.tmp").write_bytes(b"")
+    (offsets / "..0.08251eac-e04b-40f3-b51e-66128c36bf8d.tmp.crc").write_bytes(b"")
+    run = start_dagger(spec)
+    run.process_available()
+    assert sum(report.input_rows for report in run.run.reports) == 3
