@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Any
 
 import fastavro
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from jobs.collection.registry import SchemaVersion
 from jobs.collection.schema import TIMESTAMP
@@ -60,7 +61,17 @@ def _with_instants(event: Mapping[str, Any], names: list[str]) -> dict[str, Any]
 class KafkaDelivery:
     """One idempotent producer with `acks=all`, shared by every request of a collector process."""
 
-    def __init__(self, bootstrap_servers: str, timeout_s: float = 10.0, **settings: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        timeout_s: float = 10.0,
+        topic_partitions: int = 2,
+        topic_replication: int = 1,
+        **settings: Any,
+    ) -> None:
+        self._admin = AdminClient({"bootstrap.servers": bootstrap_servers, **settings})
+        self._topic_shape = (topic_partitions, topic_replication)
+        self._topics: set[str] = set()
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap_servers,
@@ -77,6 +88,7 @@ class KafkaDelivery:
     def deliver(self, topic: str, records: Sequence[tuple[bytes | None, bytes]]) -> None:
         """Produces `(key, value)` records and returns once the broker acknowledged all of them; raises
         `DeliveryError` if any failed or was not acknowledged within the timeout."""
+        self._ensure_topic(topic)
         pending = threading.Semaphore(0)
         failures: list[KafkaError] = []
 
@@ -101,6 +113,23 @@ class KafkaDelivery:
             raise DeliveryError(
                 f"topic {topic}: {len(failures)} of {len(records)} not written: {failures[0].str()}"
             )
+
+    def _ensure_topic(self, topic: str) -> None:
+        """Creates a collection's topic the first time this process writes to it (brokers in production
+        seldom create topics on first use)."""
+        if topic in self._topics:
+            return
+        partitions, replication = self._topic_shape
+        created = self._admin.create_topics(
+            [NewTopic(topic, partitions, replication)], request_timeout=self._timeout_s
+        )
+        [future] = created.values()
+        try:
+            future.result()
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise DeliveryError(f"topic {topic}: cannot be created: {error.args[0].str()}") from None
+        self._topics.add(topic)
 
     def close(self) -> None:
         self._producer.flush(self._timeout_s)
