@@ -3,6 +3,8 @@
     POST /event/collect   {"api": {"write_key": K}, "collection": C, "properties": {...}, "key": optional}
     POST /event/batch     {"api": {"write_key": K}, "events": [{"collection": C, "properties": {...}}, ...]}
 
+and, at the root, the schemas through the Confluent Schema Registry API (`jobs.collection.confluent`).
+
 A request is taken whole or not at all: every event is checked (JSON, write key, collection, property
 names, types against the collections' schemas) before any schema grows or any record is produced, and the
 answer comes after the broker acknowledged every record (`acks=all`). Answers:
@@ -30,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from jobs.collection.confluent import confluent_routes
 from jobs.collection.delivery import DeliveryError, KafkaDelivery, encode, topic_of
 from jobs.collection.registry import CollectionRegistry
 from jobs.collection.schema import CollectionSchema, CollectionSchemaError
@@ -136,6 +139,7 @@ def create_app(collector: Collector) -> Starlette:
         routes=[
             Route("/event/collect", collect_one, methods=["POST"]),
             Route("/event/batch", collect_batch, methods=["POST"]),
+            *confluent_routes(collector.registry),
         ]
     )
 
