@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from jobs.checkpoints import CheckpointGenerations, Rewind, parse_rewind
-from jobs.cli import console
+from jobs.cli import collect, console
 from jobs.project import EXAMPLE_DAGGER
 from jobs.raystack import load_dagger_or_job
 from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, ProgressReport, build_dagger
@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         "sql", help="evaluate batch SQL with every Dagger function; result rows as JSON lines"
     )
     console.add_arguments(sql_parser)
+    collect.add_arguments(commands.add_parser("collect", help="serve the Collection API (events to Kafka)"))
+    collect.add_key_arguments(commands.add_parser("collect-key", help="create a project's write key"))
     demo_parser = commands.add_parser("demo", help="the example dagger on an embedded broker")
     demo_parser.add_argument("--rate", type=int, default=2000, help="generated bookings per second")
     args = parser.parse_args(argv)
@@ -231,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
             return convert(args.job, args.output)
         if args.command == "sql":
             return console.command(args)
+        if args.command == "collect":
+            return collect.command(args)
+        if args.command == "collect-key":
+            return collect.key_command(args)
         if args.command == "validate":
             compile_descriptor_set()
             return validate(args.daggers, args.master)
