@@ -8,6 +8,7 @@ the `test` database and stops the server at the end. Tests log in as `dagger` wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -76,6 +77,13 @@ def _server_user() -> str | None:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
+    with throwaway_postgres() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def throwaway_postgres() -> Iterator[PostgresServer]:
+    """A cluster of its own in a temporary folder, stopped and removed on exit (tests and benchmarks)."""
     binaries, user = server_binaries(), _server_user()
     root = Path(tempfile.mkdtemp(prefix="postgres-"))
     data = root / "data"
