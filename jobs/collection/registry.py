@@ -110,7 +110,9 @@ class CollectionRegistry:
         if current is not None and base.evolved(events) is base:
             return current  # the common case: nothing new, no lock taken
         with self._pool.connection() as connection, connection.transaction():
-            connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{project}\x00{collection}",))
+            connection.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (project, collection)
+            )
             current = _latest(connection, project, collection)
             base = current.schema if current is not None else CollectionSchema(project, collection)
             grown = base.evolved(events)
