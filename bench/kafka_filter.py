@@ -14,7 +14,11 @@
      but the JVM is still compiling (JIT) through the whole run;
    - again in the now warmed-up session: what a long-running dagger sustains.
    "Overall" is wall-clock from start() to every record written.
-4. The cost of metrics: in another session, after a warm-up run, the dagger runs `--metrics-rounds` times
+4. With `--avro`: the same bookings as collected events (Avro records in the Confluent wire format of the
+   `bench.bookings` collection, schema in a throwaway PostgreSQL metadata database) on a topic of their
+   own, and the same dagger reading them with `format: avro`, fresh and warmed. Target: its warmed steady
+   state at least 60% of the protobuf dagger's in the same run.
+5. The cost of metrics: in another session, after a warm-up run, the dagger runs `--metrics-rounds` times
    without metrics export and as often with every exporter on (a Prometheus endpoint and StatsD pushes),
    alternating, and the medians of their steady states are compared. Target: metrics on within 5% of off.
 
@@ -26,14 +30,17 @@ the dagger's steady state at least 150,000 events/s and at least 60% of the base
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -59,15 +66,22 @@ from bench.common import (
     throughput_summary,
     write_summary,
 )
+from jobs.collection.delivery import encode
+from jobs.collection.registry import CollectionRegistry
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
-from jobs.tools.generator import BOOKING_MESSAGE
+from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
 from jobs.tools.protoc import compile_descriptor_set
+from tests.servers.postgres import throwaway_postgres
 
 INPUT_TOPIC = "bookings"
 BASELINE_TOPIC = "bench-baseline-out"
 PIPELINE_TOPICS = {FRESH_SESSION: "bench-out", WARMED_SESSION: "bench-out-warm"}
 SUMMARY_MESSAGE = "dagger.examples.BookingSummary"
+AVRO_TOPIC = "bookings-avro"
+AVRO_PIPELINE_TOPICS = {FRESH_SESSION: "bench-out-avro", WARMED_SESSION: "bench-out-avro-warm"}
+AVRO_SHARE_TARGET = 0.6
+"""The Avro dagger's warmed steady state against the protobuf dagger's, in the same run."""
 METRICS_ON = {"prometheus_port": 0, "statsd_host": "127.0.0.1", "statsd_port": 8125}
 """Every exporter: an endpoint on a free port, and StatsD lines sent (no daemon needs to listen)."""
 METRICS_COST_TARGET = 0.95
@@ -102,6 +116,62 @@ def filter_dagger(bootstrap_servers: str, descriptor_set: Path, max_records_per_
     stream = kafka_stream("bookings", INPUT_TOPIC, bootstrap_servers, max_records_per_batch)
     settings = {"streams": [stream], "sql": SQL}
     return KafkaDagger("bench-kafka-filter", descriptor_set, bootstrap_servers, SUMMARY_MESSAGE, settings)
+
+
+@contextlib.contextmanager
+def collected_bookings(bootstrap_servers: str, records: int, chunk: int) -> Iterator[str]:
+    """The bookings of `produce_bookings` (same indexes and seed) as events of the collection
+    `bench.bookings` on AVRO_TOPIC; yields the metadata database's URL, the Avro stream's registry."""
+    with throwaway_postgres() as postgres:
+        url = (
+            f"postgresql://{postgres.user}:{postgres.password}@{postgres.host}:{postgres.port}/"
+            f"{postgres.database}"
+        )
+        registry = CollectionRegistry(url, max_connections=2)
+        producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "log_level": 3})
+        try:
+            registry.create_project("bench")
+            for start in range(0, records, chunk):
+                rows = booking_batch(start, min(chunk, records - start)).to_pylist()
+                as_json = {**rows[0], "event_timestamp": rows[0]["event_timestamp"].isoformat()}
+                version = registry.evolve("bench", "bookings", [as_json])  # one version: same fields
+                for value in encode(version, rows):
+                    while True:
+                        try:
+                            producer.produce(AVRO_TOPIC, value)
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+            if producer.flush(300) != 0:
+                raise RuntimeError(f"{AVRO_TOPIC}: the broker did not acknowledge every booking")
+            yield url
+        finally:
+            registry.close()
+
+
+def avro_filter_dagger(
+    bootstrap_servers: str, descriptor_set: Path, max_records_per_batch: int, registry_url: str
+) -> KafkaDagger:
+    stream = kafka_stream("bookings", AVRO_TOPIC, bootstrap_servers, max_records_per_batch)
+    del stream["proto_message"]
+    stream.update(format="avro", schema_registry_url=registry_url, schema_subject="bench.bookings-value")
+    settings = {"streams": [stream], "sql": SQL}
+    return KafkaDagger(
+        "bench-kafka-filter-avro", descriptor_set, bootstrap_servers, SUMMARY_MESSAGE, settings
+    )
+
+
+def avro_summary(avro_runs: dict[str, Any], protobuf_runs: dict[str, Any], baseline: BaselineResult) -> dict:
+    warm = avro_runs[WARMED_SESSION].steady_events_per_s
+    share = warm / protobuf_runs[WARMED_SESSION].steady_events_per_s
+    return {
+        "steady_state_events_per_s": round(warm),
+        "fresh_steady_state_events_per_s": round(avro_runs[FRESH_SESSION].steady_events_per_s),
+        "share_of_protobuf": round(share, 3),
+        "target": f">= {AVRO_SHARE_TARGET:.0%} of the protobuf dagger",
+        "target_met": share >= AVRO_SHARE_TARGET,
+        "pipeline_warmed_session": avro_runs[WARMED_SESSION].summary(baseline, ThroughputTargets()),
+    }
 
 
 def measure_metrics_cost(
@@ -206,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--flink", action="store_true", help="also run the filter as Flink SQL (needs --broker apache)"
     )
+    parser.add_argument(
+        "--avro", action="store_true", help="also run the filter over the bookings as Avro events"
+    )
     add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
     if args.flink and args.broker != "apache":
@@ -249,14 +322,32 @@ def main(argv: list[str] | None = None) -> int:
                 local_parallelism(args.master),
             )
             metrics_topics.append(FLINK_TOPIC)
+        avro = None
+        if args.avro:
+            print(f"producing {args.records:,} bookings as Avro events to {AVRO_TOPIC} ...", flush=True)
+            with collected_bookings(servers, args.records, args.produce_chunk) as registry_url:
+                avro_dagger = avro_filter_dagger(
+                    servers, descriptor_set, args.max_records_per_batch, registry_url
+                )
+                avro_runs = run_fresh_and_warm(
+                    avro_dagger, registry, args.records, AVRO_PIPELINE_TOPICS, args.master, conf
+                )
+            avro = avro_summary(avro_runs, runs, baseline)
+            metrics_topics += AVRO_PIPELINE_TOPICS.values()
         for topic in (BASELINE_TOPIC, *PIPELINE_TOPICS.values(), *metrics_topics):
             count = verify_output(servers, topic, registry, args.records)
             print(f"verified {topic}: {count:,} GO_RIDE records, each once", flush=True)
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     summary["metrics_cost"] = metrics_cost
+    summary["avro"] = avro
     flink.add_to_summary(summary, flink_result)
     print_throughput_summary(summary)
+    if avro is not None:
+        print(
+            f"Avro input, warmed steady state: {avro['steady_state_events_per_s']:,} events/s "
+            f"({avro['share_of_protobuf']:.0%} of protobuf; target {avro['target']})"
+        )
     if metrics_cost is not None:
         on, off = metrics_cost["on_events_per_s"], metrics_cost["off_events_per_s"]
         print(

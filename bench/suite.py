@@ -54,6 +54,7 @@ SCALES: dict[str, dict[str, list[str]]] = {
     "full": {
         "filter": [
             "--records", "1000000", "--max-records-per-batch", "200000", "--broker", "apache", "--flink",
+            "--avro",
         ],
         "window": [
             "--records", "1000000", "--minutes", "10", "--max-records-per-batch", "200000",
@@ -72,7 +73,7 @@ SCALES: dict[str, dict[str, list[str]]] = {
     "small": {
         "filter": [
             "--records", "50000", "--max-records-per-batch", "10000", "--metrics-rounds", "1",
-            "--broker", "apache", "--flink",
+            "--broker", "apache", "--flink", "--avro",
         ],
         "window": [
             "--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000",
@@ -297,6 +298,8 @@ def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
             rows.extend(deduplicate_rows(summary))
         else:
             rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
+            if summary.get("avro"):
+                rows.append(avro_input_row(WORKLOAD_TITLES[name], summary["avro"]))
             if summary.get("metrics_cost"):
                 rows.append(metrics_cost_row(WORKLOAD_TITLES[name], summary["metrics_cost"]))
     return rows
@@ -331,6 +334,23 @@ def deduplicate_rows(summary: dict[str, Any]) -> list[Row]:
             )
         )
     return rows
+
+
+def avro_input_row(workload: str, avro: dict[str, Any]) -> Row:
+    """The workload over the same records as Avro events; the "loop" column holds the protobuf dagger's."""
+    warm = avro["pipeline_warmed_session"]
+    protobuf = avro["steady_state_events_per_s"] / avro["share_of_protobuf"]
+    return Row(
+        workload=f"{workload}, Avro input",
+        measure="events/s, steady state (warm; fresh session; loop column: the protobuf dagger, warm)",
+        dagger=f"{_events(avro['steady_state_events_per_s'])} "
+        f"({_events(avro['fresh_steady_state_events_per_s'])})",
+        loop=_events(protobuf),
+        dagger_vs_loop=f"{avro['share_of_protobuf']:.0%}",
+        target=avro["target"],
+        met=_met(avro["target_met"]),
+        limit=f"micro-batch time: {_shares(warm['steady_state_time_shares'])}; {cpu_text(warm['cpu'])}",
+    )
 
 
 def metrics_cost_row(workload: str, cost: dict[str, Any]) -> Row:

@@ -209,7 +209,7 @@ def _stream_columns(spec: DaggerSpec) -> dict[str, TableSchema]:
         return {
             stream.table: table_schema(stream_view_schema(spec, stream, registry)) for stream in spec.streams
         }
-    except (SchemaRegistryError, ValueError) as error:
+    except (SchemaRegistryError, LookupError, ValueError) as error:
         log.warning("dagger %s: stream columns unknown until it runs: %s", spec.name, error)
         return {}
 
@@ -222,9 +222,9 @@ def _stream_spec(
         deps=upstream,
         group_name=asset_prefix(spec),
         kinds=set(STREAM_KINDS[stream.kind].asset_kinds),
-        description=f"Stream `{stream.table}` of dagger {spec.name}: {stream.proto_message} records.",
+        description=f"Stream `{stream.table}` of dagger {spec.name}: {stream.records()} records.",
         metadata={
-            "proto_message": stream.proto_message,
+            "records": stream.records(),
             "event_time_field": stream.event_time_field,
             **stream.asset_metadata(),
             **({"dagster/column_schema": columns} if columns else {}),

@@ -28,7 +28,7 @@ from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.parquet.config import ParquetStream
 
 if TYPE_CHECKING:
-    from jobs.sources.stream_batches import ProtoStreamDataSource
+    from jobs.sources.stream_batches import StreamDataSource
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class StreamKind(_ComponentKind):
     bounded: bool
     """True when a stream of this kind ends (a dagger of bounded streams only runs to completion)."""
 
-    def data_source_class(self) -> type[ProtoStreamDataSource]:
+    def data_source_class(self) -> type[StreamDataSource]:
         return pkgutil.resolve_name(self.data_source)
 
 

@@ -27,6 +27,7 @@ from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
+from jobs.codec.formats import column_names, pinned
 from jobs.metrics.exporter import (
     INVALID_RECORDS_METRIC,
     DaggerMetrics,
@@ -81,6 +82,7 @@ def build_dagger(
     log_emit: Callable[[str], None] | None = None,
 ) -> BuiltDagger:
     _require_deployment_keys(spec)
+    spec = _with_pinned_streams(spec)
     registry = registry or SchemaRegistry.load(
         spec.schema_registry.descriptor_sets,
         spec.schema_registry.fetch_timeout.total_seconds(),
@@ -125,6 +127,17 @@ def build_dagger(
         )
     sinks = [_sink_writer(SinkContext(spec, index, registry, log_emit)) for index in range(len(spec.sinks))]
     return BuiltDagger(spec, registry, result, sinks)
+
+
+def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
+    """The spec with each stream's columns fixed as they are at start (see `jobs.codec.formats.pinned`)."""
+    streams = []
+    for stream in spec.streams:
+        try:
+            streams.append(pinned(stream))
+        except LookupError as error:
+            raise DaggerBuildError(f"dagger {spec.name}: {stream.describe()}: {error}") from None
+    return spec.model_copy(update={"streams": streams})
 
 
 def _function_names(spec: DaggerSpec) -> set[str] | None:
@@ -190,9 +203,9 @@ class _ColumnsRead:
     metadata: list[str] | None = None
 
 
-def _columns_read(registry: SchemaRegistry, sql: str, stream: StreamConfig) -> _ColumnsRead:
+def _columns_read(descriptor_sets: str, sql: str, stream: StreamConfig) -> _ColumnsRead:
     """Only the columns the query and the stream's pre-processors may read are built and passed to Spark."""
-    fields = [field.name for field in registry.message(stream.proto_message).fields]
+    fields = column_names(stream, descriptor_sets)
     metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
     names = [*fields, *metadata]
     read = sql_stage.referenced_fields(sql, names)
@@ -220,7 +233,7 @@ def _stream_frame(
 ) -> DataFrame:
     data_source = STREAM_KINDS[stream.kind].data_source_class()
     try:  # message, event-time field and column names are checked here, not in a failing task
-        columns = _columns_read(registry, spec.sql, stream) if project else _ColumnsRead()
+        columns = _columns_read(descriptor_sets, spec.sql, stream) if project else _ColumnsRead()
         layout = data_source.reader_class(
             stream, descriptor_sets, spec.rowtime_column, columns.fields, columns.metadata
         ).layout

@@ -1,53 +1,24 @@
 """The collection schemas through the Confluent Schema Registry API, driven by confluent-kafka's official
-`SchemaRegistryClient`, `AvroDeserializer` and `AvroSerializer` against a collector served by uvicorn."""
+`SchemaRegistryClient`, `AvroDeserializer` and `AvroSerializer` against the collector served by uvicorn
+(`tests.collector`)."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from jobs.collection.api import Collector, CollectorLimits, create_app
 from jobs.collection.confluent import subject_of
-from jobs.collection.delivery import KafkaDelivery, topic_of
-from jobs.collection.registry import CollectionRegistry
-from jobs.tools.broker import free_port
+from jobs.collection.delivery import topic_of
 
 
-@pytest.fixture(scope="module")
-def collector_url(postgres, kafka) -> Iterator[tuple[str, CollectionRegistry]]:
-    registry = CollectionRegistry(
-        f"host={postgres.host} port={postgres.port} dbname={postgres.database} "
-        f"user={postgres.user} password={postgres.password}"
-    )
-    delivery = KafkaDelivery(kafka.bootstrap_servers, **kafka.settings)
-    port = free_port()
-    app = create_app(Collector(registry, delivery, CollectorLimits()))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:  # set once the socket listens
-        if not thread.is_alive():
-            raise RuntimeError("the collector did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", registry
-    server.should_exit = True
-    thread.join(timeout=30)
-    delivery.close()
-    registry.close()
-
-
-def test_confluents_client_and_serdes_read_and_write_a_growing_collection(collector_url, kafka):
-    url, registry = collector_url
+def test_confluents_client_and_serdes_read_and_write_a_growing_collection(collector, kafka):
+    url, registry = collector.url, collector.registry
     project = f"app{uuid.uuid4().hex[:8]}"
     key = registry.create_project(project)
     for properties in ({"user_id": "u1"}, {"user_id": "u2", "state": "playing"}):
@@ -90,8 +61,8 @@ def test_confluents_client_and_serdes_read_and_write_a_growing_collection(collec
     assert AvroDeserializer(client)(encoded, context) == {"user_id": "u3", "state": "paused"}
 
 
-def test_a_schema_that_is_not_a_version_cannot_be_registered(collector_url):
-    url, registry = collector_url
+def test_a_schema_that_is_not_a_version_cannot_be_registered(collector):
+    url, registry = collector.url, collector.registry
     project = f"app{uuid.uuid4().hex[:8]}"
     key = registry.create_project(project)
     httpx.post(

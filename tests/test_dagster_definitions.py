@@ -36,7 +36,7 @@ def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
     assert {key for key in sinks if graph.get(key).parent_keys == {sql}} == sinks
     assert definitions.resolve_job_def("booking_filter_job").executor_def.name == "in_process"
     stream_node = graph.get(stream)
-    assert stream_node.metadata["proto_message"] == "dagger.examples.BookingLogMessage"
+    assert stream_node.metadata["records"] == "dagger.examples.BookingLogMessage"
     assert stream_node.metadata["topics"] == "bookings"
     assert {"kafka", "protobuf"} <= set(stream_node.kinds)
 

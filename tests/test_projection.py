@@ -43,6 +43,7 @@ def test_a_projection_decodes_the_kept_fields_exactly(registry):
 
 def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_column(registry):
     from jobs.runner import _columns_read
+    from jobs.schema_registry import encode_descriptor_sets
     from jobs.sources.kafka.config import KafkaStream
 
     def read(pre_processors: list[dict], sql: str = "SELECT order_id FROM orders") -> tuple:
@@ -57,7 +58,7 @@ def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_colu
                 "pre_processors": pre_processors,
             }
         )
-        columns = _columns_read(registry, sql, stream)
+        columns = _columns_read(encode_descriptor_sets(registry.serialized_descriptor_sets), sql, stream)
         return columns.fields, columns.metadata
 
     assert read([]) == (["order_id", "created_at"], [])

@@ -9,7 +9,7 @@ import pytest
 
 from jobs.registry import SINK_KINDS, STREAM_KINDS, SinkKind, StreamKind
 from jobs.sinks.base import Written
-from jobs.sources.stream_batches import ProtoStreamDataSource
+from jobs.sources.stream_batches import StreamDataSource
 from jobs.spec import DaggerConfigError, parse_dagger
 from resources import component_resource_classes, default_resources
 from resources.kafka import KafkaClientDefaults
@@ -34,7 +34,7 @@ def test_each_entry_is_named_by_its_configs_kind_and_lives_in_its_own_package(ki
 @pytest.mark.parametrize("kind", STREAM_KINDS.values(), ids=_id)
 def test_a_stream_kind_has_a_spark_data_source(kind):
     data_source = kind.data_source_class()
-    assert issubclass(data_source, ProtoStreamDataSource)
+    assert issubclass(data_source, StreamDataSource)
 
 
 @pytest.mark.parametrize("kind", SINK_KINDS.values(), ids=_id)

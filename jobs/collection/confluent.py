@@ -36,6 +36,13 @@ def subject_of(project: str, collection: str) -> str:
     return f"{project}.{collection}{_SUFFIX}"
 
 
+def collection_of(subject: str) -> tuple[str, str] | None:
+    """(project, collection) of a collection's subject; None for a subject no collection has."""
+    name = subject.removesuffix(_SUFFIX)
+    project, dot, collection = name.partition(".")
+    return (project, collection) if subject.endswith(_SUFFIX) and dot else None
+
+
 def confluent_routes(registry: CollectionRegistry) -> list[Route]:
     """The REST routes, to mount at the root of an app (Confluent clients call `/subjects`, `/schemas`)."""
 
@@ -145,11 +152,10 @@ def _error(status: int, error_code: int, message: str) -> JSONResponse:
 
 
 def _collection_of(subject: str) -> tuple[str, str]:
-    name = subject.removesuffix(_SUFFIX)
-    project, dot, collection = name.partition(".")
-    if not subject.endswith(_SUFFIX) or not dot:
+    found = collection_of(subject)
+    if found is None:
         raise _RegistryError(404, 40401, f"Subject '{subject}' not found.")
-    return project, collection
+    return found
 
 
 def _schema_of(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,13 @@
-"""Keys every stream kind has: the SQL table, the protobuf message, the event time, the pre-processors."""
+"""Keys every stream kind has: the SQL table, the record format, the event time, the pre-processors."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ConfigModel, SqlIdentifier
+from jobs.config import ConfigModel, SqlIdentifier, resolve_path
 from jobs.processors.config import Transformer
 
 
@@ -67,10 +67,26 @@ class StreamConfig(ConfigModel):
 
     table: SqlIdentifier
     """Name of the SQL view the stream is registered under."""
-    proto_message: str = Field(min_length=1)
-    """Full name of the protobuf message of each record, e.g. `dagger.examples.BookingLogMessage`."""
+    format: Literal["protobuf", "avro", "json"] = "protobuf"
+    """How each record is encoded: `protobuf` (`proto_message`), `avro` in the Confluent wire format
+    (`schema_registry_url`), or `json`, one object per record (`schema_file`)."""
+    proto_message: str | None = Field(default=None, min_length=1)
+    """`protobuf`: full name of the message of each record, e.g. `dagger.examples.BookingLogMessage`."""
+    schema_registry_url: str | None = Field(default=None, min_length=1)
+    """`avro`: where writer schemas are looked up by the id each record carries: a Confluent-compatible
+    schema registry (`http://...`; `dagger collect` serves one) or the collections' metadata database
+    (`postgresql://...`)."""
+    schema_subject: str | None = Field(default=None, min_length=1)
+    """`avro`: the subject whose schema is the stream's columns (the reader schema); by default
+    `<topic>-value` of the stream's one topic."""
+    schema_version: PositiveInt | None = None
+    """`avro`: the subject's version that gives the columns; by default its latest when the dagger starts
+    (a restart picks up fields added since, which older records read as NULL)."""
+    schema_file: str | None = Field(default=None, min_length=1)
+    """`json`: the columns, as an Avro record schema (`.avsc`) or a JSON Schema (`.json`) file."""
     event_time_field: str = Field(min_length=1)
-    """A `google.protobuf.Timestamp` field (dotted path for nested fields) copied into the rowtime column."""
+    """A timestamp field (dotted path for nested fields: a `google.protobuf.Timestamp`, an Avro
+    `timestamp-micros`/`-millis`, a JSON `date-time` string) copied into the rowtime column."""
     pre_processors: list[Transformer] = Field(default_factory=list)
     """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
     late_records: LateRecordPolicy = Field(default_factory=LateRecordPolicy)
@@ -78,3 +94,34 @@ class StreamConfig(ConfigModel):
     """`dagger`: the columns as Dagger lays them out (for jobs converted from Dagger): Timestamp and
     Duration fields as STRUCT<seconds, nanos>, wrappers as STRUCT<value>, maps as ARRAY<STRUCT<key,
     value>>, no source metadata columns, and `__internal_validation_field__` before the rowtime."""
+
+    @field_validator("schema_file")
+    @classmethod
+    def _resolve_schema_file(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else resolve_path(value, info)
+
+    @model_validator(mode="after")
+    def _format_keys(self) -> Self:
+        needed = {"protobuf": "proto_message", "avro": "schema_registry_url", "json": "schema_file"}
+        key = needed[self.format]
+        if getattr(self, key) is None:
+            raise ValueError(f"format {self.format!r} needs {key!r}")
+        for other_format, other_key in needed.items():
+            if other_format != self.format and getattr(self, other_key) is not None:
+                raise ValueError(f"{other_key!r} is a key of format {other_format!r}, not {self.format!r}")
+        avro_only = [key for key in ("schema_subject", "schema_version") if getattr(self, key) is not None]
+        if avro_only and self.format != "avro":
+            raise ValueError(f"{', '.join(map(repr, avro_only))}: keys of format 'avro'")
+        if self.row_layout == "dagger" and self.format != "protobuf":
+            raise ValueError(
+                "row_layout 'dagger' is Dagger's layout of protobuf records; it needs format 'protobuf'"
+            )
+        return self
+
+    def records(self) -> str:
+        """What each record is, as error messages and the asset graph name it."""
+        if self.format == "protobuf":
+            return str(self.proto_message)
+        if self.format == "avro":
+            return f"Avro {self.schema_subject} version {self.schema_version or 'latest'}"
+        return f"JSON of {self.schema_file}"

@@ -1,9 +1,9 @@
-"""What every stream source emits: the message's columns, source metadata, two flags and the rowtime.
+"""What every stream source emits: the records' columns, source metadata, two flags and the rowtime.
 
 Sources build their Spark schema and their Arrow batches here, so every stream looks the same to the SQL
-stage: proto fields in declaration order, then the source's metadata columns, then `rowtime` last (as in
-Dagger). The flags (valid, late) never reach SQL: the runner counts invalid and late rows and removes them
-together with the flags (see `jobs.runner`).
+stage: the records' fields in declaration order, then the source's metadata columns, then `rowtime` last
+(as in Dagger). The flags (valid, late) never reach SQL: the runner counts invalid and late rows and removes
+them together with the flags (see `jobs.runner`).
 
 A record is late when its event time is before the watermark its micro-batch runs with. Spark writes that
 watermark into the checkpoint's offset log (`offsets/<batch>`, `batchWatermarkMs`) before it asks the
@@ -26,13 +26,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from jobs.arrow_values import scalar
-from jobs.codec.protobuf import (
-    DaggerRowLayout,
-    ProtoDecoder,
-    column_at_path,
-    decoder_for,
-    timestamp_field_at_path,
-)
+from jobs.codec.formats import RecordDecoder, check_event_time_field, record_decoder
+from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, column_at_path
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
 LATE_RECORD_COLUMN = "__dagger_late_record"
@@ -43,20 +38,22 @@ _ON_TIME = scalar(False, pa.bool_())
 
 
 class StreamLayout:
-    """The column layout of one stream: message fields + metadata + validity flag + rowtime."""
+    """The column layout of one stream: record fields + metadata + validity flag + rowtime."""
 
     def __init__(
         self,
-        decoder: ProtoDecoder,
+        decoder: RecordDecoder,
         metadata: pa.Schema,
         event_time_field: str,
         rowtime_column: str,
         row_layout: str = "native",
     ) -> None:
-        timestamp_field_at_path(decoder.descriptor, event_time_field)  # raises naming the field if unusable
-        # Dagger's layout: its type handlers' shapes, and no source metadata (Dagger's rows have none).
+        check_event_time_field(decoder, event_time_field)  # raises naming the field if unusable
+        # Dagger's layout (protobuf records only): its type handlers' shapes, and no source metadata.
         self.dagger_layout = (
-            DaggerRowLayout(decoder.descriptor, decoder.schema) if row_layout == "dagger" else None
+            DaggerRowLayout(decoder.descriptor, decoder.schema)
+            if row_layout == "dagger" and isinstance(decoder, ProtoDecoder)
+            else None
         )
         if self.dagger_layout is not None:
             metadata = pa.schema([])
@@ -64,8 +61,7 @@ class StreamLayout:
         clashes = sorted(set(decoder.schema.names) & set(reserved))
         if clashes:
             raise ValueError(
-                f"{decoder.descriptor.full_name} has field(s) {', '.join(clashes)}, "
-                "which the stream reserves "
+                f"the records have field(s) {', '.join(clashes)}, which the stream reserves "
                 "for its own columns; choose another rowtime_column or rename the field"
             )
         self.decoder = decoder
@@ -108,7 +104,7 @@ class StreamLayout:
         valid: pa.Array | None = None,
         late: pa.Array | None = None,
     ) -> pa.RecordBatch:
-        """Decoded message columns + metadata (the columns of `self.metadata`) + flags -> a batch of
+        """Decoded record columns + metadata (the columns of `self.metadata`) + flags -> a batch of
         `self.schema`."""
         rowtime = self.rowtime(decoded)
         if valid is None:
@@ -121,7 +117,7 @@ class StreamLayout:
         return pa.RecordBatch.from_arrays([*columns, *metadata, valid, late, rowtime], schema=self.schema)
 
 
-class ProtoStreamReader(DataSourceStreamReader):
+class StreamReader(DataSourceStreamReader):
     """Base of the stream readers: the stream's settings and how to lay out its batches.
 
     Only plain values live on the reader: Spark pickles it to the workers, which rebuild (and cache) the
@@ -163,7 +159,7 @@ class ProtoStreamReader(DataSourceStreamReader):
 
     @property
     def layout(self) -> StreamLayout:
-        decoder = decoder_for(self.descriptor_sets, self.stream.proto_message, self.fields)
+        decoder = record_decoder(self.stream, self.descriptor_sets, self.fields)
         emitted = [
             field for field in self.metadata_schema if self.metadata is None or field.name in self.metadata
         ]
@@ -186,17 +182,17 @@ def _local_folder(location: str | None, name: str) -> str | None:
     return folder if os.path.isdir(folder) else None
 
 
-class ProtoStreamDataSource(DataSource):
+class StreamDataSource(DataSource):
     """Base of the stream data sources. Options: `stream` (the stream model as JSON), `descriptor_sets`
-    (see `encode_descriptor_sets`), `rowtime_column`, `fields` (JSON list of the message fields to
+    (see `encode_descriptor_sets`), `rowtime_column`, `fields` (JSON list of the record fields to
     decode, or `null` for all), `metadata` (JSON list of the metadata columns to emit, or `null` for
     all: a column nobody reads costs its building in Python and its conversion in the JVM) and
     `checkpoint` (the query's checkpoint, where the batch's watermark is read)."""
 
     stream_model: type[BaseModel]
-    reader_class: type[ProtoStreamReader]
+    reader_class: type[StreamReader]
 
-    def _reader(self) -> ProtoStreamReader:
+    def _reader(self) -> StreamReader:
         stream = self.stream_model.model_validate_json(self.options["stream"])
         fields = json.loads(self.options.get("fields", "null"))
         metadata = json.loads(self.options.get("metadata", "null"))
@@ -212,5 +208,5 @@ class ProtoStreamDataSource(DataSource):
     def schema(self) -> StructType:
         return self._reader().layout.spark_schema
 
-    def streamReader(self, schema: StructType) -> ProtoStreamReader:
+    def streamReader(self, schema: StructType) -> StreamReader:
         return self._reader()

@@ -25,7 +25,7 @@ class InvalidRecordPolicy(DeadLetterPolicy):
 
 
 class KafkaStream(StreamConfig):
-    """An unbounded stream of protobuf records from one or more Kafka topics."""
+    """An unbounded stream of protobuf, Avro or JSON records from one or more Kafka topics."""
 
     kind: Literal["kafka"]
     deployment_keys: ClassVar[tuple[str, ...]] = ("bootstrap_servers",)
@@ -111,4 +111,13 @@ class KafkaStream(StreamConfig):
             raise ValueError("set exactly one of 'topics' (a list) and 'topic_pattern' (a regex)")
         if self.topics is not None and not self.topics:
             raise ValueError("'topics' must name at least one topic")
+        return self
+
+    @model_validator(mode="after")
+    def _avro_subject_of_the_topic(self) -> KafkaStream:
+        """Confluent's default naming: the values of topic T have the subject `T-value`."""
+        if self.format == "avro" and self.schema_subject is None:
+            if self.topics is None or len(self.topics) != 1:
+                raise ValueError("format 'avro' over several topics or a pattern needs 'schema_subject'")
+            object.__setattr__(self, "schema_subject", f"{self.topics[0]}-value")
         return self

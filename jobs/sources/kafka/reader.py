@@ -36,7 +36,7 @@ from jobs.arrow_values import bool_array, int_array, scalar
 from jobs.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors, flush_or_fail
 from jobs.python_workers import freeze_imported_objects
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.stream_batches import ProtoStreamDataSource, ProtoStreamReader, StreamLayout
+from jobs.sources.stream_batches import StreamDataSource, StreamLayout, StreamReader
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class KafkaPartitionRange(InputPartition):
     """The watermark the batch runs with: records with an earlier event time are late (0: none)."""
 
 
-class KafkaStreamReader(ProtoStreamReader):
+class KafkaStreamReader(StreamReader):
     metadata_schema = METADATA_SCHEMA
     stream: KafkaStream
 
@@ -411,7 +411,7 @@ class GroupOffsetCommitter:
         self._consumers.clear()
 
 
-class KafkaStreamDataSource(ProtoStreamDataSource):
+class KafkaStreamDataSource(StreamDataSource):
     stream_model = KafkaStream
     reader_class = KafkaStreamReader
 
@@ -665,7 +665,7 @@ class _PartitionReader:
             index = min(invalid)
             raise InvalidRecordError(
                 f"{self._where(messages[index].offset())}: "
-                f"record is not a valid {self.stream.proto_message}: "
+                f"record is not a valid {self.stream.records()}: "
                 f"{invalid[index]} ({len(invalid)} invalid record(s) in this read; set "
                 "invalid_records.action to 'drop' or 'dead_letter' to skip them)"
             )

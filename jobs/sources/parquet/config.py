@@ -40,6 +40,12 @@ class ParquetStream(StreamConfig):
     max_files_per_batch: PositiveInt | None = None
 
     @model_validator(mode="after")
+    def _columns_of_a_protobuf_message(self) -> ParquetStream:
+        if self.format != "protobuf":
+            raise ValueError("a Parquet stream's columns follow 'proto_message'; 'format' must be 'protobuf'")
+        return self
+
+    @model_validator(mode="after")
     def _late_records_have_no_dead_letter(self) -> ParquetStream:
         if self.late_records.action == "dead_letter":
             raise ValueError(

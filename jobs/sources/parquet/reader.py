@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from jobs.arrow_values import scalar
 from jobs.python_workers import freeze_imported_objects
 from jobs.sources.parquet.config import ParquetStream
-from jobs.sources.stream_batches import ROWTIME_TYPE, ProtoStreamDataSource, ProtoStreamReader
+from jobs.sources.stream_batches import ROWTIME_TYPE, StreamDataSource, StreamReader
 
 SOURCE_NAME = "dagger_parquet"
 METADATA_SCHEMA = pa.schema([pa.field("source_file", pa.string())])
@@ -88,7 +88,7 @@ class ParquetFilePartition(InputPartition):
     """The watermark the batch runs with: rows with an earlier event time are late (0: none)."""
 
 
-class ParquetStreamReader(ProtoStreamReader):
+class ParquetStreamReader(StreamReader):
     """Offsets are `{"after": sort key of the last file read}`."""
 
     metadata_schema = METADATA_SCHEMA
@@ -184,7 +184,7 @@ def _kind(arrow_type: pa.DataType) -> str:
     return str(arrow_type)
 
 
-class ParquetStreamDataSource(ProtoStreamDataSource):
+class ParquetStreamDataSource(StreamDataSource):
     stream_model = ParquetStream
     reader_class = ParquetStreamReader
 
