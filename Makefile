@@ -15,6 +15,10 @@ JAVA_SOURCES := $(shell find jobs -name '*.java')
 # Apache Kafka for the tests: the broker's classpath, resolved by Maven from Maven Central (never for `run`).
 KAFKA_POM := tests/servers/apache_kafka/pom.xml
 KAFKA_STAMP := build/kafka/.resolved
+# Apicurio Registry for the Avro stream tests: its server build (a Quarkus runner jar and its libraries) from
+# Maven Central (tests/servers/apicurio.py).
+APICURIO_VERSION := 3.0.9
+APICURIO_STAMP := build/apicurio/.unpacked
 # The Postgres tests start a throwaway cluster of Debian 12's PostgreSQL 15, installed when missing.
 POSTGRES := /usr/lib/postgresql/15/bin/postgres
 # The metrics tests scrape a running dagger with Debian's Prometheus and check the alert rules with promtool.
@@ -35,7 +39,8 @@ APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 run: $(STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m jobs demo
 
-test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(FLINK_STAMP) protos $(JVM_ARCHIVE_STAMP)
+test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) $(FLINK_STAMP) protos \
+		$(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -80,6 +85,14 @@ $(KAFKA_STAMP): $(KAFKA_POM)
 	rm -rf build/kafka/libs
 	mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/kafka/libs
+	touch $@
+
+$(APICURIO_STAMP):
+	rm -rf build/apicurio && mkdir -p build/apicurio
+	mvn --batch-mode --quiet dependency:copy \
+		-Dartifact=io.apicurio:apicurio-registry-app:$(APICURIO_VERSION):tar.gz:all -DoutputDirectory=$(CURDIR)/build
+	tar xzf build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz -C build/apicurio
+	rm build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz
 	touch $@
 
 $(FLINK_BENCH_STAMP): $(FLINK_BENCH_POM)

@@ -29,6 +29,7 @@ from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.protoc import compile_descriptor_set
 
 pytest_plugins = [
+    "tests.servers.apicurio",  # `apicurio`: Apicurio Registry's Confluent-compatible API
     "tests.collector",  # `collector`: the Collection API on the test PostgreSQL and Apache Kafka
     "tests.dagster_deployment",  # the `dagster` deployment fixture
     "tests.servers.bigquery",  # `bigquery`: a bqemulator (REST + gRPC Storage Write API)

@@ -274,3 +274,52 @@ def test_avro_maps_decode_through_their_entries_encoding():
         {"m": [("a", 1), ("b", None)], "nested": [[("x", "y")], []]},
         {"m": None, "nested": []},
     ]
+
+
+def test_an_avro_stream_reads_records_serialized_against_apicurio_registry(
+    apicurio, kafka, make_dagger, start_dagger
+):
+    """Confluent's serializer against a real third-party registry: two versions of a subject, the
+    second adding an optional field, read by one stream at the latest version."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    v1 = {
+        "type": "record",
+        "name": "payment",
+        "fields": [
+            {"name": "id", "type": "string"},
+            {"name": "cents", "type": "long"},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        ],
+    }
+    v2 = {**v1, "fields": [*v1["fields"], {"name": "currency", "type": ["null", "string"], "default": None}]}
+    topic = kafka.new_topic("payments")
+    client = SchemaRegistryClient({"url": apicurio})
+    context = SerializationContext(topic, MessageField.VALUE)
+    at = 1_795_000_000_000
+    old = AvroSerializer(client, json.dumps(v1), conf={"auto.register.schemas": True})
+    new = AvroSerializer(client, json.dumps(v2), conf={"auto.register.schemas": True})
+    kafka.produce(
+        topic,
+        [
+            old({"id": "p1", "cents": 250, "at": at}, context),
+            new({"id": "p2", "cents": 990, "at": at + 1000, "currency": "EUR"}, context),
+            old({"id": "p3", "cents": 5, "at": at + 2000}, context),
+        ],
+    )
+    stream = avro_stream(kafka, topic, apicurio, event_time_field="at")
+    stream["table"] = "payments"
+    spec = make_dagger(
+        streams=[stream],
+        sql="SELECT id, cents, currency FROM payments",
+        sinks=[{"kind": "log", "max_rows_per_batch": 100}],
+    )
+    running = start_dagger(spec)
+    running.process_available()
+    assert logged_rows(running.logged) == [
+        {"id": "p1", "cents": 250, "currency": None},
+        {"id": "p2", "cents": 990, "currency": "EUR"},
+        {"id": "p3", "cents": 5, "currency": None},
+    ]
