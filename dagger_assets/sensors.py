@@ -10,9 +10,10 @@
   the restart sensor); a running instance whose topic has had no subscriber for `idle_timeout` is
   terminated gracefully. The cursor keeps when
   each instance went idle and how many runs each was given (a run key per launch, so never twice).
-* `dagger_schema_changes`: when the bytes of a descriptor set change, the in-progress runs of the daggers
-  that use it are terminated gracefully and, once they have stopped, started again with the same run
-  config, so they decode with the new schema from their checkpoints.
+* `dagger_schema_changes`: when the bytes of a descriptor set change, or an Avro stream's subject gets a
+  new version (for a stream that follows the latest), the in-progress runs of the daggers that read it are
+  terminated gracefully and, once they have stopped, started again with the same run config, so they
+  decode with the new schema from their checkpoints.
 
 Every broker or registry call is bounded by a timeout well inside a sensor tick.
 """
@@ -37,6 +38,7 @@ from dagster import (
 
 from dagger_assets.restarts import PARTITION_TAG, latest_runs, rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, instance_partitions
+from jobs.codec.formats import avro_schemas
 from jobs.demand import subscribed_topics
 from jobs.kafka_errors import ClientErrors, ask_or_fail
 from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
@@ -216,10 +218,35 @@ def demand_sensor(spec: DaggerSpec, job: UnresolvedAssetJobDefinition) -> Sensor
     return demand_for_instances
 
 
-def _digest(spec: DaggerSpec, location: str) -> str:
+_AVRO_SUBJECT = "avro-subject:"
+"""Prefix of the schemas the sensor watches that are an Avro subject (`<prefix><registry>#<subject>`)."""
+
+
+def _schema_sources(spec: DaggerSpec) -> list[str]:
+    """What the dagger's columns are decoded with: its descriptor sets, and the subject of each Avro
+    stream that follows its latest version."""
+    subjects = [
+        f"{_AVRO_SUBJECT}{stream.schema_registry_url}#{stream.schema_subject}"
+        for stream in spec.streams
+        if stream.format == "avro" and stream.schema_version is None
+    ]
+    return [*spec.schema_registry.descriptor_sets, *subjects]
+
+
+def _digest(spec: DaggerSpec, source: str) -> str:
+    """A descriptor set's SHA-256, or an Avro subject's latest version number."""
+    if source.startswith(_AVRO_SUBJECT):
+        url, _, subject = source.removeprefix(_AVRO_SUBJECT).rpartition("#")
+        return str(avro_schemas(url).latest_version(subject))
     registry = spec.schema_registry
-    payload = read_descriptor_set(location, registry.fetch_timeout.total_seconds(), registry.fetch_headers)
+    payload = read_descriptor_set(source, registry.fetch_timeout.total_seconds(), registry.fetch_headers)
     return hashlib.sha256(payload).hexdigest()
+
+
+def _described(source: str) -> str:
+    if source.startswith(_AVRO_SUBJECT):
+        return f"Avro subject {source.rpartition('#')[2]}"
+    return f"descriptor set {source}"
 
 
 def schema_change_sensor(
@@ -228,32 +255,32 @@ def schema_change_sensor(
     by_name = {spec.name: spec for spec in specs}
     users: dict[str, list[DaggerSpec]] = {}
     for spec in specs:
-        for location in spec.schema_registry.descriptor_sets:
-            users.setdefault(location, []).append(spec)
+        for source in _schema_sources(spec):
+            users.setdefault(source, []).append(spec)
 
     @sensor(
         name="dagger_schema_changes",
         jobs=list(jobs),
         minimum_interval_seconds=15,
         default_status=DefaultSensorStatus.RUNNING,
-        description="Restarts the running daggers whose protobuf descriptor sets changed.",
+        description="Restarts the running daggers whose descriptor sets or followed Avro subjects changed.",
     )
     def dagger_schema_changes(context: SensorEvaluationContext) -> SensorResult:
         state = json.loads(context.cursor) if context.cursor else {"digests": {}, "stopping": {}}
         digests: dict[str, str] = state["digests"]
         stopping: dict[str, str] = state["stopping"]  # run id -> dagger, of runs to start again once stopped
-        for location, daggers in users.items():
+        for source, daggers in users.items():
             try:
-                digest = _digest(daggers[0], location)
-            except SchemaRegistryError as error:
-                context.log.warning(f"cannot check descriptor set for changes: {error}")
+                digest = _digest(daggers[0], source)
+            except (SchemaRegistryError, LookupError) as error:
+                context.log.warning(f"cannot check {_described(source)} for changes: {error}")
                 continue
-            previous, digests[location] = digests.get(location), digest
+            previous, digests[source] = digests.get(source), digest
             if previous is None or previous == digest:
                 continue
             for spec in daggers:
                 for run in context.instance.get_runs(dagger_runs(spec, RUNNING_STATUSES)):
-                    context.log.info(f"descriptor set {location} changed: stopping run {run.run_id}")
+                    context.log.info(f"{_described(source)} changed: stopping run {run.run_id}")
                     context.instance.run_coordinator.cancel_run(run.run_id)
                     stopping[run.run_id] = spec.name
         requests = []
@@ -265,12 +292,12 @@ def schema_change_sensor(
             stopped = run is not None and run.status in (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS)
             if not stopped or dagger not in by_name:
                 continue  # a crashed run is the restart sensor's business; a removed dagger stays stopped
-            reason = {RESTART_REASON_TAG: "descriptor set changed"}
+            reason = {RESTART_REASON_TAG: "schema changed"}
             requests.append(rerun_request(by_name[dagger], run, f"schema-restart-of-{run_id}", reason))
         return SensorResult(
             run_requests=requests,
             cursor=json.dumps({"digests": digests, "stopping": stopping}),
-            skip_reason=None if requests else "no descriptor set change to act on",
+            skip_reason=None if requests else "no schema change to act on",
         )
 
     return dagger_schema_changes

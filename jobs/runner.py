@@ -125,7 +125,10 @@ def build_dagger(
             f"dagger {spec.name}: ordered_output orders by rowtime_column {spec.rowtime_column!r}, which the "
             f"result does not have (its columns: {', '.join(result.columns)})"
         )
-    sinks = [_sink_writer(SinkContext(spec, index, registry, log_emit)) for index in range(len(spec.sinks))]
+    sinks = [
+        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema))
+        for index in range(len(spec.sinks))
+    ]
     return BuiltDagger(spec, registry, result, sinks)
 
 

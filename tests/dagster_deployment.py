@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dagster import DagsterInstance, DagsterRunStatus
+from dagster import DagsterInstance, DagsterRunStatus, EventLogEntry
 from dagster_graphql import DagsterGraphQLClient
 
 from dagger_assets.stages import STOPPED_TAG
@@ -51,7 +51,7 @@ def write_orders_dagger(
         "name": name,
         "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
         "streams": [
-            kafka_stream(bootstrap_servers, "orders", "dagger.testing.Order", "created_at", **stream)
+            {**kafka_stream(bootstrap_servers, "orders", "dagger.testing.Order", "created_at"), **stream}
         ],
         "sql": "SELECT order_id FROM orders",
         "checkpoint_location": str(folder / f"{name}.checkpoint"),
@@ -62,6 +62,15 @@ def write_orders_dagger(
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(document))
     return path
+
+
+def _described(entry: EventLogEntry) -> str:
+    """A log entry as a failure message shows it: an event's type (and a failed step's error)."""
+    event = entry.dagster_event
+    if event is None:
+        return entry.user_message
+    error = getattr(event.event_specific_data, "error", None)
+    return f"{event.event_type_value}: {error.message.strip()}" if error else event.event_type_value
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
@@ -108,10 +117,7 @@ class DagsterDeployment:
         wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, timeout_s, f"run {run_id} to stop")
         run = self.instance.get_run_by_id(run_id)
         if not self.stopped(run_id):
-            last_entries = [
-                entry.dagster_event.event_type_value if entry.dagster_event else entry.user_message
-                for entry in self.instance.all_logs(run_id)[-12:]
-            ]
+            last_entries = [_described(entry) for entry in self.instance.all_logs(run_id)[-12:]]
             raise AssertionError(
                 f"run {run_id} ended {run.status} (tags {run.tags}), not stopped; "
                 f"its log ended {last_entries}"
@@ -132,11 +138,15 @@ class DagsterDeployment:
                 return state.instigator_data.cursor
         return None
 
-    def logged_order_ids(self, run_id: str) -> list[str]:
-        """Order ids the run's log sink wrote, in log order."""
+    def logged_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """The rows the run's log sink wrote, in log order."""
         messages = [entry.user_message for entry in self.instance.all_logs(run_id)]
         lines = [message for message in messages if message.startswith("batch ")]
-        return [json.loads(line.split(" | ", 1)[1])["order_id"] for line in lines]
+        return [json.loads(line.split(" | ", 1)[1]) for line in lines]
+
+    def logged_order_ids(self, run_id: str) -> list[str]:
+        """Order ids the run's log sink wrote, in log order."""
+        return [row["order_id"] for row in self.logged_rows(run_id)]
 
 
 @pytest.fixture

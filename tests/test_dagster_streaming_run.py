@@ -193,3 +193,54 @@ def test_a_changed_descriptor_set_restarts_the_daggers_that_use_it(
     kafka.produce(topic, order_payloads(registry, 10, 5))
     wait_for(lambda: dagster.logged_order_ids(second_run) == _ids(5, 10), 120, "records after the restart")
     dagster.stop_run(second_run)
+
+
+def test_a_new_version_of_an_avro_streams_subject_restarts_the_dagger_with_the_new_field(
+    dagster, kafka, collector, descriptor_set
+):
+    """The collection grows while the dagger runs: the schema sensor restarts it at the new version."""
+    project, write_key = collector.new_project("dagster")
+    collection = f"{project}.orders"
+    collector.collect(write_key, "orders", [{"order_id": "o0", "at": "2026-11-26T10:00:00Z"}])
+    avro = {
+        "topics": [collection],
+        "format": "avro",
+        "proto_message": None,
+        "schema_registry_url": collector.url,
+        "event_time_field": "at",
+    }
+    every_field = "SELECT * EXCEPT (kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, kafka_key)"
+    write_orders_dagger(
+        dagster.daggers,
+        "avro-orders",
+        kafka.bootstrap_servers,
+        descriptor_set,
+        avro,
+        sql=f"{every_field} FROM orders",
+    )
+    dagster.wait_until_up()
+    first_run = dagster.client.submit_job_execution("avro_orders_job")
+    wait_for(lambda: dagster.logged_order_ids(first_run) == _ids(1), 120, "the first run's record")
+    wait_for(
+        lambda: dagster.sensor_cursor("dagger_schema_changes") is not None, 60, "the schema sensor's tick"
+    )
+
+    collector.collect(
+        write_key, "orders", [{"order_id": "o1", "at": "2026-11-26T10:00:01Z", "channel": "app"}]
+    )
+
+    def restart() -> str | None:
+        found = dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: first_run}))
+        return found[0].run_id if found else None
+
+    wait_for(lambda: restart() is not None, 120, "the restart after the subject's new version")
+    assert dagster.stopped(first_run)
+    second_run = restart()
+    collector.collect(
+        write_key, "orders", [{"order_id": "o2", "at": "2026-11-26T10:00:02Z", "channel": "web"}]
+    )
+    wait_for(lambda: "o2" in dagster.logged_order_ids(second_run), 120, "the record after the restart")
+    rows = [row for row in dagster.logged_rows(second_run) if row["order_id"] == "o2"]
+    assert [row["channel"] for row in rows] == ["web"]
+    assert all(order_id in ("o0", "o1") for order_id in dagster.logged_order_ids(first_run))
+    dagster.stop_run(second_run)

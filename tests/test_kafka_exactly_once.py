@@ -35,6 +35,7 @@ from jobs.sinks.kafka.exactly_once import (
     sink_identity,
     transactional_id,
 )
+from jobs.sinks.kafka.producers import RecordEncoding
 from jobs.spec import DaggerConfigError
 from tests.conftest import kafka_sink, kafka_stream, message_class, on_both_brokers, order_payloads
 
@@ -267,7 +268,7 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
         delivery="exactly_once",
     )
     ensure_marker_topic(sink)
-    descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+    encoding = RecordEncoding(descriptor_sets=encode_descriptor_sets(registry.serialized_descriptor_sets))
     sink_id = sink_identity("tasks", uuid.uuid4().hex, 0)
     driver = MarkerLog(sink)
 
@@ -275,7 +276,7 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
         driver.refresh()
         writer = TransactionalPartitionWriter(
             sink,
-            descriptor_sets,
+            encoding,
             batch_id,
             sink_id,
             driver.committed_partitions(sink_id, batch_id),
@@ -295,7 +296,7 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
 
         # A retry of batch 1's task that the driver's read did not see committed: fences, checks, skips.
         retry = TransactionalPartitionWriter(
-            sink, descriptor_sets, 1, sink_id, frozenset(), {partition: 0 for partition in driver.positions}
+            sink, encoding, 1, sink_id, frozenset(), {partition: 0 for partition in driver.positions}
         )
         assert retry.write(iter([pa.RecordBatch.from_pydict({"order_id": ["o3", "o4", "o5"]})])) == 0
         assert "batch 1 partition 0: committed by an earlier attempt" in caplog.text

@@ -48,6 +48,7 @@ def test_planning_a_kafka_stream_loads_neither_pandas_nor_urllib(descriptor_set:
 
 _READ_AND_WRITE_A_PARTITION = """
 import json, sys
+from jobs.sinks.kafka.producers import RecordEncoding
 from jobs.sinks.kafka.writer import KafkaPartitionWriter
 from jobs.sources.kafka.reader import KafkaPartitionRange, KafkaStreamReader
 from jobs.schema_registry import encode_descriptor_sets
@@ -68,7 +69,7 @@ sink = KafkaSink(
     kind="kafka", topic=sink_topic, proto_message="dagger.testing.Order", bootstrap_servers=servers
 )
 projected = (batch.select(fields) for batch in batches)
-written = KafkaPartitionWriter(sink, descriptor_sets, 0).write(projected)
+written = KafkaPartitionWriter(sink, RecordEncoding(descriptor_sets), 0).write(projected)
 offsets = [offset for batch in batches for offset in batch.column("kafka_offset").to_pylist()]
 print(json.dumps({"written": written, "offsets": offsets, "pandas": "pandas" in sys.modules}))
 """

@@ -70,6 +70,7 @@ class _ConfluentSchemaRegistry(AvroSchemas):
         self._client = SchemaRegistryClient({"url": url})
 
     def latest_version(self, subject: str) -> int:
+        self._client.clear_latest_caches()  # the client would keep the first answer for good
         return self._registered(subject, None).version
 
     def version(self, subject: str, version: int) -> AvroSchema:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
     from jobs.schema_registry import SchemaRegistry
     from jobs.spec import DaggerSpec
@@ -52,6 +53,8 @@ class SinkContext:
     """The dagger's protobuf messages; loaded from `spec.schema_registry` when not given."""
     log_emit: Callable[[str], None] | None = None
     """Where text for the user goes (the Dagster run's log); None: Python logging."""
+    result_schema: StructType | None = None
+    """The columns of the rows `write` gets (None: not known, e.g. a sink checked alone)."""
 
     def schema_registry(self) -> SchemaRegistry:
         if self.registry is not None:

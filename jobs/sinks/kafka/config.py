@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from jobs.config import FROM_RESOURCE, ClientConfigValue
+from jobs.config import FROM_RESOURCE, ClientConfigValue, HttpUrl
 from jobs.sinks.config import SinkConfig
 
 TOPIC_PLACEHOLDER = "{topic}"
@@ -14,17 +14,29 @@ TOPIC_PLACEHOLDER = "{topic}"
 
 
 class KafkaSink(SinkConfig):
-    """Writes each result row as a protobuf message to a Kafka topic."""
+    """Writes each result row as a protobuf message, an Avro record or a JSON object to a Kafka topic."""
 
     kind: Literal["kafka"]
     deployment_keys: ClassVar[tuple[str, ...]] = ("bootstrap_servers",)
     bootstrap_servers: str | None = Field(default=None, min_length=1)
     """The cluster; may be left to the deployment (the Dagster `kafka_sink` resource)."""
     topic: str = Field(min_length=1)
-    proto_message: str = Field(min_length=1)
-    """Output message; result columns fill its fields by name (`a.b` fills nested field b of a)."""
+    format: Literal["protobuf", "avro", "json"] = "protobuf"
+    """How each row is written: `protobuf` (`proto_message`), `avro` in the Confluent wire format (its
+    schema made from the result's columns and registered at `schema_registry_url`), or `json`, one object
+    per row with the result's column names."""
+    proto_message: str | None = Field(default=None, min_length=1)
+    """`protobuf`: the output message; result columns fill its fields by name (`a.b` fills nested field
+    b of a)."""
     key_proto_message: str | None = None
-    """Optional key message, filled from the same columns; without it records have no key."""
+    """`protobuf`: an optional key message, filled from the same columns; without it records have no
+    key."""
+    schema_registry_url: HttpUrl | None = None
+    """`avro`: the Confluent-compatible registry the output schema is registered in when the dagger
+    starts (a new version when the result's columns changed; refused if the subject's compatibility
+    rules refuse it)."""
+    schema_subject: str | None = Field(default=None, min_length=1)
+    """`avro`: the subject of the output schema; by default `<topic>-value`."""
     producer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
     delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
@@ -32,6 +44,32 @@ class KafkaSink(SinkConfig):
     marker_topic: str | None = Field(default=None, min_length=1)
     """exactly_once only: topic of the commit markers, on the same cluster; default
     `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
+
+    @model_validator(mode="after")
+    def _format_keys(self) -> KafkaSink:
+        if self.format == "protobuf" and self.proto_message is None:
+            raise ValueError("format 'protobuf' needs 'proto_message'")
+        if self.format == "avro" and self.schema_registry_url is None:
+            raise ValueError("format 'avro' needs 'schema_registry_url'")
+        protobuf_keys = ["proto_message", "key_proto_message"]
+        avro_keys = ["schema_registry_url", "schema_subject"]
+        for keys, key_format in ((protobuf_keys, "protobuf"), (avro_keys, "avro")):
+            misplaced = [key for key in keys if getattr(self, key) is not None]
+            if misplaced and self.format != key_format:
+                raise ValueError(f"{', '.join(map(repr, misplaced))}: keys of format {key_format!r}")
+        return self
+
+    @property
+    def resolved_schema_subject(self) -> str:
+        return self.schema_subject or f"{self.topic}-value"
+
+    def records(self) -> str:
+        """What each record is, as the asset graph names it."""
+        if self.format == "protobuf":
+            return str(self.proto_message)
+        if self.format == "avro":
+            return f"Avro {self.resolved_schema_subject}"
+        return "JSON objects"
 
     @model_validator(mode="after")
     def _delivery_settings(self) -> KafkaSink:
@@ -66,7 +104,7 @@ class KafkaSink(SinkConfig):
         return {
             "topic": self.topic,
             "bootstrap_servers": self.bootstrap_servers or FROM_RESOURCE,
-            "proto_message": self.proto_message,
+            "records": self.records(),
         }
 
     @property

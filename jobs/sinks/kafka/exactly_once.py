@@ -88,7 +88,7 @@ from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import (
     FLUSH_TIMEOUT_S,
     KafkaSinkError,
-    message_encoders,
+    RecordEncoding,
     producer_settings,
     settings_key,
 )
@@ -334,7 +334,7 @@ class TransactionalPartitionWriter:
     """Executor side: one partition of a micro-batch, its rows and its marker in one transaction."""
 
     sink: KafkaSink
-    descriptor_sets: str
+    encoding: RecordEncoding
     batch_id: int
     sink_id: str
     committed: frozenset[int]
@@ -427,7 +427,7 @@ class TransactionalPartitionWriter:
 
     def _encoded(self, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[list, list | None]]:
         """(values, keys) of every non-empty Arrow batch."""
-        value_encoder, key_encoder = message_encoders(self.sink, self.descriptor_sets)
+        value_encoder, key_encoder = self.encoding.encoders(self.sink)
         for batch in batches:
             if batch.num_rows:
                 values = value_encoder.encode(batch).to_pylist()

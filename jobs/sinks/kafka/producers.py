@@ -1,13 +1,21 @@
-"""What the Kafka sink's at-least-once and exactly-once writers share: producer settings and errors."""
+"""What the Kafka sink's at-least-once and exactly-once writers share: producer settings, record encoders
+and errors."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+import pyarrow as pa
+
+from jobs.codec.avro_encoding import AvroEncoder
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.schema_registry import registry_from_option
 from jobs.sinks.kafka.config import KafkaSink
+
+JSON_VALUE_COLUMN = "value"
+"""A `json` sink's batches hold one column, each row's JSON text, made by Spark before the tasks run."""
 
 FLUSH_TIMEOUT_S = 120.0
 
@@ -39,11 +47,48 @@ def settings_key(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
-def message_encoders(sink: KafkaSink, descriptor_sets: str) -> tuple[ProtoEncoder, ProtoEncoder | None]:
-    """The encoders of the sink's value message and of its key message (None: records have no key)."""
-    registry = registry_from_option(descriptor_sets)
-    key_message = sink.key_proto_message
-    return (
-        ProtoEncoder(registry.message(sink.proto_message)),
-        ProtoEncoder(registry.message(key_message)) if key_message else None,
-    )
+class RecordEncoder(Protocol):
+    def encode(self, batch: pa.RecordBatch) -> pa.BinaryArray:
+        """One record value (or key) per row of `batch`."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecordEncoding:
+    """What the tasks need to encode the sink's rows, settled on the driver when the dagger starts: the
+    protobuf messages' descriptor sets, or the id the registry gave the Avro schema of the result."""
+
+    descriptor_sets: str = ""
+    avro_schema_id: int | None = None
+
+    def encoders(self, sink: KafkaSink) -> tuple[RecordEncoder, RecordEncoder | None]:
+        """The encoders of the records' values and keys (None: records have no key)."""
+        if sink.format == "json":
+            return _JsonValues(), None
+        if sink.format == "avro":
+            assert self.avro_schema_id is not None
+            return _AvroValues(self.avro_schema_id), None
+        registry = registry_from_option(self.descriptor_sets)
+        key_message = sink.key_proto_message
+        return (
+            ProtoEncoder(registry.message(str(sink.proto_message))),
+            ProtoEncoder(registry.message(key_message)) if key_message else None,
+        )
+
+
+class _JsonValues:
+    def encode(self, batch: pa.RecordBatch) -> pa.BinaryArray:
+        return batch.column(JSON_VALUE_COLUMN).cast(pa.binary())
+
+
+class _AvroValues:
+    """Encodes with the registered schema; the plan is made from the first batch's (Arrow) columns."""
+
+    def __init__(self, schema_id: int) -> None:
+        self._schema_id = schema_id
+        self._encoder: AvroEncoder | None = None
+
+    def encode(self, batch: pa.RecordBatch) -> pa.BinaryArray:
+        if self._encoder is None:
+            self._encoder = AvroEncoder(batch.schema, self._schema_id)
+        return self._encoder.encode(batch)

@@ -1,4 +1,5 @@
-"""Kafka sink: result rows encoded as protobuf in whole Arrow batches, then produced.
+"""Kafka sink: result rows encoded in whole Arrow batches (protobuf or Avro; JSON text is made by Spark),
+then produced.
 
 Partitions are written through `mapInArrow`, which runs in Spark's reused Python workers, so clients are
 cached per worker across tasks and micro-batches.
@@ -17,6 +18,7 @@ exactly_once
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +26,11 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from jobs.codec.avro_encoding import avro_schema_of
+from jobs.config import without_credentials
 from jobs.kafka_errors import ClientErrors, flush_or_fail
 from jobs.schema_registry import encode_descriptor_sets
 from jobs.sinks.base import SinkContext, Written
@@ -38,8 +44,9 @@ from jobs.sinks.kafka.exactly_once import (
 )
 from jobs.sinks.kafka.producers import (
     FLUSH_TIMEOUT_S,
+    JSON_VALUE_COLUMN,
     KafkaSinkError,
-    message_encoders,
+    RecordEncoding,
     producer_settings,
     settings_key,
 )
@@ -52,12 +59,8 @@ class KafkaSinkWriter:
     """Driver side: one `write` per micro-batch."""
 
     def __init__(self, sink: KafkaSink, context: SinkContext) -> None:
-        registry = context.schema_registry()
-        registry.message(sink.proto_message)  # fail at start, naming the message, not in a task
-        if sink.key_proto_message:
-            registry.message(sink.key_proto_message)
         self.sink = sink
-        self._descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+        self._encoding = _record_encoding(sink, context)
         self._dagger = context.spec.name
         self._index = context.index
         self._markers: MarkerLog | None = None
@@ -67,9 +70,13 @@ class KafkaSinkWriter:
         return True
 
     def write(self, batch: DataFrame, batch_id: int) -> Written:
+        if self.sink.format == "json":  # JSON text made by Spark, in the JVM, before the tasks run
+            columns = [F.col(f"`{name}`") for name in batch.columns]
+            as_json = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})  # every key in every row
+            batch = batch.select(as_json.alias(JSON_VALUE_COLUMN))
         if self.sink.delivery == "exactly_once":
             return self._write_exactly_once(batch, batch_id)
-        return write_partitions(batch, KafkaPartitionWriter(self.sink, self._descriptor_sets, batch_id).write)
+        return write_partitions(batch, KafkaPartitionWriter(self.sink, self._encoding, batch_id).write)
 
     def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> Written:
         query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
@@ -96,7 +103,7 @@ class KafkaSinkWriter:
                 sorted(committed),
             )
         writer = TransactionalPartitionWriter(
-            self.sink, self._descriptor_sets, batch_id, sink_id, committed, dict(self._markers.positions)
+            self.sink, self._encoding, batch_id, sink_id, committed, dict(self._markers.positions)
         )
         return write_partitions(batch, writer.write)
 
@@ -104,13 +111,13 @@ class KafkaSinkWriter:
 class KafkaPartitionWriter:
     """Executor side: encodes and produces one partition of a micro-batch, then waits for every ack."""
 
-    def __init__(self, sink: KafkaSink, descriptor_sets: str, batch_id: int) -> None:
+    def __init__(self, sink: KafkaSink, encoding: RecordEncoding, batch_id: int) -> None:
         self.sink = sink
-        self.descriptor_sets = descriptor_sets
+        self.encoding = encoding
         self.batch_id = batch_id
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> int:
-        value_encoder, key_encoder = message_encoders(self.sink, self.descriptor_sets)
+        value_encoder, key_encoder = self.encoding.encoders(self.sink)
         settings = producer_settings(self.sink)
         producer, failures, client_errors = _worker_producer(settings)
         failures.clear()  # a worker runs one task at a time: the lists belong to this task
@@ -143,6 +150,39 @@ class KafkaPartitionWriter:
                 f"kafka sink topic {topic!r}: delivery failed in batch {self.batch_id}: {reason}"
             )
         return records
+
+
+def _record_encoding(sink: KafkaSink, context: SinkContext) -> RecordEncoding:
+    """Checked at start, naming what is at fault, rather than in a failing task: the protobuf messages
+    exist; the result's Avro schema is registered (its id is what the records carry)."""
+    if sink.format == "avro":
+        if context.result_schema is None:
+            raise ValueError("format 'avro' needs the result's columns, which this context does not have")
+        schema = avro_schema_of(to_arrow_schema(context.result_schema, timezone="UTC"), "row")
+        return RecordEncoding(avro_schema_id=register_avro_schema(sink, schema))
+    if sink.format == "json":
+        return RecordEncoding()
+    registry = context.schema_registry()
+    registry.message(str(sink.proto_message))
+    if sink.key_proto_message:
+        registry.message(sink.key_proto_message)
+    return RecordEncoding(descriptor_sets=encode_descriptor_sets(registry.serialized_descriptor_sets))
+
+
+def register_avro_schema(sink: KafkaSink, schema: dict[str, Any]) -> int:
+    """The id of `schema` under the sink's subject, registered as a new version if it is not one."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    subject = sink.resolved_schema_subject
+    where = f"schema registry {without_credentials(str(sink.schema_registry_url))}, subject {subject!r}"
+    client = SchemaRegistryClient({"url": str(sink.schema_registry_url)})
+    try:
+        return client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+    except SchemaRegistryError as error:
+        raise ValueError(f"{where}: the result's schema was refused: {error.error_message}") from None
+    except Exception as error:  # the client's transport errors (refused, timed out)
+        raise LookupError(f"{where}: not reachable: {error}") from None
 
 
 _producers: dict[str, tuple[Producer, list[KafkaError], ClientErrors]] = {}
