@@ -4,8 +4,9 @@ Each dagger in `$DAGGER_DIR` (default: the repository's `daggers/` folder) becom
 assets run by one streaming multi-asset and a job (`stages.py`), asset checks on its health
 (`checks.py`), and the sensors that run it without an operator: restarts of crashed runs with back-off
 (`restarts.py`), runs for new topics, runs while there is demand and restarts on schema changes
-(`sensors.py`). A dagger file that
-does not load becomes a `broken_daggers/<file>` asset naming the file and key, and the rest still load.
+(`sensors.py`). A dagger file that does not load becomes a `broken_daggers/<file>` asset naming the
+file and key, and the rest still load. With `$DAGGER_COLLECTOR_DATABASE` set, each event collection is an
+asset upstream of the daggers that read it (`collections.py`).
 """
 
 import logging
@@ -24,6 +25,7 @@ from dagster import (
 )
 
 from dagger_assets.checks import dagger_checks
+from dagger_assets.collections import collection_assets
 from dagger_assets.lineage import Lineage
 from dagger_assets.restarts import restart_sensor
 from dagger_assets.sensors import demand_sensor, new_topic_sensor, schema_change_sensor
@@ -68,7 +70,8 @@ def build_definitions(
         except DaggerConfigError as error:
             log.error("%s", error)
             assets.append(broken_dagger_asset(path, error))
-    lineage = Lineage([spec for _, spec in loaded])
+    collections = collection_assets()
+    lineage = Lineage([spec for _, spec in loaded], collections)
     specs: list[DaggerSpec] = []
     for path, spec in loaded:
         upstream = {stream.table: lineage.upstream(spec, stream) for stream in spec.streams}
@@ -86,7 +89,7 @@ def build_definitions(
         sensors.append(restart_sensor(specs, jobs))
         sensors.append(schema_change_sensor(specs, jobs))
     return Definitions(
-        assets=[*assets, *lineage.external_assets()],
+        assets=[*assets, *lineage.external_assets(), *(collection.spec for collection in collections)],
         asset_checks=checks,
         jobs=jobs,
         sensors=sensors,

@@ -1,7 +1,8 @@
 """Daggers that feed daggers: the asset each stream reads from.
 
 A stream that reads what another dagger's sink writes (the same Kafka topic, the same Parquet lake)
-depends on that sink's asset, so the asset graph runs from one dagger into the next. Whatever a stream
+depends on that sink's asset, so the asset graph runs from one dagger into the next; one that reads an
+event collection's topic depends on the collection's asset (`collections.py`). Whatever a stream
 reads that no dagger of the deployment writes under that name becomes an external asset of group
 `external_sources`, one per topic, topic pattern or path. Addresses are compared by name
 (`kafka:<topic>`, `parquet:<path>`, from each kind's config), not by cluster: two clusters with a topic
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from dagster import AssetKey, AssetSpec
 
+from dagger_assets.collections import CollectionAsset
 from dagger_assets.stages import sink_key
 from jobs.config import without_credentials
 from jobs.registry import STREAM_KINDS
@@ -46,13 +48,14 @@ def external_key(address: str) -> AssetKey:
 class Lineage:
     """Which assets feed each stream of a set of daggers."""
 
-    def __init__(self, specs: Sequence[DaggerSpec]) -> None:
+    def __init__(self, specs: Sequence[DaggerSpec], collections: Sequence[CollectionAsset] = ()) -> None:
         self._outputs = [
             _Output(spec.name, address, sink_key(spec, index))
             for spec in specs
             for index, sink in enumerate(spec.sinks)
             if (address := sink.output()) is not None
         ]
+        self._outputs += [_Output("", collection.address, collection.spec.key) for collection in collections]
         self._external: dict[AssetKey, AssetSpec] = {}
 
     def upstream(self, spec: DaggerSpec, stream: StreamConfig) -> list[AssetKey]:

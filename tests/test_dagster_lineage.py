@@ -85,3 +85,36 @@ def test_an_external_source_never_shows_the_credentials_of_its_url(tmp_path: Pat
     assert source == AssetKey([EXTERNAL_GROUP, "parquet", "s3_bucket_orders"])
     assert graph.get(source).metadata["address"] == "parquet:s3://bucket/orders"
     assert graph.get(AssetKey(["remote", "stream", "orders"])).metadata["paths"] == "s3://bucket/orders"
+
+
+def test_a_collection_is_an_asset_with_its_schema_upstream_of_the_daggers_reading_it(
+    tmp_path: Path, descriptor_set, collector, monkeypatch
+):
+    project, write_key = collector.new_project("lineage")
+    collector.collect(write_key, "signup", [{"user_id": "u1", "at": "2026-11-26T10:00:00Z"}])
+    collector.collect(write_key, "signup", [{"user_id": "u2", "plan": "pro", "seats": 3}])
+    topic = f"{project}.signup"
+    avro = {"topics": [topic], "format": "avro", "proto_message": None, "schema_registry_url": "http://r"}
+    write_orders_dagger(tmp_path, "signups", CLUSTER, descriptor_set, {**avro, "event_time_field": "at"})
+    monkeypatch.setenv("DAGGER_COLLECTOR_DATABASE", collector.database_url)
+    graph = build_definitions(tmp_path).resolve_asset_graph()
+
+    collection_key = AssetKey(["collections", project, "signup"])
+    assert graph.get(AssetKey(["signups", "stream", "orders"])).parent_keys == {collection_key}
+    metadata = graph.get(collection_key).metadata
+    assert (metadata["topic"], metadata["schema_version"]) == (topic, 2)
+    assert [(column.name, column.type) for column in metadata["dagster/column_schema"].columns] == [
+        ("user_id", "string"), ("at", "timestamp"), ("plan", "string"), ("seats", "long")
+    ]  # fmt: skip
+
+
+def test_an_unreachable_collection_database_leaves_the_daggers_loading(
+    tmp_path: Path, descriptor_set, monkeypatch
+):
+    write_orders_dagger(tmp_path, "orders", CLUSTER, descriptor_set, {"topics": ["raw-orders"]})
+    monkeypatch.setenv("DAGGER_COLLECTOR_DATABASE", "postgresql://nobody@127.0.0.1:9/meta?connect_timeout=2")
+    graph = build_definitions(tmp_path).resolve_asset_graph()
+    assert graph.get(AssetKey(["orders", "stream", "orders"])).parent_keys == {
+        AssetKey([EXTERNAL_GROUP, "kafka", "raw_orders"])
+    }
+    assert not [key for key in graph.get_all_asset_keys() if key.path[0] == "collections"]

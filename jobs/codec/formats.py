@@ -107,7 +107,7 @@ class _CollectionDatabase(AvroSchemas):
 
         super().__init__(url)
         try:
-            self._registry = CollectionRegistry(url, max_connections=2)
+            self._registry = CollectionRegistry(url, max_connections=2, timeout_s=10)
         except Exception as error:
             raise self._error("not reachable", error) from None
 

@@ -60,14 +60,25 @@ class SchemaVersion:
 class CollectionRegistry:
     """Projects, write keys and schema versions in one PostgreSQL database (`conninfo`)."""
 
-    def __init__(self, conninfo: str, max_connections: int = 8) -> None:
+    def __init__(self, conninfo: str, max_connections: int = 8, timeout_s: float = 30.0) -> None:
+        """`timeout_s`: how long a request waits for a connection (a database that cannot be reached
+        fails the first one, here, after that long)."""
         self._pool = ConnectionPool(
-            conninfo, min_size=1, max_size=max_connections, kwargs={"autocommit": True}, open=True
+            conninfo,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True},
+            open=True,
+            timeout=timeout_s,
         )
-        # Two first starts at once: CREATE TABLE IF NOT EXISTS is not safe against itself.
-        with self._pool.connection() as connection, connection.transaction():
-            connection.execute("SELECT pg_advisory_xact_lock(hashtext('collection_registry_tables'))")
-            connection.execute(_TABLES)
+        try:
+            # Two first starts at once: CREATE TABLE IF NOT EXISTS is not safe against itself.
+            with self._pool.connection() as connection, connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(hashtext('collection_registry_tables'))")
+                connection.execute(_TABLES)
+        except Exception:
+            self._pool.close()  # or its workers would go on trying to connect
+            raise
 
     def close(self) -> None:
         self._pool.close()
