@@ -23,7 +23,9 @@ from jobs.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
 from jobs.metrics.config import MetricsConfig
 from jobs.processors.config import PostProcessors, Transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
+from jobs.sinks.config import SinkConfig
 from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
+from jobs.sinks.parquet.config import ParquetSink
 from jobs.sources.kafka.config import KafkaStream
 from jobs.udfs.config import FunctionsConfig
 
@@ -130,8 +132,8 @@ class DaggerSpec(_Model):
     """The darts' store and the user's Python functions (Dagger's functions are always there)."""
     per_topic: bool = False
     """Template dagger: one instance per topic matching the Kafka stream's `topic_pattern`, each with its
-    own run and checkpoint; `{topic}` in a Kafka sink's topic or the stream's `group_id` is replaced by
-    the instance's topic."""
+    own run and checkpoint; `{topic}` in a Kafka sink's topic, a Parquet sink's path, or the stream's
+    `group_id` or `schema_subject` is replaced by the instance's topic."""
     demand: DemandConfig | None = None
     """Demand-driven template: one instance per output topic matching `demand.topic` that a consumer
     group reads, running only while one does (`jobs/demand.py`)."""
@@ -206,13 +208,11 @@ class DaggerSpec(_Model):
                 f"dagger {self.name}: topic {topic!r} does not match topic_pattern {template.topic_pattern!r}"
             )
         group_id = template.group_id and template.group_id.replace(TOPIC_PLACEHOLDER, topic)
-        stream = template.model_copy(update={"topics": [topic], "topic_pattern": None, "group_id": group_id})
-        sinks = [
-            sink.model_copy(update={"topic": sink.topic.replace(TOPIC_PLACEHOLDER, topic)})
-            if isinstance(sink, KafkaSink)
-            else sink
-            for sink in self.sinks
-        ]
+        subject = template.schema_subject and template.schema_subject.replace(TOPIC_PLACEHOLDER, topic)
+        stream = template.model_copy(
+            update={"topics": [topic], "topic_pattern": None, "group_id": group_id, "schema_subject": subject}
+        )
+        sinks = [_sink_for_topic(sink, topic) for sink in self.sinks]
         checkpoint = str(Path(self.resolved_checkpoint_location, topic))
         return self.model_copy(
             update={
@@ -354,3 +354,12 @@ def load_dagger(path: str | Path) -> DaggerSpec:
     except yaml.YAMLError as error:
         raise DaggerConfigError(f"{path}: not valid YAML: {error}") from None
     return parse_dagger(data, str(path), path.parent.resolve())
+
+
+def _sink_for_topic(sink: SinkConfig, topic: str) -> SinkConfig:
+    """A `per_topic` instance's sink: `{topic}` in a Kafka topic or a Parquet path is the instance's."""
+    if isinstance(sink, KafkaSink):
+        return sink.model_copy(update={"topic": sink.topic.replace(TOPIC_PLACEHOLDER, topic)})
+    if isinstance(sink, ParquetSink):
+        return sink.model_copy(update={"path": sink.path.replace(TOPIC_PLACEHOLDER, topic)})
+    return sink

@@ -725,6 +725,30 @@ def test_a_per_topic_instance_reads_its_topic_into_its_own_checkpoint_and_output
         spec.for_topic("orders-1")
 
 
+def test_a_per_topic_template_lands_each_collection_in_a_lake_of_its_own() -> None:
+    """Lake ingestion per event collection: one template over a project's topics, each instance reading
+    its topic's Avro subject into its own lake."""
+    collections = {
+        "kind": "kafka",
+        "table": "events",
+        "topic_pattern": r"shop\..+",
+        "bootstrap_servers": "b:9092",
+        "format": "avro",
+        "schema_registry_url": "http://collector:8080",
+        "schema_subject": "{topic}-value",
+        "event_time_field": "at",
+    }
+    lake = {"kind": "parquet", "path": "/lake/{topic}", "time_column": "at"}
+    spec = parse_dagger(
+        document(per_topic=True, streams=[collections], sinks=[lake], sql="SELECT * FROM events"), SOURCE
+    )
+
+    instance = spec.for_topic("shop.pageview")
+
+    assert instance.streams[0].schema_subject == "shop.pageview-value"
+    assert instance.sinks[0].path == "/lake/shop.pageview"
+
+
 def _demand_document(**demand: Any) -> dict[str, Any]:
     sink = {"kind": "kafka", "bootstrap_servers": "b:9092", "topic": "{topic}", "proto_message": "m"}
     return document(
