@@ -14,6 +14,8 @@ session, so one cannot warm up or burden the next:
                                        launch (`python -m jobs run`) to first output
     dedup   bench/preprocessors.py     the filter with an invalid-record filter and a deduplicate before
                                        it (processing time, event time): its cost against the filter alone
+    collect bench/collector.py         `dagger collect` fed batches of 100 events by concurrent clients:
+                                       events/s acknowledged, p50/p99 request latency (no Spark)
 
 The hand-written loops are one Python process each: confluent-kafka, the same native codec (ptars, only
 the fields read), pyarrow.compute, and a producer with the Kafka sink's settings.
@@ -69,6 +71,7 @@ SCALES: dict[str, dict[str, list[str]]] = {
             "--systems", "dagger,hand-written loop,Flink",
         ],
         "dedup": ["--records", "300000", "--repeats", "2"],
+        "collect": ["--seconds", "30", "--warmup-seconds", "5"],
     },
     "small": {
         "filter": [
@@ -88,6 +91,7 @@ SCALES: dict[str, dict[str, list[str]]] = {
             "--systems", "dagger,hand-written loop,Flink",
         ],
         "dedup": ["--records", "20000", "--repeats", "1"],
+        "collect": ["--seconds", "5", "--warmup-seconds", "2"],
     },
 }
 # fmt: on
@@ -97,7 +101,10 @@ SCRIPTS = {
     "join": "join.py",
     "live": "live.py",
     "dedup": "preprocessors.py",
+    "collect": "collector.py",
 }
+WITHOUT_SPARK = {"collect"}
+"""Workloads that start no Spark session: no `--master`."""
 
 
 @dataclass
@@ -118,7 +125,9 @@ class Row:
 def run_workload(name: str, scale: str, master: str, results: Path) -> dict[str, Any]:
     output = results / f"{Path(SCRIPTS[name]).stem}.json"
     output.unlink(missing_ok=True)
-    command = [sys.executable, str(BENCH / SCRIPTS[name]), *SCALES[scale][name], "--master", master]
+    command = [sys.executable, str(BENCH / SCRIPTS[name]), *SCALES[scale][name]]
+    if name not in WITHOUT_SPARK:
+        command += ["--master", master]
     command += ["--output", str(output)]
     print(f"\n=== {name}: {' '.join(command[1:])}", flush=True)
     started = time.perf_counter()
@@ -296,6 +305,8 @@ def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
             rows.extend(live_rows(summary))
         elif name == "dedup":
             rows.extend(deduplicate_rows(summary))
+        elif name == "collect":
+            rows.append(collector_row(summary))
         else:
             rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
             if summary.get("avro"):
@@ -334,6 +345,23 @@ def deduplicate_rows(summary: dict[str, Any]) -> list[Row]:
             )
         )
     return rows
+
+
+def collector_row(summary: dict[str, Any]) -> Row:
+    """The Collection API: events acknowledged per second, each request's latency beside it."""
+    result, settings = summary["result"], summary["settings"]
+    latency = result["latency_ms"]
+    events_per_s = result["measured_events_per_s"]
+    return Row(
+        workload=f"Collection API, batches of {settings['batch']} events (Apache Kafka)",
+        measure=f"events/s acknowledged by {settings['clients']} clients; request p50 / p99",
+        dagger=f"{_events(events_per_s)}; {latency['p50']:g} / {latency['p99']:g} ms",
+        loop="—",
+        dagger_vs_loop="—",
+        target=f">= {_events(summary['target_events_per_s'])} events/s",
+        met=_met(events_per_s >= summary["target_events_per_s"]),
+        limit="JSON parsing and validation, Avro encoding per event, acks=all round trips",
+    )
 
 
 def avro_input_row(workload: str, avro: dict[str, Any]) -> Row:

@@ -46,8 +46,8 @@ Sink = Annotated[Union[tuple(kind.config for kind in SINK_KINDS.values())], Fiel
 class SchemaRegistryConfig(_Model):
     """Where protobuf descriptor sets (`protoc --descriptor_set_out --include_imports`) are loaded from."""
 
-    descriptor_sets: list[str] = Field(min_length=1)
-    """Local paths or HTTP(S) URLs of FileDescriptorSet files."""
+    descriptor_sets: list[str] = Field(default_factory=list)
+    """Local paths or HTTP(S) URLs of FileDescriptorSet files; needed when a stream or sink is protobuf."""
     fetch_timeout: Duration = timedelta(seconds=10)
     fetch_headers: dict[str, str] = Field(default_factory=dict)
 
@@ -103,7 +103,8 @@ class DaggerSpec(_Model):
 
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
     description: str = ""
-    schema_registry: SchemaRegistryConfig
+    schema_registry: SchemaRegistryConfig = Field(default_factory=SchemaRegistryConfig)
+    """The protobuf messages' descriptor sets; a dagger of Avro and JSON streams and sinks needs none."""
     streams: list[Stream] = Field(min_length=1)
     sql: str = Field(min_length=1)
     rowtime_column: SqlIdentifier = "rowtime"
@@ -150,6 +151,19 @@ class DaggerSpec(_Model):
             if stream.table.lower() in seen:
                 raise ValueError(f"two streams use table name {stream.table!r}; table names must be unique")
             seen.add(stream.table.lower())
+        return self
+
+    @model_validator(mode="after")
+    def _protobuf_has_descriptor_sets(self) -> DaggerSpec:
+        if self.schema_registry.descriptor_sets:
+            return self
+        protobuf = [
+            c.describe() for c in (*self.streams, *self.sinks) if getattr(c, "format", None) == "protobuf"
+        ]
+        if protobuf:
+            raise ValueError(
+                f"schema_registry.descriptor_sets is needed: {', '.join(protobuf)} read or write protobuf"
+            )
         return self
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ files, as a user would point them; the rows out are compared with rows computed 
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -21,13 +22,14 @@ import pytest
 import yaml
 from google.protobuf.message import Message
 
-from examples.send import EXAMPLES, examples_registry, read_messages, write_lake
+from examples.send import EXAMPLES, examples_registry, read_messages, send_to_collection, write_lake
 from jobs.project import PROJECT_ROOT
 from jobs.raystack import load_dagger_or_job
 from jobs.raystack.importer import read_job
 from jobs.runner import build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spec import DaggerSpec, load_dagger
+from tests.collector import RunningCollector
 from tests.conftest import KafkaHelper, RunningDagger, message_class
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER
 from tests.servers.postgres import PostgresServer
@@ -106,19 +108,45 @@ def closed_by_watermark(spec: DaggerSpec, event_times: Sequence[datetime]) -> Ca
 # --------------------------------------------------------------------------------------------------------
 
 
+HEARTBEATS = EXAMPLES / "heartbeats"
+
+
+@pytest.fixture(scope="module")
+def heartbeats_collection(collector: RunningCollector, elasticsearch) -> dict[str, str]:
+    """The heartbeat example's sample collected into a new project, and an index of its own: the
+    example's `${VAR}` settings."""
+    project, write_key = collector.new_project("games")
+    assert send_to_collection(
+        collector.url, write_key, "heartbeat", HEARTBEATS / "sample" / "heartbeats.jsonl"
+    )
+    return {
+        "HEARTBEAT_TOPIC": f"{project}.heartbeat",
+        "COLLECTOR_URL": collector.url,
+        "ELASTICSEARCH_URL": elasticsearch.url,
+        "HEARTBEAT_INDEX": elasticsearch.unique_name("heartbeat-sessions"),
+    }
+
+
 @pytest.mark.parametrize("path", [*DAGGER_FILES, RAYSTACK_JOB], ids=example_id)
-def test_every_example_loads_and_builds_with_its_own_descriptor_set(path, registry, spark, monkeypatch):
+def test_every_example_loads_and_builds_with_its_own_descriptor_set(
+    path, registry, spark, monkeypatch, heartbeats_collection
+):
     monkeypatch.chdir(PROJECT_ROOT)
+    for name, value in heartbeats_collection.items():  # the collection the heartbeat example reads
+        monkeypatch.setenv(name, value)
     spec = load_dagger(path) if path.suffix == ".yaml" else read_job(path).spec
-    build_dagger(spark, spec)  # its schema_registry's descriptor sets, its messages, its SQL analysed
+    build_dagger(spark, spec)  # its descriptor sets or registry, its messages, its SQL analysed
 
 
-def test_every_example_has_its_protos_a_readme_and_a_place_in_the_docs():
+def test_every_example_has_its_schemas_a_readme_and_a_place_in_the_docs():
     folders = sorted({path.parent for path in DAGGER_FILES})
-    assert len(folders) >= 6
+    assert len(folders) >= 7
     listed = (PROJECT_ROOT / "docs" / "examples.md").read_text(encoding="utf-8")
     for folder in folders:
-        assert list(folder.glob("*.proto")), folder
+        reads_protobuf = any(
+            load_dagger(path).schema_registry.descriptor_sets for path in folder.glob("*.yaml")
+        )
+        assert bool(list(folder.glob("*.proto"))) == reads_protobuf, folder
         assert (folder / "README.md").is_file(), folder
         assert f"examples/{folder.name}/" in listed, folder
 
@@ -390,3 +418,44 @@ def test_the_backfill_writes_the_trips_of_its_date_range_with_their_fare_per_km(
     assert 0 < len(expected) < len(trips)
     table = ds.dataset(output, format="parquet", partitioning="hive").to_table()
     assert sorted(table.to_pylist(), key=lambda row: row["trip_id"]) == expected  # the sample is in order
+
+
+# --------------------------------------------------------------------------------------------------------
+# Heartbeats: Collection API -> Avro on Kafka -> one Elasticsearch document per session
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_heartbeats_become_one_searchable_document_per_session_with_the_declared_mapping(
+    kafka, heartbeats_collection, elasticsearch, run_example
+):
+    index = heartbeats_collection["HEARTBEAT_INDEX"]
+    run_example(
+        HEARTBEATS / "heartbeat_sessions.yaml",
+        KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap_servers,
+        **heartbeats_collection,
+    )
+    events = [
+        json.loads(line) for line in (HEARTBEATS / "sample" / "heartbeats.jsonl").read_text().splitlines()
+    ]
+    sessions: dict[str, list[dict]] = defaultdict(list)
+    for event in events:
+        sessions[event["session_id"]].append(event)
+    expected = {}
+    for session_id, beats in sessions.items():
+        last = max(beats, key=lambda beat: beat["at"])
+        expected[session_id] = {
+            "session_id": session_id,
+            "user_id": last["user_id"],
+            "app_version": last["app_version"],
+            "player_state": last["player_state"],
+            "heartbeats": len(beats),
+            "buffering_heartbeats": sum(beat["player_state"] == "buffering" for beat in beats),
+            "started_at": min(beat["at"] for beat in beats).replace("Z", ".000000Z"),
+            "last_seen_at": last["at"].replace("Z", ".000000Z"),
+            "device": last["device"],
+        }
+    assert {hit["_id"]: hit["_source"] for hit in elasticsearch.search(index)} == expected
+    assert elasticsearch.ids(index, {"term": {"user_id": "u1"}}) == ["s-100", "s-101"]
+    properties = elasticsearch.ok("GET", f"/{index}/_mapping")[index]["mappings"]["properties"]
+    assert properties["device"] == {"type": "text", "index": False}
+    assert properties["user_id"] == {"type": "keyword"}

@@ -161,6 +161,73 @@ def test_a_batch_replayed_from_the_checkpoint(
         }
 
 
+MAPPINGS = {
+    "properties": {
+        "order_id": {"type": "keyword"},
+        "created_at": {"type": "date"},
+        "customer_id": {"type": "text", "index": False},
+    }
+}
+
+
+def test_an_index_is_created_with_the_declared_mappings(
+    kafka, registry, make_dagger, start_dagger, elasticsearch
+):
+    topic, index = orders_topic(kafka, registry, 3), elasticsearch.unique_name("mapped")
+    spec = make_dagger(
+        streams=[orders_stream(kafka, topic)],
+        sql="SELECT order_id, customer_id, created_at, amount FROM orders",
+        sinks=[es_sink(elasticsearch.url, index, id_column="order_id", mappings=MAPPINGS)],
+    )
+    start_dagger(spec).process_available()
+    properties = elasticsearch.ok("GET", f"/{index}/_mapping")[index]["mappings"]["properties"]
+    assert {name: properties[name] for name in MAPPINGS["properties"]} == MAPPINGS["properties"]
+    assert elasticsearch.ids(index) == ["o0", "o1", "o2"]
+    assert elasticsearch.ids(index, {"term": {"order_id": "o1"}}) == ["o1"]  # keyword: the whole value
+
+
+def test_an_existing_index_gets_the_fields_it_lacks_and_a_conflict_stops_the_start(
+    kafka, registry, make_dagger, start_dagger, elasticsearch
+):
+    topic, index = orders_topic(kafka, registry, 1), elasticsearch.unique_name("existing")
+    elasticsearch.create_index(index, {"order_id": {"type": "keyword"}})
+    sql = "SELECT order_id, customer_id, created_at FROM orders"
+    adding = make_dagger(
+        streams=[orders_stream(kafka, topic)],
+        sql=sql,
+        sinks=[es_sink(elasticsearch.url, index, mappings=MAPPINGS)],
+    )
+    start_dagger(adding)
+    properties = elasticsearch.ok("GET", f"/{index}/_mapping")[index]["mappings"]["properties"]
+    assert properties["created_at"] == {"type": "date"}
+
+    conflicting = {"properties": {"order_id": {"type": "long"}}}
+    spec = make_dagger(
+        name="conflicting",
+        streams=[orders_stream(kafka, topic)],
+        sql=sql,
+        sinks=[es_sink(elasticsearch.url, index, mappings=conflicting)],
+    )
+    with pytest.raises(DaggerBuildError, match=r"its mapping was refused: .*order_id.*keyword.*long"):
+        start_dagger(spec)
+
+
+def test_a_date_pattern_index_gets_its_mappings_through_an_index_template(
+    kafka, registry, make_dagger, start_dagger, elasticsearch
+):
+    topic, prefix = orders_topic(kafka, registry, 2), elasticsearch.unique_name("daily")
+    spec = make_dagger(
+        streams=[orders_stream(kafka, topic)],
+        sql="SELECT order_id, customer_id, created_at FROM orders",
+        sinks=[es_sink(elasticsearch.url, f"{prefix}-{{created_at:%Y.%m.%d}}", mappings=MAPPINGS)],
+    )
+    start_dagger(spec).process_available()
+    index = f"{prefix}-2023.11.14"
+    properties = elasticsearch.ok("GET", f"/{index}/_mapping")[index]["mappings"]["properties"]
+    assert properties["customer_id"] == {"type": "text", "index": False}
+    assert elasticsearch.count(index) == 2
+
+
 # --------------------------------------------------------------------------------------------------------
 # Failures
 # --------------------------------------------------------------------------------------------------------

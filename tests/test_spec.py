@@ -816,3 +816,17 @@ def test_durations_survive_a_json_round_trip_to_the_executors() -> None:
     ).streams[0]
 
     assert KafkaStream.model_validate_json(stream.model_dump_json()) == stream
+
+
+def test_only_protobuf_needs_descriptor_sets() -> None:
+    avro = kafka_stream(format="avro", schema_registry_url="http://registry:8080")
+    del avro["proto_message"]
+    without_registry = document(streams=[avro])
+    del without_registry["schema_registry"]
+    assert parse_dagger(without_registry, SOURCE).schema_registry.descriptor_sets == []
+
+    protobuf = document()
+    del protobuf["schema_registry"]
+    assert problems(protobuf) == [
+        "(top level): schema_registry.descriptor_sets is needed: stream 'bookings' read or write protobuf"
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -19,6 +19,12 @@ class ElasticsearchSink(BatchedSinkConfig):
     """Index name; `{column:%Y.%m.%d}` inserts a date/time column's value in that format (UTC)."""
     id_column: str | None = None
     """Column whose value is the document id, so a replayed micro-batch overwrites instead of adding."""
+    mappings: dict[str, Any] | None = None
+    """The index mapping (`{"properties": {...}}`: `keyword` ids, `date` times, `"index": false` for text
+    nobody searches) put in place when the dagger starts. A new index is created with it; an existing one
+    gets the fields it lacks, and a field it maps differently stops the start, naming it. With a date
+    placeholder in `index`, an index template over the indices the pattern names carries it, so each new
+    index is created with it."""
     username: str | None = None
     password: str | None = None
     api_key: str | None = None

@@ -302,6 +302,16 @@ def _hosts(sink: ElasticsearchSink) -> list[Host]:
     return hosts
 
 
+def _error_type(answer: Any) -> str | None:
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return error.get("type") if isinstance(error, dict) else None
+
+
+def _reason(answer: Any) -> str:
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return str(error.get("reason", error)) if isinstance(error, dict) else str(answer)[:500]
+
+
 class ElasticsearchSinkWriter:
     """Driver side: checks the result's columns once, then one `write` per micro-batch."""
 
@@ -311,6 +321,45 @@ class ElasticsearchSinkWriter:
         self.hosts = _hosts(sink)
         self.label = f"elasticsearch sink {','.join(host.url for host in self.hosts)} index {sink.index!r}"
         self._checked: StructType | None = None
+        if sink.mappings is not None:
+            self._put_mappings(sink.mappings)
+
+    def _put_mappings(self, mappings: dict[str, Any]) -> None:
+        """The index (or, for a date pattern, the index template) carries `mappings` from now on."""
+        index = self.template.constant
+        if index is None:
+            pattern = "".join(part if isinstance(part, str) else "*" for part in self.template.parts)
+            template = {"index_patterns": [pattern], "template": {"mappings": mappings}}
+            name = "dagger-" + re.sub(r"[^a-z0-9_-]+", "-", pattern.lower()).strip("-")
+            self._admin("PUT", f"/_index_template/{name}", template, f"index template {name!r}")
+            return
+        status, answer = self._admin("PUT", f"/{index}", {"mappings": mappings}, None)
+        if status == 400 and _error_type(answer) == "resource_already_exists_exception":
+            self._admin("PUT", f"/{index}/_mapping", mappings, "its mapping")
+        elif status >= 300:
+            raise ValueError(f"{self.label}: the index with `mappings` was refused: {_reason(answer)}")
+
+    def _admin(self, method: str, path: str, body: dict[str, Any], what: str | None) -> tuple[int, Any]:
+        """One request to the first host that answers; with `what`, an error answer raises naming it."""
+        problems = []
+        for host in self.hosts:
+            try:
+                response = urllib3.request(
+                    method,
+                    host.url + path,
+                    body=json.dumps(body).encode(),
+                    headers={**host.headers, "Content-Type": "application/json"},
+                    timeout=urllib3.Timeout(total=30),
+                    retries=False,
+                )
+            except urllib3.exceptions.HTTPError as error:
+                problems.append(f"{host.url}: {error}")
+                continue
+            answer = json.loads(response.data or b"{}")
+            if what is not None and response.status >= 300:
+                raise ValueError(f"{self.label}: {what} was refused: {_reason(answer)}")
+            return response.status, answer
+        raise LookupError(f"{self.label}: no host answered ({'; '.join(problems)})")
 
     @property
     def reads_whole_batch(self) -> bool:
