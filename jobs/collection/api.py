@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 from jobs.collection.confluent import confluent_routes
 from jobs.collection.delivery import DeliveryError, KafkaDelivery, encode, topic_of
-from jobs.collection.registry import CollectionRegistry
+from jobs.collection.registry import CollectionRegistry, SchemaVersion
 from jobs.collection.schema import CollectionSchema, CollectionSchemaError
 
 _COLLECTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,200}")
@@ -63,7 +63,14 @@ class _Event:
 
 
 class Collector:
-    """What a request does, without HTTP: check, grow the schemas, encode, deliver."""
+    """What a request does, without HTTP: check, grow the schemas, encode, deliver.
+
+    The usual request brings no new property, so the schema versions and write keys seen are kept in
+    memory and such a request makes no database round trip. That is safe because a collection's fields
+    only ever get added, with their type fixed: events that fit a version this process knows fit every
+    later one, and a conflict with it is a conflict with them too. Events that need more go to the
+    registry, which grows the schema under its lock.
+    """
 
     def __init__(
         self, registry: CollectionRegistry, delivery: KafkaDelivery, limits: CollectorLimits
@@ -71,6 +78,8 @@ class Collector:
         self.registry = registry
         self.delivery = delivery
         self.limits = limits
+        self._projects: dict[str, str] = {}  # write key -> project (keys are never revoked)
+        self._versions: dict[tuple[str, str], SchemaVersion] = {}  # the newest version seen
 
     def collect(self, body: bytes, batch: bool) -> int:
         document = _json_object(body)
@@ -85,17 +94,24 @@ class Collector:
         for event in events:
             by_collection[event.collection].append(event)
         with _schema_errors_answered():
+            versions: dict[str, SchemaVersion] = {}
+            growing: list[str] = []
             # Every collection's events checked against its current schema before any schema grows.
             for collection, collected in by_collection.items():
+                known = self._versions.get((project, collection))
+                properties = [event.properties for event in collected]
+                if known is not None and known.schema.evolved(properties) is known.schema:
+                    versions[collection] = known
+                    continue
                 current = self.registry.latest(project, collection)
                 schema = current.schema if current is not None else CollectionSchema(project, collection)
                 schema.evolved(event.properties for event in collected)
-            versions = {
-                collection: self.registry.evolve(
-                    project, collection, [event.properties for event in collected]
+                growing.append(collection)
+            for collection in growing:
+                properties = [event.properties for event in by_collection[collection]]
+                versions[collection] = self._versions[project, collection] = self.registry.evolve(
+                    project, collection, properties
                 )
-                for collection, collected in by_collection.items()
-            }
         records: dict[str, list[tuple[bytes | None, bytes]]] = {}
         for collection, collected in by_collection.items():
             values = encode(versions[collection], [event.properties for event in collected])
@@ -114,9 +130,10 @@ class Collector:
         write_key = api.get("write_key") if isinstance(api, dict) else None
         if not isinstance(write_key, str) or not write_key:
             raise RequestError(400, "the request has no api.write_key")
-        project = self.registry.project_of(write_key)
+        project = self._projects.get(write_key) or self.registry.project_of(write_key)
         if project is None:
             raise RequestError(403, "unknown write key")
+        self._projects[write_key] = project
         return project
 
 
