@@ -70,7 +70,13 @@ def _described(entry: EventLogEntry) -> str:
     if event is None:
         return entry.user_message
     error = getattr(event.event_specific_data, "error", None)
-    return f"{event.event_type_value}: {error.message.strip()}" if error else event.event_type_value
+    if error is None:
+        return event.event_type_value
+    causes = []
+    while error is not None:  # Dagster wraps what the op raised: the innermost cause says what happened
+        causes.append(error.message.strip() + "".join(error.stack[-3:]))
+        error = error.cause
+    return f"{event.event_type_value}: {' <- '.join(causes)}"
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
@@ -113,15 +119,20 @@ class DagsterDeployment:
 
     def stop_run(self, run_id: str, timeout_s: float = 60) -> None:
         """Terminates the run as a user would and waits until it has stopped gracefully."""
+        problem = self.terminate(run_id, timeout_s)
+        if problem is not None:
+            raise AssertionError(problem)
+
+    def terminate(self, run_id: str, timeout_s: float = 60) -> str | None:
+        """Terminates the run as a user would and waits until it has ended; None if it stopped gracefully,
+        else what happened instead."""
         self.client.terminate_run(run_id)
         wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, timeout_s, f"run {run_id} to stop")
+        if self.stopped(run_id):
+            return None
         run = self.instance.get_run_by_id(run_id)
-        if not self.stopped(run_id):
-            last_entries = [_described(entry) for entry in self.instance.all_logs(run_id)[-12:]]
-            raise AssertionError(
-                f"run {run_id} ended {run.status} (tags {run.tags}), not stopped; "
-                f"its log ended {last_entries}"
-            )
+        last_entries = [_described(entry) for entry in self.instance.all_logs(run_id)[-12:]]
+        return f"run {run_id} ended {run.status} (tags {run.tags}), not stopped; its log ended {last_entries}"
 
     def run_worker_pid(self, run_id: str) -> int:
         """The process the run executes in (with the in-process executor, the Spark driver too)."""

@@ -355,3 +355,47 @@ def test_every_acknowledged_event_survives_collector_and_broker_kills(
     assert len(acknowledged) == EVENTS
     assert not missing, f"{len(missing)} acknowledged events lost, e.g. {missing[:20]}"
     assert not never_sent, f"{len(never_sent)} records of events never sent, e.g. {never_sent[:20]}"
+
+
+def test_two_collector_processes_adding_the_same_field_at_once_make_exactly_one_version(
+    collection_registry, apache_kafka, kafka, tmp_path
+):
+    conninfo, registry = collection_registry
+    project = f"race{uuid.uuid4().hex[:8]}"
+    write_key = registry.create_project(project)
+    collectors = [
+        CollectorProcess(conninfo, apache_kafka.bootstrap_servers, tmp_path / f"collector-{index}.log")
+        for index in range(2)
+    ]
+    requests = 16
+    start = threading.Barrier(requests)
+    answers: list[int] = []
+
+    def collect(collector: CollectorProcess, properties: dict[str, Any]) -> int:
+        body = {"api": {"write_key": write_key}, "collection": "heartbeat", "properties": properties}
+        return httpx.post(f"{collector.url}/event/collect", json=body, timeout=ANSWER_TIMEOUT_S).status_code
+
+    def racing(index: int) -> None:
+        start.wait()  # every request released at once, half to each process
+        answers.append(collect(collectors[index % 2], {"user_id": f"u{index}", "state": "playing"}))
+
+    try:
+        for collector in collectors:
+            collector.start()
+        assert collect(collectors[0], {"user_id": "u"}) == 200  # version 1
+        threads = [threading.Thread(target=racing, args=(index,)) for index in range(requests)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for collector in collectors:
+            collector.stop()
+    assert answers == [200] * requests
+    first, second = registry.versions(project, "heartbeat")
+    assert [field.name for field in second.schema.fields] == ["user_id", "state"]
+    schema_ids = Counter(
+        struct.unpack(">bI", record.value()[:5])[1]
+        for record in kafka.read_all(topic_of(project, "heartbeat"))
+    )
+    assert schema_ids == {first.id: 1, second.id: requests}
