@@ -5,7 +5,7 @@ Avro binary has no per-record framing a columnar reader could use, but an Avro o
 just a header (the writer schema) and blocks of concatenated datums. So the records of one batch are
 grouped by schema id, each group's datums are joined after its writer schema into one in-memory container,
 and polars' native reader decodes the container into Arrow columns. No Python object is made per record:
-the per-record work is slicing off the 5-byte header, done by `bytes.join`.
+the headers are read, and cut off, with numpy over the batch's bytes as one Arrow binary array.
 
 polars cannot read Avro maps, but a map's binary encoding is the same as that of an array of
 `{key: string, value: V}` records (blocks of counted entries, each a key then a value). The writer schema
@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import fastavro
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,6 +50,8 @@ AvroSchema = dict[str, Any]
 
 _WIRE_HEADER = struct.Struct(">bI")
 _CONTAINER_MAGIC = b"Obj\x01"
+_HEADER_PADDING = np.zeros(5, np.uint8)
+_NOT_WIRE_FORMAT = "not a Confluent wire-format record (no magic byte 0 and schema id)"
 _PRIMITIVES = {
     "boolean": pa.bool_(),
     "int": pa.int32(),
@@ -109,6 +112,31 @@ def _arrow_type(avro_type: Any, where: str) -> pa.DataType:
     return _arrow_type(kind, where)
 
 
+class _WireRecords:
+    """A batch's payloads as one Arrow binary array, their wire headers read a column at a time with numpy
+    (no Python object per record): which are framed as Confluent records, and their schema ids."""
+
+    def __init__(self, payloads: Sequence[bytes]) -> None:
+        values = pa.array(payloads, pa.binary())
+        self.offsets = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1).astype(np.int64)
+        data = values.buffers()[2]
+        # Padded, so a header read past the end of a short last record stays inside the buffer.
+        self.data = np.concatenate(
+            [np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8), _HEADER_PADDING]
+        )
+        starts = self.offsets[:-1]
+        header = self.data[starts[:, None] + np.arange(_WIRE_HEADER.size)]
+        self.framed = (self.offsets[1:] - starts >= _WIRE_HEADER.size) & (header[:, 0] == 0)
+        self.schema_ids = header[:, 1:].astype(np.int64) @ np.array([1 << 24, 1 << 16, 1 << 8, 1], np.int64)
+
+    def datums(self, indexes: np.ndarray) -> bytes:
+        """The datums of the records at `indexes`, headers cut off, joined in that order."""
+        starts = self.offsets[indexes] + _WIRE_HEADER.size
+        lengths = self.offsets[indexes + 1] - starts
+        shifts = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        return self.data[np.arange(int(lengths.sum())) + shifts].tobytes()
+
+
 class ConfluentAvroDecoder:
     """Decodes the batches of one stream.
 
@@ -131,40 +159,37 @@ class ConfluentAvroDecoder:
 
     def decode(self, payloads: Sequence[bytes]) -> tuple[pa.RecordBatch, dict[int, str]]:
         """The batch, aligned with `payloads`, and {index: error} of the records that are not valid."""
-        invalid: dict[int, str] = {}
-        groups: dict[int, list[int]] = {}
-        for index, payload in enumerate(payloads):
-            if len(payload) < _WIRE_HEADER.size or payload[0] != 0:
-                invalid[index] = "not a Confluent wire-format record (no magic byte 0 and schema id)"
-                continue
-            schema_id = _WIRE_HEADER.unpack_from(payload)[1]
+        records = _WireRecords(payloads)
+        invalid = {int(index): _NOT_WIRE_FORMAT for index in np.flatnonzero(~records.framed)}
+        groups: dict[int, np.ndarray] = {}
+        for schema_id in np.unique(records.schema_ids[records.framed]).tolist():
+            indexes = np.flatnonzero(records.framed & (records.schema_ids == schema_id))
             if self._writer(schema_id) is None:
-                invalid[index] = f"unknown schema id {schema_id}"
-                continue
-            groups.setdefault(schema_id, []).append(index)
+                invalid.update((int(index), f"unknown schema id {schema_id}") for index in indexes)
+            else:
+                groups[schema_id] = indexes
         if len(groups) == 1 and not invalid:  # the usual case: one schema, input order kept
-            schema_id, _ = groups.popitem()
-            table, bad = self._decode_group(schema_id, payloads)
+            [(schema_id, indexes)] = groups.items()
+            table, bad = self._decode_group(schema_id, records, indexes)
             if not bad:
                 return _single_batch(table), {}
-            groups = {schema_id: list(range(len(payloads)))}
         tables = []
-        order: list[int] = []
+        order: list[np.ndarray] = []
         for schema_id, indexes in groups.items():
-            table, bad = self._decode_group(schema_id, [payloads[index] for index in indexes])
+            table, bad = self._decode_group(schema_id, records, indexes)
             for position, error in bad.items():
-                invalid[indexes[position]] = error
+                invalid[int(indexes[position])] = error
             tables.append(table)
-            order += [index for position, index in enumerate(indexes) if position not in bad]
+            order.append(np.delete(indexes, list(bad)))
         nulls = sorted(invalid)
         if nulls:
             tables.append(pa.Table.from_batches([_null_batch(self.schema, len(nulls))]))
-            order += nulls
+            order.append(np.array(nulls, np.int64))
         if not tables:
             return _null_batch(self.schema, 0), invalid
         combined = pa.concat_tables(tables)
         # Back to the input's order: row `order[k]` of the input is row k of the combined table.
-        positions = pa.array(sorted(range(len(order)), key=order.__getitem__), pa.int64())
+        positions = pa.array(np.argsort(np.concatenate(order), kind="stable"), pa.int64())
         return _single_batch(combined.take(positions)), invalid
 
     def _writer(self, schema_id: int) -> AvroSchema | None:
@@ -172,29 +197,31 @@ class ConfluentAvroDecoder:
             self._writers[schema_id] = self._writer_schema(schema_id)
         return self._writers[schema_id]
 
-    def _decode_group(self, schema_id: int, payloads: Sequence[bytes]) -> tuple[pa.Table, dict[int, str]]:
+    def _decode_group(
+        self, schema_id: int, records: _WireRecords, indexes: np.ndarray
+    ) -> tuple[pa.Table, dict[int, str]]:
+        """The records at `indexes`, all written with `schema_id`, and {position in indexes: error}."""
         writer = self._writer(schema_id)
         assert writer is not None
         try:
-            return self._conformed(self._read_container(writer, payloads)), {}
+            return self._conformed(self._read_container(writer, records.datums(indexes), len(indexes))), {}
         except Exception:  # polars rejects the whole block: find the culprits one by one (error path only)
             parsed = fastavro.parse_schema(writer)
             bad: dict[int, str] = {}
-            for position, payload in enumerate(payloads):
+            for position, index in enumerate(indexes):
                 try:
-                    fastavro.schemaless_reader(io.BytesIO(payload[_WIRE_HEADER.size :]), parsed)
+                    fastavro.schemaless_reader(io.BytesIO(records.datums(index[None])), parsed)
                 except Exception as error:
                     bad[position] = f"schema id {schema_id}: not a valid datum ({error})"
-            good = [payload for position, payload in enumerate(payloads) if position not in bad]
-            return self._conformed(self._read_container(writer, good)), bad
+            good = np.delete(indexes, list(bad))
+            return self._conformed(self._read_container(writer, records.datums(good), len(good))), bad
 
-    def _read_container(self, writer: AvroSchema, payloads: Sequence[bytes]) -> pa.Table:
-        """The datums of `payloads` (wire header cut off) as one container file, read by polars."""
+    def _read_container(self, writer: AvroSchema, body: bytes, count: int) -> pa.Table:
+        """`count` datums (`body`, wire headers cut off) as one container file, read by polars."""
         written = [field["name"] for field in writer["fields"]]
         # One column at least, so the table has the datums' row count when the reader wants none of them.
         columns = [name for name in self.schema.names if name in written] or written[:1]
         sync = os.urandom(16)
-        body = b"".join(payload[_WIRE_HEADER.size :] for payload in payloads)
         container = io.BytesIO()
         container.write(_CONTAINER_MAGIC)
         metadata = {"avro.schema": json.dumps(_maps_as_entries(writer)).encode(), "avro.codec": b"null"}
@@ -204,15 +231,15 @@ class ConfluentAvroDecoder:
             _write_bytes(container, value)
         _write_long(container, 0)
         container.write(sync)
-        if payloads:
-            _write_long(container, len(payloads))
+        if count:
+            _write_long(container, count)
             _write_long(container, len(body))
             container.write(body)
             container.write(sync)
         container.seek(0)
         table = pl.read_avro(container, columns=columns).to_arrow()
-        if table.num_rows != len(payloads):
-            raise ValueError(f"{table.num_rows} rows decoded from {len(payloads)} datums")
+        if table.num_rows != count:
+            raise ValueError(f"{table.num_rows} rows decoded from {count} datums")
         return table
 
     def _conformed(self, table: pa.Table) -> pa.Table:
