@@ -55,12 +55,16 @@ def collection_assets(database_url: str | None = None) -> list[CollectionAsset]:
         registry.close()
 
 
+def collection_key(project: str, collection: str) -> AssetKey:
+    return AssetKey([COLLECTIONS_GROUP, project, collection])
+
+
 def _collection_asset(project: str, collection: str, versions: list) -> CollectionAsset:
     latest = versions[-1]
     topic = topic_of(project, collection)
     columns = [TableColumn(field.name, type_name(field.type)) for field in latest.schema.fields]
     spec = AssetSpec(
-        key=AssetKey([COLLECTIONS_GROUP, project, collection]),
+        key=collection_key(project, collection),
         group_name=COLLECTIONS_GROUP,
         kinds={"kafka", "avro"},
         description=(

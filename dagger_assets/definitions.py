@@ -6,7 +6,8 @@ assets run by one streaming multi-asset and a job (`stages.py`), asset checks on
 (`restarts.py`), runs for new topics, runs while there is demand and restarts on schema changes
 (`sensors.py`). A dagger file that does not load becomes a `broken_daggers/<file>` asset naming the
 file and key, and the rest still load. With `$DAGGER_COLLECTOR_DATABASE` set, each event collection is an
-asset upstream of the daggers that read it (`collections.py`).
+asset upstream of the daggers that read it (`collections.py`). Each materialized table of the analysis
+project files is an asset with its refresh schedule (`analysis.py`).
 """
 
 import logging
@@ -24,12 +25,14 @@ from dagster import (
     in_process_executor,
 )
 
+from dagger_assets.analysis import analysis_definitions
 from dagger_assets.checks import dagger_checks
 from dagger_assets.collections import collection_assets
 from dagger_assets.lineage import Lineage
 from dagger_assets.restarts import restart_sensor
 from dagger_assets.sensors import demand_sensor, new_topic_sensor, schema_change_sensor
 from dagger_assets.stages import dagger_assets, dagger_job
+from jobs.analysis.project import analysis_folder, load_projects
 from jobs.project import PROJECT_ROOT
 from jobs.spec import DaggerConfigError, DaggerSpec, load_dagger
 from resources import default_resources
@@ -48,7 +51,7 @@ def broken_dagger_asset(path: Path, error: DaggerConfigError) -> AssetsDefinitio
     @asset(
         key=AssetKey(["broken_daggers", path.stem.replace("-", "_")]),
         group_name="broken_daggers",
-        description=f"The dagger file {path.name} does not load:\n\n```\n{error}\n```",
+        description=f"{path.name} does not load:\n\n```\n{error}\n```",
         metadata={"dagger_file": MetadataValue.path(str(path)), "error": str(error)},
     )
     def broken_dagger() -> None:
@@ -58,10 +61,11 @@ def broken_dagger_asset(path: Path, error: DaggerConfigError) -> AssetsDefinitio
 
 
 def build_definitions(
-    folder: Path, resources: Mapping[str, ConfigurableResource] | None = None
+    folder: Path, resources: Mapping[str, ConfigurableResource] | None = None, analysis: Path | None = None
 ) -> Definitions:
-    """Definitions of every dagger in `folder`; `resources` replace the defaults of `default_resources()`
-    by key (a deployment's cluster, credentials, Spark master)."""
+    """Definitions of every dagger in `folder` and of the analysis projects in `analysis` (default
+    `jobs.analysis.project.analysis_folder(folder)`); `resources` replace the defaults of
+    `default_resources()` by key (a deployment's cluster, credentials, Spark master)."""
     assets, checks, jobs, sensors = [], [], [], []
     loaded: list[tuple[Path, DaggerSpec]] = []
     for path in sorted(folder.glob("*.yaml")):
@@ -88,8 +92,25 @@ def build_definitions(
     if specs:
         sensors.append(restart_sensor(specs, jobs))
         sensors.append(schema_change_sensor(specs, jobs))
+    collection_keys = {collection.spec.key: collection.spec.key for collection in collections}
+    analysis = analysis or analysis_folder(folder)
+    try:
+        projects = load_projects(analysis)
+    except DaggerConfigError as error:  # the daggers still load
+        log.error("%s", error)
+        assets.append(broken_dagger_asset(analysis, error))
+        projects = {}
+    tables, schedules = analysis_definitions(
+        projects, lambda address, collection: lineage.source_of(address, collection_keys.get(collection))
+    )
     return Definitions(
-        assets=[*assets, *lineage.external_assets(), *(collection.spec for collection in collections)],
+        assets=[
+            *assets,
+            *tables,
+            *lineage.external_assets(),
+            *(collection.spec for collection in collections),
+        ],
+        schedules=schedules,
         asset_checks=checks,
         jobs=jobs,
         sensors=sensors,

@@ -68,6 +68,13 @@ class Lineage:
         external = [self._external_asset(address) for address in stream.inputs() if address not in written]
         return list(dict.fromkeys([*(writer.asset for writer in writers), *external]))
 
+    def source_of(self, address: str, fallback: AssetKey | None = None) -> AssetKey:
+        """The sink that writes exactly `address`, else `fallback`, else an external asset for it."""
+        for output in self._outputs:
+            if output.address == address:
+                return output.asset
+        return fallback or self._external_asset(address)
+
     def external_assets(self) -> list[AssetSpec]:
         return list(self._external.values())
 
@@ -79,7 +86,7 @@ class Lineage:
                 key=key,
                 group_name=EXTERNAL_GROUP,
                 kinds=set(STREAM_KINDS[kind].asset_kinds) if kind in STREAM_KINDS else set(),
-                description=f"`{name}`: read by daggers, written by none of this deployment's daggers.",
+                description=f"`{name}`: read, but written by none of this deployment's daggers.",
                 metadata={"address": f"{kind}:{name}"},
             )
         return key

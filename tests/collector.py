@@ -3,11 +3,13 @@ one per session, with its registry for the tests to read and create projects in.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -50,17 +52,25 @@ def collector(postgres, apache_kafka) -> Iterator[RunningCollector]:
     database_url = f"postgresql://{postgres.user}:{postgres.password}@{postgres.host}:{postgres.port}/{postgres.database}"
     registry = CollectionRegistry(database_url)
     delivery = KafkaDelivery(apache_kafka.bootstrap_servers)
+    with served(create_app(Collector(registry, delivery, CollectorLimits()))) as url:
+        yield RunningCollector(url, registry, database_url)
+    delivery.close()
+    registry.close()
+
+
+@contextlib.contextmanager
+def served(app: Any) -> Iterator[str]:
+    """Serves the ASGI `app` on a free loopback port in a thread; yields its root URL."""
     port = free_port()
-    app = create_app(Collector(registry, delivery, CollectorLimits()))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:  # set once the socket listens
         if not thread.is_alive():
-            raise RuntimeError("the collector did not start")
+            raise RuntimeError("the server did not start")
         time.sleep(0.05)
-    yield RunningCollector(f"http://127.0.0.1:{port}", registry, database_url)
-    server.should_exit = True
-    thread.join(timeout=30)
-    delivery.close()
-    registry.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

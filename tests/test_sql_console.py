@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from jobs.cli.console import ConsoleError, run_statements
+from jobs.sql import analyse
 from jobs.udfs import register_functions
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -35,7 +37,7 @@ def test_rows_as_json_lines_with_every_kind_of_value(functions):
                CAST(12.30 AS DECIMAL(10, 2)) AS price, map('k', 1) AS m, named_struct('x', X'0AFF') AS s,
                double('NaN') AS nan, CAST(NULL AS STRING) AS nothing, 1 AS same, 2 AS same
     """
-    assert run_statements(functions, text, out) == 3
+    assert run_statements(partial(analyse, functions), text, out) == 3
     lines = out.getvalue().splitlines()
     assert [json.loads(line) for line in lines[:2]] == [
         {"driver": "a", "drivers": 1, "kms": [1.5, 2.5]},
@@ -51,7 +53,7 @@ def test_bad_sql_names_statement_line_and_column_of_the_whole_input(functions):
     text = "SELECT 1 AS one;\n\nSELECT one,\n       no_such_col FROM VALUES (1) AS t(one)"
     out = io.StringIO()
     with pytest.raises(ConsoleError) as error:
-        run_statements(functions, text, out)
+        run_statements(partial(analyse, functions), text, out)
     assert out.getvalue() == '{"one": 1}\n'  # the first statement ran
     assert error.value.exit_status == 2
     assert str(error.value).startswith("statement 2: SQL error at line 4, column 8 ('no_such_col'): ")
@@ -60,7 +62,9 @@ def test_bad_sql_names_statement_line_and_column_of_the_whole_input(functions):
 def test_a_failure_while_computing_rows_gives_its_reason_and_status_1(functions):
     with pytest.raises(ConsoleError) as error:
         run_statements(
-            functions, "SELECT PercentileAggregator(200, x) FROM VALUES (1) AS t(x)", io.StringIO()
+            partial(analyse, functions),
+            "SELECT PercentileAggregator(200, x) FROM VALUES (1) AS t(x)",
+            io.StringIO(),
         )
     assert error.value.exit_status == 1
     assert "out of bounds quantile value: 200.0, must be in (0, 100]" in str(error.value)

@@ -3,6 +3,7 @@ write key.
 
     dagger collect --database "host=... dbname=meta user=..." --bootstrap-servers broker:9092 --port 8080
     dagger collect-key --database "..." shop        (prints a new write key of project `shop`)
+    dagger collect-key --read --database "..." shop (a read key: queries through the Analysis API)
 
 The metadata database and the broker default to $DAGGER_COLLECTOR_DATABASE and $KAFKA_BOOTSTRAP_SERVERS.
 """
@@ -17,7 +18,7 @@ _DATABASE_ENV = "DAGGER_COLLECTOR_DATABASE"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `dagger collect` command line."""
-    _add_database(parser)
+    add_database(parser)
     parser.add_argument(
         "--bootstrap-servers",
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
@@ -37,11 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_key_arguments(parser: argparse.ArgumentParser) -> None:
     """The `dagger collect-key` command line."""
-    _add_database(parser)
+    add_database(parser)
     parser.add_argument("project", help="the project (created when new)")
+    parser.add_argument(
+        "--read", action="store_true", help="a read key (the Analysis API) instead of a write key"
+    )
 
 
-def _add_database(parser: argparse.ArgumentParser) -> None:
+def add_database(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database",
         default=os.environ.get(_DATABASE_ENV),
@@ -78,14 +82,14 @@ def command(args: argparse.Namespace) -> int:
 
 
 def key_command(args: argparse.Namespace) -> int:
-    """`dagger collect-key`: prints a new write key."""
+    """`dagger collect-key`: prints a new write key, or read key."""
     from jobs.collection.registry import CollectionRegistry
 
     if not args.database:
         raise SystemExit(f"error: dagger collect-key needs --database (or ${_DATABASE_ENV})")
     registry = CollectionRegistry(args.database)
     try:
-        print(registry.create_project(args.project))
+        print(registry.create_read_key(args.project) if args.read else registry.create_project(args.project))
     finally:
         registry.close()
     return 0

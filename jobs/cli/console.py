@@ -3,6 +3,7 @@
     dagger sql "SELECT Distance(-6.2, 106.8, -6.3, 106.9) AS km"
     dagger sql -f checks.sql          (statements separated by ';')
     echo "SELECT 1 AS one" | dagger sql
+    dagger sql --project shop "SELECT count(*) FROM pageview"   (a project's tables, as the Analysis API)
 
 Each row is one JSON object, columns in order. Timestamps are ISO 8601 in UTC (`2024-01-01T00:00:00Z`),
 dates `2024-01-01`, decimals strings (every digit kept), binary base64, maps objects, NaN and infinities
@@ -22,8 +23,9 @@ import datetime as dt
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,6 +34,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs import sql as sql_stage
+from jobs.cli.analysis import add_projects
 from jobs.raystack import load_dagger_or_job
 from jobs.schema_registry import SchemaRegistry
 from jobs.udfs import FunctionsError, register_functions
@@ -49,15 +52,16 @@ class ConsoleError(Exception):
         self.exit_status = exit_status
 
 
-def run_statements(spark: SparkSession, text: str, out: TextIO) -> int:
-    """Run every statement of `text` in order, printing result rows to `out`; returns how many ran."""
+def run_statements(analyse: Callable[[str], DataFrame], text: str, out: TextIO) -> int:
+    """Run every statement of `text` in order (`analyse` makes each a DataFrame, raising
+    `jobs.sql.SqlError` for SQL it cannot run), printing result rows to `out`; returns how many ran."""
     statements = split_statements(text)
     for number, (offset, statement) in enumerate(statements, start=1):
         where = f"statement {number}: " if len(statements) > 1 else ""
         # Blanked text before the statement keeps Spark's line and column those of the whole input.
         padded = "".join(char if char == "\n" else " " for char in text[:offset]) + statement
         try:
-            frame = sql_stage.analyse(spark, padded)
+            frame = analyse(padded)
         except sql_stage.SqlError as error:
             raise ConsoleError(f"{where}{error}", 2) from None
         try:
@@ -84,14 +88,19 @@ def failure_reason(message: str) -> str:
 def json_lines(frame: DataFrame) -> Iterator[str]:
     """Each row of `frame` as a JSON object, columns in their order (duplicate names kept)."""
     table = frame.toArrow()
-    columns = [(field.name, field.type, table.column(index)) for index, field in enumerate(table.schema)]
-    for row in range(table.num_rows):
+    names = [json.dumps(name, ensure_ascii=False) for name in table.column_names]
+    for row in json_rows(table):
         pairs = (
-            f"{json.dumps(name, ensure_ascii=False)}: "
-            f"{json.dumps(_json_value(column[row].as_py(), kind), ensure_ascii=False)}"
-            for name, kind, column in columns
+            f"{name}: {json.dumps(value, ensure_ascii=False)}" for name, value in zip(names, row, strict=True)
         )
         yield "{" + ", ".join(pairs) + "}"
+
+
+def json_rows(table: pa.Table) -> Iterator[list[Any]]:
+    """Each row of `table` as a list of JSON-ready values, columns in their order."""
+    columns = [(field.type, table.column(index)) for index, field in enumerate(table.schema)]
+    for row in range(table.num_rows):
+        yield [_json_value(column[row].as_py(), kind) for kind, column in columns]
 
 
 def _json_value(value: Any, kind: pa.DataType) -> Any:
@@ -122,6 +131,28 @@ def _json_value(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
+def _statement_analyser(spark: SparkSession, args: argparse.Namespace) -> Callable[[str], DataFrame]:
+    """Plain Spark SQL, or with `--project` the project's isolated queries."""
+    if args.project is None:
+        return partial(sql_stage.analyse, spark)
+    from jobs.analysis.engine import AnalysisEngine, AnalysisError
+    from jobs.analysis.project import load_projects
+
+    engine = AnalysisEngine(spark, load_projects(args.projects))
+    try:
+        engine.project(args.project)  # an unknown project fails before any statement
+    except AnalysisError as error:
+        raise ConsoleError(str(error), 2) from None
+
+    def analyse(statement: str) -> DataFrame:
+        try:
+            return engine.frame(args.project, statement)
+        except AnalysisError as error:
+            raise sql_stage.SqlError(str(error)) from None
+
+    return analyse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `dagger sql` command line."""
     parser.add_argument("statement", nargs="?", help="SQL text; without it, -f or stdin is read")
@@ -131,6 +162,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="use the functions: section and descriptor sets of this dagger file (or raystack job config)",
     )
+    parser.add_argument(
+        "--project",
+        help="only this analysis project's collections, continuous. and materialized. tables",
+    )
+    add_projects(parser)
     parser.add_argument("--darts", help="the darts' store: a folder, an http(s):// or a gs:// prefix")
     parser.add_argument(
         "--python-udfs",
@@ -189,7 +225,7 @@ def command(args: argparse.Namespace) -> int:
         statements = split_statements(text)
         names = set().union(*(sql_stage.named_words(statement) for _, statement in statements))
         register_functions(spark, registry, functions, names)
-        run_statements(spark, text, sys.stdout)
+        run_statements(_statement_analyser(spark, args), text, sys.stdout)
     except FunctionsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from jobs.checkpoints import CheckpointGenerations, Rewind, parse_rewind
-from jobs.cli import collect, console
+from jobs.cli import analysis, collect, console
 from jobs.project import EXAMPLE_DAGGER
 from jobs.raystack import load_dagger_or_job
 from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, ProgressReport, build_dagger
@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     console.add_arguments(sql_parser)
     collect.add_arguments(commands.add_parser("collect", help="serve the Collection API (events to Kafka)"))
-    collect.add_key_arguments(commands.add_parser("collect-key", help="create a project's write key"))
+    collect.add_key_arguments(commands.add_parser("collect-key", help="make a project's write or read key"))
+    analysis.add_arguments(commands.add_parser("analysis", help="serve the Analysis API"))
     demo_parser = commands.add_parser("demo", help="the example dagger on an embedded broker")
     demo_parser.add_argument("--rate", type=int, default=2000, help="generated bookings per second")
     args = parser.parse_args(argv)
@@ -237,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             return collect.command(args)
         if args.command == "collect-key":
             return collect.key_command(args)
+        if args.command == "analysis":
+            return analysis.command(args)
         if args.command == "validate":
             compile_descriptor_set()
             return validate(args.daggers, args.master)

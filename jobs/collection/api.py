@@ -19,7 +19,6 @@ answer comes after the broker acknowledged every record (`acks=all`). Answers:
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
@@ -35,6 +34,7 @@ from starlette.routing import Route
 from jobs.collection.confluent import confluent_routes
 from jobs.collection.delivery import DeliveryError, KafkaDelivery, encode, topic_of
 from jobs.collection.registry import CollectionRegistry, SchemaVersion
+from jobs.collection.requests import RequestError, api_key, json_object, read_body
 from jobs.collection.schema import CollectionSchema, CollectionSchemaError
 
 _COLLECTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,200}")
@@ -45,14 +45,6 @@ _COLLECTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,200}")
 class CollectorLimits:
     max_body_bytes: int = 1024 * 1024
     max_batch_events: int = 1_000
-
-
-class RequestError(Exception):
-    """A request answered with `status` and `message`, before anything was written."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -82,7 +74,7 @@ class Collector:
         self._versions: dict[tuple[str, str], SchemaVersion] = {}  # the newest version seen
 
     def collect(self, body: bytes, batch: bool) -> int:
-        document = _json_object(body)
+        document = json_object(body)
         project = self._project(document)
         raw_events = _batch_events(document) if batch else [document]
         if len(raw_events) > self.limits.max_batch_events:
@@ -126,10 +118,7 @@ class Collector:
         return len(events)
 
     def _project(self, document: Mapping[str, Any]) -> str:
-        api = document.get("api")
-        write_key = api.get("write_key") if isinstance(api, dict) else None
-        if not isinstance(write_key, str) or not write_key:
-            raise RequestError(400, "the request has no api.write_key")
+        write_key = api_key(document, "write_key")
         project = self._projects.get(write_key) or self.registry.project_of(write_key)
         if project is None:
             raise RequestError(403, "unknown write key")
@@ -140,7 +129,7 @@ class Collector:
 def create_app(collector: Collector) -> Starlette:
     async def handle(request: Request, batch: bool) -> JSONResponse:
         try:
-            body = await _read_body(request, collector.limits.max_body_bytes)
+            body = await read_body(request, collector.limits.max_body_bytes)
             accepted = await run_in_threadpool(collector.collect, body, batch)
         except RequestError as error:
             return JSONResponse({"error": str(error)}, status_code=error.status)
@@ -159,28 +148,6 @@ def create_app(collector: Collector) -> Starlette:
             *confluent_routes(collector.registry),
         ]
     )
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise RequestError(413, f"the body is {declared} bytes; at most {limit}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise RequestError(413, f"the body is over {limit} bytes")
-    return bytes(body)
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RequestError(400, f"malformed JSON: {error}") from None
-    if not isinstance(document, dict):
-        raise RequestError(400, "the body must be a JSON object")
-    return document
 
 
 def _batch_events(document: Mapping[str, Any]) -> list[Any]:

@@ -1,13 +1,13 @@
-"""The metadata database of event collection, in PostgreSQL: projects, their write keys, and every version
-of every collection's schema.
+"""The metadata database of event collection, in PostgreSQL: projects, their write keys (to send events)
+and read keys (to query them through the Analysis API), and every version of every collection's schema.
 
 A schema version's row id is its schema id, the number the Confluent wire format puts before each Avro
 record; versions count from 1 per (project, collection). Growing a schema is serialised per collection by
 a transaction-scoped advisory lock: the second of two collectors adding the same field at once finds the
 first's version under the lock, grows that, finds nothing new and adds no version.
 
-Write keys are random and long, so they are stored as their SHA-256 (a slow password hash buys nothing for
-a key nobody chose); only `create_project` ever sees a key in clear.
+Keys are random and long, so they are stored as their SHA-256 (a slow password hash buys nothing for a key
+nobody chose); only the call that creates a key ever sees it in clear.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from jobs.collection.schema import CollectionSchema
@@ -29,6 +30,11 @@ CREATE TABLE IF NOT EXISTS collection_projects (
     created timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS collection_write_keys (
+    key_sha256 bytea PRIMARY KEY,
+    project text NOT NULL REFERENCES collection_projects (name),
+    created timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS project_read_keys (
     key_sha256 bytea PRIMARY KEY,
     project text NOT NULL REFERENCES collection_projects (name),
     created timestamptz NOT NULL DEFAULT now()
@@ -87,22 +93,37 @@ class CollectionRegistry:
 
     def create_project(self, name: str) -> str:
         """Creates the project if new and a write key for it; returns the key (shown this once)."""
-        key = secrets.token_urlsafe(32)
-        with self._pool.connection() as connection, connection.transaction():
-            connection.execute(
-                "INSERT INTO collection_projects (name) VALUES (%s) ON CONFLICT DO NOTHING", (name,)
-            )
-            connection.execute(
-                "INSERT INTO collection_write_keys (key_sha256, project) VALUES (%s, %s)",
-                (_digest(key), name),
-            )
-        return key
+        return self._create_key(name, "collection_write_keys")
+
+    def create_read_key(self, project: str) -> str:
+        """Creates the project if new and a read key for it; returns the key (shown this once)."""
+        return self._create_key(project, "project_read_keys")
 
     def project_of(self, write_key: str) -> str | None:
         """The project a write key belongs to; None for a key it does not know."""
+        return self._project_of_key(write_key, "collection_write_keys")
+
+    def project_of_read_key(self, read_key: str) -> str | None:
+        """The project a read key belongs to; None for a key it does not know (or a write key)."""
+        return self._project_of_key(read_key, "project_read_keys")
+
+    def _create_key(self, project: str, table: str) -> str:
+        key = secrets.token_urlsafe(32)
+        with self._pool.connection() as connection, connection.transaction():
+            connection.execute(
+                "INSERT INTO collection_projects (name) VALUES (%s) ON CONFLICT DO NOTHING", (project,)
+            )
+            connection.execute(
+                sql.SQL("INSERT INTO {} (key_sha256, project) VALUES (%s, %s)").format(sql.Identifier(table)),
+                (_digest(key), project),
+            )
+        return key
+
+    def _project_of_key(self, key: str, table: str) -> str | None:
         with self._pool.connection() as connection:
             row = connection.execute(
-                "SELECT project FROM collection_write_keys WHERE key_sha256 = %s", (_digest(write_key),)
+                sql.SQL("SELECT project FROM {} WHERE key_sha256 = %s").format(sql.Identifier(table)),
+                (_digest(key),),
             ).fetchone()
         return None if row is None else row[0]
 
