@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.sinks.bigquery.config import BigQuerySink
 from jobs.sinks.config import SinkConfig
+from jobs.sinks.continuous_table.config import ContinuousTableSink
 from jobs.sinks.elasticsearch.config import ElasticsearchSink
 from jobs.sinks.influx.config import InfluxSink
 from jobs.sinks.kafka.config import KafkaSink
@@ -147,5 +148,13 @@ SINK_KINDS = _sinks(
         resource="jobs.sinks.parquet.resource:ParquetSinkResource",
         resource_key="parquet_sink",
         asset_kinds=frozenset({"parquet"}),
+    ),
+    SinkKind(
+        name="continuous_table",
+        config=ContinuousTableSink,
+        writer="jobs.sinks.continuous_table.writer:ContinuousTableSinkWriter",
+        resource="jobs.sinks.continuous_table.resource:ContinuousTableSinkResource",
+        resource_key="continuous_table_sink",
+        asset_kinds=frozenset({"postgres"}),
     ),
 )

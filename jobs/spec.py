@@ -116,9 +116,11 @@ class DaggerSpec(_Model):
     checkpoint_location: str | None = None
     """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working
     folder."""
-    output_mode: Literal["append", "update"] = "append"
+    output_mode: Literal["append", "update", "complete"] = "append"
     """`append` emits each result row once (windowed aggregations emit when the watermark closes the
-    window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output."""
+    window); `update` re-emits a row each time an aggregate changes, like Dagger's insert-only output;
+    `complete` emits the whole result of an aggregation every micro-batch (only sinks that replace what
+    they hold, or only show it, take that)."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """Where the running dagger's metrics go: a Prometheus endpoint, a StatsD daemon (`jobs/metrics.py`)."""
     ordered_output: bool = False
@@ -170,6 +172,16 @@ class DaggerSpec(_Model):
     def _ordered_output_is_appended(self) -> DaggerSpec:
         if self.ordered_output and self.output_mode != "append":
             raise ValueError("'ordered_output' needs output_mode 'append': an updated row cannot go back")
+        return self
+
+    @model_validator(mode="after")
+    def _complete_results_replace(self) -> DaggerSpec:
+        appending = [sink.describe() for sink in self.sinks if not sink.takes_complete_results]
+        if self.output_mode == "complete" and appending:
+            raise ValueError(
+                f"output_mode 'complete' emits the whole result every micro-batch: {', '.join(appending)} "
+                "would hold it many times over"
+            )
         return self
 
     @model_validator(mode="after")

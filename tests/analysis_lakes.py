@@ -11,9 +11,13 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
+from psycopg import sql
+
+from jobs.sinks.continuous_table.storage import SCHEMA, ContinuousTables
 
 RIVAL_MARKER = "RIVAL"
 DAY = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
@@ -32,6 +36,27 @@ SHOP_ORDERS = [
     ("u2", 30.0, 31),
     ("u2", 7.5, 45),
 ]
+
+
+SHOP_REVENUE = [("u1", 12.5), ("u2", 37.5)]
+"""shop's continuous table `revenue` (user_id, spent); rival's `scores` carries the marker."""
+
+
+def plant_continuous_tables(database_url: str) -> None:
+    """Both projects' continuous tables, as a `continuous_table` sink leaves them (a test of the Analysis
+    API reads them; the sink's own tests write them through Spark)."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
+        for project, name, columns, rows in (
+            ("shop", "revenue", "user_id text PRIMARY KEY, spent double precision", SHOP_REVENUE),
+            ("rival", "scores", "user_id text PRIMARY KEY, score text", [("u1", f"{RIVAL_MARKER}-score")]),
+        ):
+            table = sql.SQL(ContinuousTables.physical_name(project, name))
+            connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+            connection.execute(sql.SQL("CREATE TABLE {} ({})").format(table, sql.SQL(columns)))
+            with connection.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(table)) as copy:
+                for row in rows:
+                    copy.write_row(row)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from jobs.analysis.engine import AnalysisEngine, AnalysisError
 from jobs.analysis.materialized import Snapshots
 from jobs.analysis.project import load_projects
-from tests.analysis_lakes import RIVAL_MARKER, plant, write_collection
+from tests.analysis_lakes import RIVAL_MARKER, plant, plant_continuous_tables, write_collection
 
 TOP_PAGES = {
     "name": "top_pages",
@@ -22,8 +22,10 @@ TOP_PAGES = {
 
 
 @pytest.fixture(scope="module")
-def lakes(tmp_path_factory):
-    return plant(tmp_path_factory.mktemp("analysis"), materialized=[TOP_PAGES])
+def lakes(tmp_path_factory, postgres):
+    database_url = f"postgresql://{postgres.user}:{postgres.password}@{postgres.host}:{postgres.port}/{postgres.database}"
+    plant_continuous_tables(database_url)
+    return plant(tmp_path_factory.mktemp("analysis"), database_url, materialized=[TOP_PAGES])
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +58,17 @@ def test_window_functions_and_dagger_functions(engine):
                   rank() OVER (ORDER BY count(*) DESC, user_id) AS busiest
            FROM pageview GROUP BY user_id ORDER BY user_id""",
     ) == [("u1", 2, ["/", "/cart"], 1), ("u2", 2, ["/", "/cart"], 2), ("u3", 1, ["/help"], 3)]
+
+
+def test_continuous_tables_join_collections(engine):
+    assert rows(
+        engine,
+        """SELECT r.user_id, r.spent, count(*) AS views FROM continuous.revenue r
+           JOIN pageview p USING (user_id) GROUP BY r.user_id, r.spent ORDER BY r.user_id""",
+    ) == [("u1", 12.5, 2), ("u2", 37.5, 2)]
+    with pytest.raises(AnalysisError, match="scores"):
+        engine.frame("shop", "SELECT * FROM continuous.scores")  # rival's
+    assert rows(engine, "SELECT score FROM continuous.scores", project="rival") == [("RIVAL-score",)]
 
 
 def test_a_cte_named_like_a_collection_is_the_cte(engine):
@@ -168,7 +181,8 @@ def test_a_refresh_swaps_whole_snapshots_under_a_reader_running_throughout(spark
         for generation in range(2, 6):
             next_generation(generation)
             engine.refresh("shop", "generations")
-            while len(seen) < 2 * generation and reader.is_alive():  # reads span every swap
+            swapped = len(seen)
+            while len(seen) < swapped + 2 and reader.is_alive():  # one whole read after the swap, at least
                 threading.Event().wait(0.05)
     finally:
         done.set()

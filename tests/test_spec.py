@@ -314,7 +314,11 @@ def test_unknown_key_in_second_parquet_stream_and_sink() -> None:
             ["Authorization"],
             "schema_registry.fetch_headers: Input should be a valid dictionary (got ['Authorization'])",
         ),
-        (("output_mode",), "complete", "output_mode: Input should be 'append' or 'update' (got 'complete')"),
+        (
+            ("output_mode",),
+            "replace",
+            "output_mode: Input should be 'append', 'update' or 'complete' (got 'replace')",
+        ),
         (
             ("streams", 0, "table"),
             "my-table",
@@ -830,3 +834,21 @@ def test_only_protobuf_needs_descriptor_sets() -> None:
     assert problems(protobuf) == [
         "(top level): schema_registry.descriptor_sets is needed: stream 'bookings' read or write protobuf"
     ]
+
+
+def test_complete_output_mode_is_only_for_sinks_that_replace_or_show_rows(make_dagger):
+    stream = {"kind": "parquet", "table": "t", "proto_message": "m", "event_time_field": "e", "paths": ["p"]}
+    table = {"kind": "continuous_table", "project": "shop", "name": "t", "database": "host=db"}
+    spec = make_dagger(
+        streams=[stream], sql="SELECT 1", sinks=[table, {"kind": "log"}], output_mode="complete"
+    )
+    assert spec.output_mode == "complete"
+    with pytest.raises(
+        DaggerConfigError, match=r"output_mode 'complete'.*parquet sink would hold it many times"
+    ):
+        make_dagger(
+            streams=[stream],
+            sql="SELECT 1",
+            sinks=[table, {"kind": "parquet", "path": "lake"}],
+            output_mode="complete",
+        )

@@ -26,9 +26,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from jobs.analysis.engine import DEFAULT_MAX_ROWS, AnalysisEngine, AnalysisError
-from jobs.cli.console import failure_reason, json_rows
 from jobs.collection.registry import CollectionRegistry
 from jobs.collection.requests import RequestError, api_key, json_object, read_body
+from jobs.results import failure_reason, json_rows
 
 MAX_BODY_BYTES = 256 * 1024
 

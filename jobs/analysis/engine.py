@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from jobs.analysis.isolation import IsolatedQuery, ProjectTables, QueryRefused, TableRef, isolate
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs import sql as sql_stage
+from jobs.analysis.isolation import IsolatedQuery, ProjectTables, QueryRefused, TableRef, isolate
 from jobs.analysis.materialized import Snapshots
 from jobs.analysis.project import AnalysisProject
 from jobs.udfs import declared_functions, register_functions

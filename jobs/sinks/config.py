@@ -16,6 +16,9 @@ class SinkConfig(ConfigModel):
     kind: str
     deployment_keys: ClassVar[tuple[str, ...]] = ()
     """Keys the dagger file may leave to the kind's Dagster resource, but which a run needs."""
+    takes_complete_results: ClassVar[bool] = False
+    """The sink replaces what it holds with each micro-batch's rows, or only shows them, so output_mode
+    `complete` (the whole result every batch) is right for it."""
 
     def describe(self) -> str:
         """The sink as error messages name it."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import PositiveInt
 
@@ -13,6 +13,7 @@ class LogSink(SinkConfig):
     """Prints result rows on the driver's log, a bounded number per micro-batch."""
 
     kind: Literal["log"]
+    takes_complete_results: ClassVar[bool] = True
     max_rows_per_batch: PositiveInt = 20
 
     def asset_metadata(self) -> dict[str, str | int]:
