@@ -363,6 +363,7 @@ def dagger_assets(
         live_interval_s = spec.checks.live_interval.total_seconds()
         next_check = time.monotonic() + live_interval_s
         demand = None
+        stopping = contextlib.ExitStack()
         try:
             if spec.demand is not None:
                 demand = _demand_subscription(spec, instance, context.partition_key, context.log.info)
@@ -387,6 +388,9 @@ def dagger_assets(
             # A stop on request is the normal end of a streaming run: the step succeeds (a run terminated
             # while it was still starting has nothing to show and ends CANCELED).
             context.log.info(f"dagger {spec.name}: run terminated, finishing the current micro-batch")
+            # A further terminate while the micro-batch is being finished (the user again, or a sensor's
+            # restart) asks for the stop under way: it must not break it off and fail the step.
+            stopping.enter_context(_interrupts_deferred(deliver=False))
             run.stop()
             stopped = _where_stopped(run)
             context.instance.add_run_tags(context.run.run_id, {STOPPED_TAG: stopped})
@@ -395,22 +399,24 @@ def dagger_assets(
             run.stop()
             if demand is not None:
                 demand.close()
-        log_new_observations()
-        yield from _materializations(
-            spec,
-            built.result.schema,
-            run,
-            [*stream_specs, *preprocessor_specs],
-            postprocessor_specs,
-            sink_specs,
-        )
+        with stopping:
+            log_new_observations()
+            yield from _materializations(
+                spec,
+                built.result.schema,
+                run,
+                [*stream_specs, *preprocessor_specs],
+                postprocessor_specs,
+                sink_specs,
+            )
 
     return run_dagger_query
 
 
 @contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Holds back an interrupt (Dagster's terminate) arriving inside the block and delivers it at its end."""
+def _interrupts_deferred(deliver: bool = True) -> Iterator[None]:
+    """Holds back an interrupt (Dagster's terminate) arriving inside the block and delivers it at its end
+    (or, `deliver=False`, drops it: the block is the stop it asks for)."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
         yield
         return
@@ -420,7 +426,7 @@ def _interrupts_deferred() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, handler)
-        if received:
+        if received and deliver:
             signal.raise_signal(signal.SIGINT)
 
 
