@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -73,54 +74,27 @@ def write_collection(lake: Path, project: str, collection: str, table: pa.Table,
     pq.write_table(table, folder / f"part-{part}.parquet")
 
 
+def events(rows: list[tuple[str, Any, int]], column: str) -> pa.Table:
+    """(user_id, value, minutes after DAY) rows as a collection's columns `user_id`, `column` and `at`."""
+    return pa.table(
+        {
+            "user_id": [user for user, _, _ in rows],
+            column: [value for _, value, _ in rows],
+            "at": pa.array([DAY + dt.timedelta(minutes=m) for _, _, m in rows], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
 def plant(
     root: Path, database_url: str | None = None, materialized: list[dict] | None = None
 ) -> AnalysisLakes:
     lake, tables, folder = root / "lake", root / "tables", root / "analysis"
     folder.mkdir(parents=True)
-    at = pa.timestamp("us", tz="UTC")
-    write_collection(
-        lake,
-        "shop",
-        "pageview",
-        pa.table(
-            {
-                "user_id": [user for user, _, _ in SHOP_PAGEVIEWS],
-                "url": [url for _, url, _ in SHOP_PAGEVIEWS],
-                "at": pa.array([DAY + dt.timedelta(minutes=m) for _, _, m in SHOP_PAGEVIEWS], at),
-            }
-        ),
-    )
-    write_collection(
-        lake,
-        "shop",
-        "orders",
-        pa.table(
-            {
-                "user_id": [user for user, _, _ in SHOP_ORDERS],
-                "amount": [amount for _, amount, _ in SHOP_ORDERS],
-                "at": pa.array([DAY + dt.timedelta(minutes=m) for _, _, m in SHOP_ORDERS], at),
-            }
-        ),
-    )
-    write_collection(
-        lake,
-        "rival",
-        "secrets",
-        pa.table({"user_id": ["u1", "u2"], "secret": [f"{RIVAL_MARKER}-1", f"{RIVAL_MARKER}-2"]}),
-    )
-    write_collection(
-        lake,
-        "rival",
-        "pageview",
-        pa.table(
-            {
-                "user_id": ["u1"],
-                "url": [f"/{RIVAL_MARKER}"],
-                "at": pa.array([DAY], at),
-            }
-        ),
-    )
+    write_collection(lake, "shop", "pageview", events(SHOP_PAGEVIEWS, "url"))
+    write_collection(lake, "shop", "orders", events(SHOP_ORDERS, "amount"))
+    secrets = {"user_id": ["u1", "u2"], "secret": [f"{RIVAL_MARKER}-1", f"{RIVAL_MARKER}-2"]}
+    write_collection(lake, "rival", "secrets", pa.table(secrets))
+    write_collection(lake, "rival", "pageview", events([("u1", f"/{RIVAL_MARKER}", 0)], "url"))
     for project, tables_of in (("shop", materialized or []), ("rival", [])):
         document = {"project": project, "lake": str(lake), "tables": str(tables), "materialized": tables_of}
         if database_url:

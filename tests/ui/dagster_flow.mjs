@@ -7,10 +7,9 @@
 //
 // Prints one JSON line {"run_id", "launched_run_id", "first_log_line", "stopped_line", "screenshots"} and
 // exits 0, or names the failed step and exits 1 (with a screenshot of the page at that moment).
-import { mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchBrowser, skipCommunityDialog } from './browser.mjs';
 
 const [baseUrl, group, outDir, failingCheck, job, runConfig] = process.argv.slice(2);
 if (!baseUrl || !group || !outDir || !failingCheck || (job && !runConfig)) {
@@ -21,34 +20,15 @@ if (!baseUrl || !group || !outDir || !failingCheck || (job && !runConfig)) {
 }
 mkdirSync(outDir, { recursive: true });
 
-// Debian's Chromium, never a downloaded one; the flags keep it off the (closed) network.
-const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'chromium-')), {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1400, height: 900 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const page = context.pages()[0] ?? (await context.newPage());
+const { context, page } = await launchBrowser();
 const screenshots = [];
 let step = 'start';
-
-async function skipCommunityDialog(onPage) {
-  await onPage.addLocatorHandler(onPage.getByRole('button', { name: 'Skip', exact: true }), (skip) => skip.click());
-}
 
 async function shoot(name) {
   const path = join(outDir, `${name}.png`);
   await page.screenshot({ path });
   screenshots.push(path);
 }
-
-// On localhost Dagster opens a "Join the Dagster community" dialog a second after load, at any point of
-// the flow, and its backdrop swallows clicks. The browser remembers a dismissal in localStorage, so a
-// fresh profile says it was dismissed; should the key ever change, the handler clicks "Skip" before any
-// action the dialog would block.
-await context.addInitScript(() => window.localStorage.setItem('communityNux', '"1"'));
-await skipCommunityDialog(page);
 
 try {
   step = 'open the asset graph';

@@ -12,10 +12,9 @@
 // Prints one JSON line {"run_id", "schedule", "freshness_before", "freshness_after", "run_log_line",
 // "rows_shown", "snapshot_shown", "screenshots"} and exits 0, or names the failed step and exits 1 (with a
 // screenshot of the page at that moment).
-import { mkdirSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchBrowser } from './browser.mjs';
 
 const [baseUrl, assetPath, outDir, round] = process.argv.slice(2);
 if (!baseUrl || !assetPath || !outDir || !round) {
@@ -25,15 +24,7 @@ if (!baseUrl || !assetPath || !outDir || !round) {
 mkdirSync(outDir, { recursive: true });
 const tableName = assetPath.split('/').pop();
 
-// Debian's Chromium, never a downloaded one; the flags keep it off the (closed) network.
-const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'chromium-')), {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1400, height: 900 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const page = context.pages()[0] ?? (await context.newPage());
+const { context, page } = await launchBrowser();
 const screenshots = [];
 let step = 'start';
 
@@ -42,13 +33,6 @@ async function shoot(name) {
   await page.screenshot({ path });
   screenshots.push(path);
 }
-
-// On localhost Dagster opens a "Join the Dagster community" dialog a second after load, at any point of
-// the flow, and its backdrop swallows clicks. The browser remembers a dismissal in localStorage, so a
-// fresh profile says it was dismissed; should the key ever change, the handler clicks "Skip" before any
-// action the dialog would block.
-await context.addInitScript(() => window.localStorage.setItem('communityNux', '"1"'));
-await page.addLocatorHandler(page.getByRole('button', { name: 'Skip', exact: true }), (skip) => skip.click());
 
 // The freshness statuses the asset page shows (Dagster 1.13's labels of the freshness states). The page
 // shows the status twice: under "Status" and in the "Freshness policy" section beside the definition.
