@@ -16,6 +16,9 @@ session, so one cannot warm up or burden the next:
                                        it (processing time, event time): its cost against the filter alone
     collect bench/collector.py         `dagger collect` fed batches of 100 events by concurrent clients:
                                        events/s acknowledged, p50/p99 request latency (no Spark)
+    analysis bench/analysis_api.py     the Analysis API over HTTP on one warm Spark session: p50/p99
+                                       request latency of a GROUP BY and of a filtered count over a
+                                       1,000,000-row Parquet lake, every answer checked
 
 The hand-written loops are one Python process each: confluent-kafka, the same native codec (ptars, only
 the fields read), pyarrow.compute, and a producer with the Kafka sink's settings.
@@ -72,6 +75,7 @@ SCALES: dict[str, dict[str, list[str]]] = {
         ],
         "dedup": ["--records", "300000", "--repeats", "2"],
         "collect": ["--seconds", "30", "--warmup-seconds", "5"],
+        "analysis": ["--rows", "1000000", "--requests", "50", "--warmup", "5"],
     },
     "small": {
         "filter": [
@@ -92,6 +96,10 @@ SCALES: dict[str, dict[str, list[str]]] = {
         ],
         "dedup": ["--records", "20000", "--repeats", "1"],
         "collect": ["--seconds", "5", "--warmup-seconds", "2"],
+        "analysis": [
+            "--rows", "20000", "--requests", "10", "--warmup", "2", "--phase-requests", "3",
+            "--loop-repeats", "3",
+        ],
     },
 }
 # fmt: on
@@ -102,6 +110,7 @@ SCRIPTS = {
     "live": "live.py",
     "dedup": "preprocessors.py",
     "collect": "collector.py",
+    "analysis": "analysis_api.py",
 }
 WITHOUT_SPARK = {"collect"}
 """Workloads that start no Spark session: no `--master`."""
@@ -307,6 +316,8 @@ def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
             rows.extend(deduplicate_rows(summary))
         elif name == "collect":
             rows.append(collector_row(summary))
+        elif name == "analysis":
+            rows.append(analysis_row(summary))
         else:
             rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
             if summary.get("avro"):
@@ -362,6 +373,35 @@ def collector_row(summary: dict[str, Any]) -> Row:
         met=_met(events_per_s >= summary["target_events_per_s"]),
         limit="producing each event under the shared producer's lock (a quarter of the collector's "
         "samples), Avro encoding per event (8%), waiting for acks=all",
+    )
+
+
+def analysis_row(summary: dict[str, Any]) -> Row:
+    """The Analysis API: each request's latency for two query shapes; the "loop" column holds pyarrow
+    computing the same answers from the same files in-process (no HTTP, no Spark)."""
+    result = summary["result"]
+    aggregate, count = result["shapes"]["aggregate"], result["shapes"]["filtered_count"]
+
+    def latency(shape: dict[str, Any]) -> str:
+        return f"{shape['latency_ms']['p50']:,.0f} / {shape['latency_ms']['p99']:,.0f}"
+
+    phases = sorted(
+        ((phase, ms) for phase, ms in aggregate["phases_p50_ms"].items() if phase != "total"),
+        key=lambda item: -item[1],
+    )
+    jvm_cpu_ms = aggregate["cpu_ms_per_request"].get("jvm", 0)
+    return Row(
+        workload=f"Analysis API over HTTP, {result['lake']['rows']:,} Parquet lake rows (warm session)",
+        measure="p50 / p99 ms per request: GROUP BY url; count(*) WHERE at >= an instant (loop column: "
+        "pyarrow's p50)",
+        dagger=f"{latency(aggregate)}; {latency(count)}",
+        loop=f"{aggregate['pyarrow_ms']['p50']:,.0f}; {count['pyarrow_ms']['p50']:,.0f}",
+        dagger_vs_loop="",
+        target=f"p50 < {result['target_p50_ms']:,} ms",
+        met=_met(result["target_met"]),
+        limit="GROUP BY's phases at p50: "
+        + ", ".join(f"{phase} {ms:,.0f} ms" for phase, ms in phases[:3])
+        + f"; JVM CPU {jvm_cpu_ms:,} ms a request; {cpu_text(aggregate['cpu'])}",
     )
 
 
