@@ -24,6 +24,11 @@ TABLES = [
         "sql": "SELECT url, count(*) AS views FROM pageview GROUP BY url",
     },
     {
+        "name": "big_spenders",
+        "refresh_interval": "1d",
+        "sql": "SELECT user_id FROM continuous.revenue WHERE spent > 20",
+    },
+    {
         "name": "buyers",
         "refresh_interval": "2h",
         "description": "Who bought, and which pages they saw most.",
@@ -45,6 +50,12 @@ def test_materialized_tables_are_assets_with_lineage_schedules_and_freshness(tmp
         daggers, "orders_lake", CLUSTER, descriptor_set, {"topics": ["orders"]},
         sinks=[{"kind": "parquet", "path": str(lakes.lake / "shop.orders")}],
     )  # fmt: skip
+    # A dagger that keeps shop's continuous table `revenue`.
+    revenue_table = {"kind": "continuous_table", "project": "shop", "name": "revenue", "key": ["order_id"]}
+    write_orders_dagger(
+        daggers, "revenue", CLUSTER, descriptor_set, {"topics": ["orders"]},
+        sinks=[{**revenue_table, "database": "host=localhost port=9"}],
+    )  # fmt: skip
     definitions = build_definitions(daggers)
     graph = definitions.resolve_asset_graph()
 
@@ -55,6 +66,9 @@ def test_materialized_tables_are_assets_with_lineage_schedules_and_freshness(tmp
         AssetKey(["orders_lake", "sink", "0_parquet"]),
         top_pages.key,
         *top_pages.parent_keys,
+    }
+    assert graph.get(materialized_key("shop", "big_spenders")).parent_keys == {
+        AssetKey(["revenue", "sink", "0_continuous_table"])
     }
     assert buyers.group_name == "analysis_shop"
     assert "Who bought" in buyers.description
