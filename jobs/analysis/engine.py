@@ -26,6 +26,7 @@ from jobs import sql as sql_stage
 from jobs.analysis.isolation import IsolatedQuery, ProjectTables, QueryRefused, TableRef, isolate
 from jobs.analysis.materialized import Snapshots
 from jobs.analysis.project import AnalysisProject
+from jobs.sinks.continuous_table.storage import ContinuousTables
 from jobs.udfs import declared_functions, register_functions
 from jobs.udfs.aggregate import AGGREGATE_NAMES
 
@@ -53,7 +54,7 @@ class AnalysisEngine:
         dagger_functions = {name.lower() for name in [*declared_functions().names, *AGGREGATE_NAMES]}
         builtins = {function.name.lower() for function in spark.catalog.listFunctions()}
         self._functions = frozenset(builtins | dagger_functions)
-        self._continuous_stores: dict[str, object] = {}
+        self._continuous_stores: dict[str, ContinuousTables] = {}
         self._lock = threading.Lock()
 
     @property
@@ -120,9 +121,7 @@ class AnalysisEngine:
             return session.read.parquet(str(snapshot))
         return session.createDataFrame(self._continuous(project).read(project.project, table.name))
 
-    def _continuous(self, project: AnalysisProject):  # -> ContinuousTables
-        from jobs.sinks.continuous_table.storage import ContinuousTables
-
+    def _continuous(self, project: AnalysisProject) -> ContinuousTables | _NoContinuousTables:
         url = project.database_url()
         if not url:
             return _NoContinuousTables()
