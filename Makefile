@@ -12,9 +12,17 @@ INFLUXD := /usr/bin/influxd
 # The driver JVM's class-data-sharing archive (jobs/tools/jvm_archive.py), made again with the virtualenv.
 JVM_ARCHIVE_STAMP := build/jvm/.made
 JAVA_SOURCES := $(shell find jobs -name '*.java')
+# The packed environment a Spark cluster's executors get (jobs/tools/pack_environment.py): the project, not
+# editable, with its runtime dependencies but pyspark; made again when the code or the virtualenv changes.
+SHIP_ARCHIVE := build/ship/dagger-env.tar.gz
+SHIP_SOURCES := pyproject.toml $(shell find jobs resources dagger_assets -name '*.py' -not -path '*/__pycache__/*')
 # Apache Kafka for the tests: the broker's classpath, resolved by Maven from Maven Central (never for `run`).
 KAFKA_POM := tests/servers/apache_kafka/pom.xml
 KAFKA_STAMP := build/kafka/.resolved
+# The s3a:// connector (hadoop-aws and its AWS SDK bundle, for checkpoints and the lake on S3), resolved by
+# Maven from Maven Central into build/connectors/s3a/libs; jobs/spark.py puts it on the class path when there.
+S3A_POM := jobs/connectors/s3a/pom.xml
+S3A_STAMP := build/connectors/s3a/.resolved
 # Apicurio Registry for the Avro stream tests: its server build (a Quarkus runner jar and its libraries) from
 # Maven Central (tests/servers/apicurio.py).
 APICURIO_VERSION := 3.0.9
@@ -34,25 +42,31 @@ FLINK_BENCH_STAMP := build/flink-bench/.resolved
 # apt-get for the servers the tests need; one update per make run at most.
 APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
-.PHONY: run test lint bench protos clean
+.PHONY: run test lint bench protos s3a clean
 
 run: $(STAMP) protos $(JVM_ARCHIVE_STAMP)
 	$(BIN)/python -m jobs demo
 
 test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) $(FLINK_STAMP) protos \
-		$(JVM_ARCHIVE_STAMP)
+		$(S3A_STAMP) $(JVM_ARCHIVE_STAMP) $(SHIP_ARCHIVE)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 # The suite last: its table (also written into docs/benchmarks.md) is the last thing printed.
-bench: $(STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP) $(KAFKA_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP)
+bench: $(STAMP) $(INFLUXD) protos $(JVM_ARCHIVE_STAMP) $(KAFKA_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP) \
+		$(SHIP_ARCHIVE)
 	for sink in kafka_parquet influx elasticsearch bigquery; do $(BIN)/python bench/sink_$$sink.py || exit 1; done
 	$(BIN)/python bench/suite.py --publish
 
 protos: $(STAMP)
 	$(BIN)/python -m jobs.tools.protoc
+
+# `--if-stale`: make's timestamps aside, the archive's manifest says whether it already holds this code.
+$(SHIP_ARCHIVE): $(STAMP) $(SHIP_SOURCES)
+	$(BIN)/python -m jobs.tools.pack_environment --if-stale
+	touch $@
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,7 +76,9 @@ $(STAMP): pyproject.toml
 
 # Not made (an old JDK, say): a warning, and daggers start without it. The project's jar is on the driver's
 # class path, so a changed Java source (a new jar) makes the archive again.
-$(JVM_ARCHIVE_STAMP): $(STAMP) $(JAVA_SOURCES)
+# The connector's jars are on the driver's class path when resolved, which an archive made without them
+# does not match: it is made again once they are (never resolving them itself).
+$(JVM_ARCHIVE_STAMP): $(STAMP) $(JAVA_SOURCES) $(wildcard $(S3A_STAMP))
 	$(BIN)/python -m jobs.tools.jvm_archive
 	touch $@
 
@@ -85,6 +101,14 @@ $(KAFKA_STAMP): $(KAFKA_POM)
 	rm -rf build/kafka/libs
 	mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/kafka/libs
+	touch $@
+
+s3a: $(S3A_STAMP)
+
+$(S3A_STAMP): $(S3A_POM)
+	rm -rf build/connectors/s3a/libs
+	mvn --batch-mode --quiet -f $(S3A_POM) dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/connectors/s3a/libs
 	touch $@
 
 $(APICURIO_STAMP):

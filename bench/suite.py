@@ -19,6 +19,11 @@ session, so one cannot warm up or burden the next:
     analysis bench/analysis_api.py     the Analysis API over HTTP on one warm Spark session: p50/p99
                                        request latency of a GROUP BY and of a filtered count over a
                                        1,000,000-row Parquet lake, every answer checked
+    filter-cluster                     the filter workload again, its dagger on a standalone Spark
+                                       cluster the suite starts (a master and two one-core workers on
+                                       this machine, tests/servers/spark_cluster.py) instead of
+                                       `--master`, the project shipped to the executors as the packed
+                                       environment (jobs/tools/pack_environment.py); no Flink, no Avro
 
 The hand-written loops are one Python process each: confluent-kafka, the same native codec (ptars, only
 the fields read), pyarrow.compute, and a producer with the Kafka sink's settings.
@@ -32,12 +37,14 @@ for the small scale.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +53,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import cpu_text, machine_description, write_summary
+from jobs.tools.pack_environment import ensure_packed
+from tests.servers.spark_cluster import SparkCluster
 
 BENCH = Path(__file__).resolve().parent
 PROJECT_ROOT = BENCH.parent
@@ -111,7 +120,14 @@ SCRIPTS = {
     "dedup": "preprocessors.py",
     "collect": "collector.py",
     "analysis": "analysis_api.py",
+    "filter-cluster": "kafka_filter.py",
 }
+CLUSTER_WORKLOADS = {"filter-cluster": "filter"}
+"""Workloads run on the suite's standalone cluster: the base workload's script and arguments, without the
+runs of other systems (Flink, Avro, metrics cost), whose figures the local row already gives."""
+_LOCAL_ONLY_OPTIONS = {"--flink": 0, "--avro": 0, "--metrics-rounds": 1}
+"""Options of a base workload left out on the cluster, and how many values each takes."""
+CLUSTER_WORKERS = 2
 WITHOUT_SPARK = {"collect"}
 """Workloads that start no Spark session: no `--master`."""
 
@@ -131,16 +147,38 @@ class Row:
     dagger_vs_flink: str = "—"
 
 
+def cluster_arguments(arguments: list[str]) -> list[str]:
+    """A base workload's arguments without `_LOCAL_ONLY_OPTIONS`, and no metrics-cost runs."""
+    kept, index = [], 0
+    while index < len(arguments):
+        values = _LOCAL_ONLY_OPTIONS.get(arguments[index])
+        if values is None:
+            kept.append(arguments[index])
+            index += 1
+        else:
+            index += 1 + values
+    return [*kept, "--metrics-rounds", "0"]
+
+
 def run_workload(name: str, scale: str, master: str, results: Path) -> dict[str, Any]:
-    output = results / f"{Path(SCRIPTS[name]).stem}.json"
+    output = results / f"{Path(SCRIPTS[name]).stem}{'-cluster' if name in CLUSTER_WORKLOADS else ''}.json"
     output.unlink(missing_ok=True)
-    command = [sys.executable, str(BENCH / SCRIPTS[name]), *SCALES[scale][name]]
+    base = CLUSTER_WORKLOADS.get(name)
+    arguments = cluster_arguments(SCALES[scale][base]) if base else SCALES[scale][name]
+    command = [sys.executable, str(BENCH / SCRIPTS[name]), *arguments]
     if name not in WITHOUT_SPARK:
         command += ["--master", master]
     command += ["--output", str(output)]
+    # A cluster's driver: on loopback like its workers, and no $PYSPARK_PYTHON (it would be taken as the
+    # user's choice of the executors' Python instead of the shipped environment).
+    environment = (
+        {**{k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}, "SPARK_LOCAL_IP": "127.0.0.1"}
+        if base
+        else None
+    )
     print(f"\n=== {name}: {' '.join(command[1:])}", flush=True)
     started = time.perf_counter()
-    completed = subprocess.run(command, cwd=PROJECT_ROOT, check=False)
+    completed = subprocess.run(command, cwd=PROJECT_ROOT, check=False, env=environment)
     seconds = round(time.perf_counter() - started, 1)
     result = json.loads(output.read_text()) if completed.returncode == 0 and output.exists() else None
     return {"command": command[1:], "returncode": completed.returncode, "seconds": seconds, "result": result}
@@ -318,6 +356,10 @@ def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
             rows.append(collector_row(summary))
         elif name == "analysis":
             rows.append(analysis_row(summary))
+        elif name in CLUSTER_WORKLOADS:
+            title = WORKLOAD_TITLES[CLUSTER_WORKLOADS[name]]
+            cores = f"standalone cluster, {CLUSTER_WORKERS} workers x 1 core, this machine"
+            rows.append(throughput_row(f"{title}, {cores}", summary))
         else:
             rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
             if summary.get("avro"):
@@ -486,6 +528,17 @@ def publish(table: str) -> None:
     print(f"table written into {BENCHMARKS_PAGE}")
 
 
+@contextlib.contextmanager
+def standalone_cluster() -> Iterator[SparkCluster]:
+    """The cluster of the `filter-cluster` row, with the packed environment made current first."""
+    ensure_packed()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-spark-cluster-") as folder,
+        SparkCluster(Path(folder), workers=CLUSTER_WORKERS) as cluster,
+    ):
+        yield cluster
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -511,7 +564,16 @@ def main(argv: list[str] | None = None) -> int:
 
     machine = machine_description()
     started = datetime.now(UTC)
-    workloads = {name: run_workload(name, args.scale, args.master, results) for name in selected}
+    with contextlib.ExitStack() as stack:
+        cluster_master = None
+        if any(name in CLUSTER_WORKLOADS for name in selected):
+            cluster_master = stack.enter_context(standalone_cluster()).master_url
+        workloads = {
+            name: run_workload(
+                name, args.scale, cluster_master if name in CLUSTER_WORKLOADS else args.master, results
+            )
+            for name in selected
+        }
     load_at_end = [round(load, 2) for load in os.getloadavg()]
     rows = table_rows(workloads)
     table = markdown(rows, machine, args.scale, load_at_end)

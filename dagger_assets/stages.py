@@ -19,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -44,18 +45,17 @@ from dagster import (
 # What `define_asset_job` returns; Dagster exports no public name for the type (annotations only).
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pydantic import Field
-from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from dagger_assets.health import live_evaluations
-from jobs.checkpoints import CheckpointGenerations, parse_rewind
+from dagger_assets.submit import SubmittedRun
 from jobs.demand import DemandSubscription, demand_group
+from jobs.launch import configured_instance, open_session, spark_ui_url, start_run
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.runner import (
     DaggerBuildError,
     DaggerRun,
     ProgressReport,
-    build_dagger,
     sink_label,
     stream_view_schema,
 )
@@ -65,8 +65,8 @@ from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
 from jobs.spec import DaggerConfigError, DaggerSpec
 from jobs.tools.protoc import compile_descriptor_set
-from resources import PROCESSOR_RESOURCES, SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS, default_resources
-from resources.components import configure_dagger
+from resources import default_resources
+from resources.spark import SparkLaunch
 
 log = logging.getLogger(__name__)
 
@@ -125,20 +125,6 @@ class DaggerRunConfig(Config):
     progress_log_interval_seconds: float = Field(
         default=30.0, gt=0, description="How often the run log summarizes the micro-batches since the last."
     )
-
-
-def _current_generation(
-    spec: DaggerSpec, config: DaggerRunConfig, log_info: Callable[[str], None]
-) -> DaggerSpec:
-    """The dagger on its current checkpoint generation, after the launch's rewind or restore if any."""
-    generations = CheckpointGenerations(spec)
-    if config.rewind is not None:
-        generation = generations.rewind(parse_rewind(config.rewind.model_dump()))
-        log_info(f"dagger {spec.name}: rewound; checkpoint generation {generation.name} ({generation.path})")
-    if config.restore_generation is not None:
-        generation = generations.restore(config.restore_generation)
-        log_info(f"dagger {spec.name}: checkpoint generation {generation.name} restored ({generation.path})")
-    return generations.apply()
 
 
 def asset_prefix(spec: DaggerSpec) -> str:
@@ -313,30 +299,31 @@ def dagger_assets(
         if context.run.tags.get(DAGGER_TAG) != spec.name:  # launched from the UI, not as the dagger's job
             context.instance.add_run_tags(context.run.run_id, {DAGGER_TAG: spec.name})
         compile_descriptor_set()
-        session = resources.spark.session()
-        resources.sql.configure(session)
-        spark_ui = _spark_ui_url(session)
-        if spark_ui is not None:
-            context.instance.add_run_tags(context.run.run_id, {SPARK_UI_TAG: spark_ui})
-            context.log.info(f"Spark UI of this run: {spark_ui}")
+        # The driver's process and Pipes session when it is launched with spark-submit (`submit.py`).
+        driver = contextlib.ExitStack()
+        run: DaggerRun | SubmittedRun
         try:
-            instance = spec.instance(context.partition_key) if spec.is_template else spec
-            instance = _current_generation(instance, config, context.log.info)
-            instance = configure_dagger(
-                instance,
-                resources.schema_registry,
-                {kind: getattr(resources, key) for kind, key in STREAM_RESOURCE_KEYS.items()},
-                {kind: getattr(resources, key) for kind, key in SINK_RESOURCE_KEYS.items()},
-                [getattr(resources, key) for key in PROCESSOR_RESOURCES],
+            rewind = None if config.rewind is None else config.rewind.model_dump()
+            partition = context.partition_key if context.has_partition_key else None
+            instance = configured_instance(
+                spec, partition, resources, context.log.info, rewind, config.restore_generation
             )
-            built = build_dagger(session, instance, log_emit=context.log.info)
-            run = DaggerRun(session, built, bounded=config.bounded)
-            run.start()  # refused when another run holds the checkpoint: restarting would not help
-            if run.metrics_port is not None:
-                context.log.info(f"dagger {spec.name}: Prometheus metrics on :{run.metrics_port}/metrics")
+            if resources.spark.launch_mode() is SparkLaunch.spark_submit:
+                run = driver.enter_context(
+                    SubmittedRun(context, resources.spark, _driver_extras(source, context, config))
+                )
+                result_schema, spark_ui = run.result_schema, run.spark_ui
+            else:
+                session = open_session(resources)
+                spark_ui = spark_ui_url(session)
+                run = start_run(session, instance, config.bounded, context.log.info)
+                result_schema = run.built.result.schema
         except (DaggerConfigError, DaggerBuildError):
             context.instance.add_run_tags(context.run.run_id, {FAILURE_KIND_TAG: DETERMINISTIC})
             raise
+        if spark_ui is not None:
+            context.instance.add_run_tags(context.run.run_id, {SPARK_UI_TAG: spark_ui})
+            context.log.info(f"Spark UI of this run: {spark_ui}")
         observed, held = 0, 0
 
         def log_new_observations() -> None:
@@ -397,13 +384,14 @@ def dagger_assets(
             context.log.info(f"dagger {spec.name}: {stopped}")
         finally:
             run.stop()
+            driver.close()
             if demand is not None:
                 demand.close()
         with stopping:
             log_new_observations()
             yield from _materializations(
                 spec,
-                built.result.schema,
+                result_schema,
                 run,
                 [*stream_specs, *preprocessor_specs],
                 postprocessor_specs,
@@ -411,6 +399,18 @@ def dagger_assets(
             )
 
     return run_dagger_query
+
+
+def _driver_extras(source: Path, context: AssetExecutionContext, config: DaggerRunConfig) -> dict[str, Any]:
+    """What a submitted driver is told (Pipes extras): the dagger file, its partition, whether bounded,
+    and the run's resources' configuration (the driver rebuilds them: `jobs/submitted/driver.py`)."""
+    resources = {key: getattr(context.resources, key).model_dump(mode="json") for key in default_resources()}
+    return {
+        "dagger_file": str(source),
+        "partition_key": context.partition_key if context.has_partition_key else None,
+        "bounded": config.bounded,
+        "resources": resources,
+    }
 
 
 @contextlib.contextmanager
@@ -437,7 +437,7 @@ def _termination_requested(context: AssetExecutionContext) -> bool:
     return run is not None and run.status == DagsterRunStatus.CANCELING
 
 
-def _where_stopped(run: DaggerRun) -> str:
+def _where_stopped(run: DaggerRun | SubmittedRun) -> str:
     last = f"after batch {run.reports[-1].batch_id}" if run.reports else "before its first batch"
     return f"stopped {last}, checkpoint at {run.checkpoint_location}"
 
@@ -460,14 +460,6 @@ def _demand_subscription(
     return subscription
 
 
-def _spark_ui_url(session: SparkSession) -> str | None:
-    """The session's web UI, if it serves one (a Spark Connect session has no context to ask)."""
-    try:
-        return session.sparkContext.uiWebUrl
-    except Exception:  # PySparkNotImplementedError on Spark Connect, whose server has the UI
-        return None
-
-
 def progress_summary(spec: DaggerSpec, reports: list[ProgressReport]) -> str:
     """One log line for the micro-batches finished since the last summary."""
     if not reports:
@@ -483,7 +475,9 @@ def progress_summary(spec: DaggerSpec, reports: list[ProgressReport]) -> str:
     )
 
 
-def _observations(spec: DaggerSpec, report: ProgressReport, run: DaggerRun) -> list[AssetObservation]:
+def _observations(
+    spec: DaggerSpec, report: ProgressReport, run: DaggerRun | SubmittedRun
+) -> list[AssetObservation]:
     """A finished micro-batch, recorded against the SQL stage, and what each sink wrote of it."""
     sinks = []
     for index in range(len(spec.sinks)):
@@ -520,7 +514,7 @@ def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
 def _materializations(
     spec: DaggerSpec,
     result_schema: StructType,
-    run: DaggerRun,
+    run: DaggerRun | SubmittedRun,
     input_specs: list[AssetSpec],
     postprocessor_specs: list[AssetSpec],
     sink_specs: list[AssetSpec],

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,7 @@ HELD_FOLDER = "ordered_output"
 class OrderedOutput:
     """Wraps a micro-batch writer so that it receives its rows in event-time order, one partition."""
 
-    def __init__(self, spark: SparkSession, time_column: str, checkpoint_location: str, dagger: str) -> None:
-        self.spark = spark
+    def __init__(self, time_column: str, checkpoint_location: str, dagger: str) -> None:
         self.time_column = time_column
         self.checkpoint = Path(checkpoint_location)
         self.dagger = dagger
@@ -72,7 +71,7 @@ class OrderedOutput:
                     batch = batch.filter(time.isNull() | (time >= previous))
                 rows = batch
                 if batch_id > 0 and any(self._held(batch_id - 1).glob("*.parquet")):
-                    rows = rows.unionByName(self.spark.read.parquet(str(self._held(batch_id - 1))))
+                    rows = rows.unionByName(batch.sparkSession.read.parquet(str(self._held(batch_id - 1))))
                 rows.filter(time > watermark).write.mode("overwrite").parquet(str(self._held(batch_id)))
                 ready = rows.filter(time.isNull() | (time <= watermark))
                 write(ready.orderBy(time).coalesce(1), batch_id)

@@ -22,12 +22,14 @@ from datetime import datetime, timedelta
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.codec.formats import column_names, pinned
+from jobs.connect import is_spark_connect
 from jobs.metrics.exporter import (
     INVALID_RECORDS_METRIC,
     DaggerMetrics,
@@ -35,6 +37,7 @@ from jobs.metrics.exporter import (
     partition_lags,
     source_offsets,
 )
+from jobs.object_store import ObjectStoreError, require_connector, s3a_settings
 from jobs.ordering import BatchWriter, OrderedOutput
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
@@ -75,6 +78,20 @@ class BuiltDagger:
         return all(STREAM_KINDS[stream.kind].bounded for stream in self.spec.streams)
 
 
+def _require_checkpoint_store(spark: SparkSession, spec: DaggerSpec) -> None:
+    """An `s3a://` checkpoint needs the connector in the session's JVM, and cannot hold ordered output."""
+    checkpoint = spec.resolved_checkpoint_location
+    try:
+        require_connector(spark, [checkpoint], f"dagger {spec.name}: checkpoint_location")
+    except ObjectStoreError as error:
+        raise DaggerBuildError(str(error)) from None
+    if spec.ordered_output and "://" in checkpoint and not checkpoint.startswith("file://"):
+        raise DaggerBuildError(
+            f"dagger {spec.name}: ordered_output holds rows in the checkpoint's folder through local files; "
+            f"it needs a local checkpoint_location, not {checkpoint}"
+        )
+
+
 def build_dagger(
     spark: SparkSession,
     spec: DaggerSpec,
@@ -82,6 +99,7 @@ def build_dagger(
     log_emit: Callable[[str], None] | None = None,
 ) -> BuiltDagger:
     _require_deployment_keys(spec)
+    _require_checkpoint_store(spark, spec)
     spec = _with_pinned_streams(spec)
     registry = registry or SchemaRegistry.load(
         spec.schema_registry.descriptor_sets,
@@ -251,6 +269,7 @@ def _stream_frame(
         .option("fields", json.dumps(columns.fields))
         .option("metadata", json.dumps(columns.metadata))
         .option("checkpoint", spec.resolved_checkpoint_location)
+        .option("object_store", json.dumps(s3a_settings(spark)))
         .load()
     )
     # Counted here (visible in every progress report), then removed with the flags before SQL sees them.
@@ -427,7 +446,7 @@ class _QueryProgress:
         if self._feed is not None:
             query_id = str(query.id)
             return [report for report in json.loads(self._feed.drain()) if report["id"] == query_id]
-        reports = [json.loads(report.json) for report in query.recentProgress]
+        reports = [_connect_report(report) for report in query.recentProgress]
         fresh = [report for report in reports if report["batchId"] > self._last_batch_id]
         if fresh:
             self._last_batch_id = fresh[-1]["batchId"]
@@ -437,6 +456,16 @@ class _QueryProgress:
         if self._feed is not None:
             return bool(self._feed.hasTerminated(str(query.id)))
         return not query.isActive
+
+
+def _connect_report(progress: StreamingQueryProgress) -> dict:
+    """A Connect query's progress as the JVM reports it: PySpark's Connect client leaves the totals it
+    derives from the sources (rows, rates) out of `json`, so they are put back."""
+    report = json.loads(progress.json)
+    report.setdefault("numInputRows", progress.numInputRows)
+    report.setdefault("inputRowsPerSecond", progress.inputRowsPerSecond)
+    report.setdefault("processedRowsPerSecond", progress.processedRowsPerSecond)
+    return report
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -505,7 +534,7 @@ class DaggerRun:
             port = spec.metrics.prometheus_port
             raise DaggerBuildError(f"dagger {spec.name}: metrics.prometheus_port {port}: {error}") from None
         try:
-            self.query = writer.start()
+            self.query = _start_query(writer, spec.name)
         except (AnalysisException, PySparkException) as error:
             self._progress.detach()
             self._checkpoint_lock.release()
@@ -519,10 +548,13 @@ class DaggerRun:
     def _batch_writer(self) -> BatchWriter:
         spec = self.built.spec
         labels = [sink_label(spec, index) for index in range(len(spec.sinks))]
-        write = _fan_out(self.built.sinks, self.metrics, labels)
+        # On Spark Connect this function is pickled and runs in a Python worker of the server: the run's
+        # metrics (an HTTP endpoint, locks) stay in this process, so sink writes are not timed or counted.
+        metrics = None if is_spark_connect(self.spark) else self.metrics
+        write = _fan_out(self.built.sinks, metrics, labels)
         if not spec.ordered_output:
             return write
-        return OrderedOutput(self.spark, spec.rowtime_column, self.checkpoint_location, spec.name).wrap(write)
+        return OrderedOutput(spec.rowtime_column, self.checkpoint_location, spec.name).wrap(write)
 
     def wait(self, timeout_s: float | None = None, poll_s: float = 0.5) -> bool:
         """Block until the query ends (True) or `timeout_s` passes (False), reporting progress."""
@@ -608,6 +640,28 @@ class DaggerRun:
             raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {_root_cause(str(error))}")
 
 
+_CONNECT_WORKER_LATE = "Python worker failed to connect back"
+_CONNECT_START_ATTEMPTS = 5
+
+
+def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
+    """`writer.start()`, tried again when a Spark Connect server's foreachBatch worker was late.
+
+    The server starts one Python worker per query for its foreachBatch function and gives it a fixed 10 s
+    (not configurable in Spark 4.3) to connect back; a busy server's worker, importing PySpark's Connect
+    client, can take longer. The query has not been created then (nothing is in the checkpoint), so
+    starting it again is safe.
+    """
+    for attempt in range(1, _CONNECT_START_ATTEMPTS + 1):
+        try:
+            return writer.start()
+        except PySparkException as error:
+            if _CONNECT_WORKER_LATE not in str(error) or attempt == _CONNECT_START_ATTEMPTS:
+                raise
+            log.warning("dagger %s: the Connect server's foreachBatch worker was late; start again", dagger)
+    raise AssertionError("unreachable")
+
+
 def _root_cause(message: str) -> str:
     """Spark wraps a Python worker's error in JVM stack traces; keep the Python exception line(s)."""
     lines = message.splitlines()
@@ -622,8 +676,10 @@ def sink_label(spec: DaggerSpec, index: int) -> str:
     return f"{index}_{spec.sinks[index].kind}"
 
 
-def _fan_out(sinks: Sequence[SinkWriter], metrics: DaggerMetrics, labels: Sequence[str]) -> BatchWriter:
-    """One micro-batch to every sink, each write timed and counted in `metrics` under its label.
+def _fan_out(
+    sinks: Sequence[SinkWriter], metrics: DaggerMetrics | None, labels: Sequence[str]
+) -> BatchWriter:
+    """One micro-batch to every sink, each write timed and counted in `metrics` (if any) under its label.
 
     The batch must be computed in full exactly once: that is when the source is read to its planned end,
     invalid records are counted and the watermark advances. A lone sink that reads the whole batch does
@@ -631,6 +687,9 @@ def _fan_out(sinks: Sequence[SinkWriter], metrics: DaggerMetrics, labels: Sequen
     """
 
     def write(sink: SinkWriter, label: str, batch: DataFrame, batch_id: int) -> None:
+        if metrics is None:
+            sink.write(batch, batch_id)
+            return
         started = time.perf_counter()
         try:
             written = sink.write(batch, batch_id)

@@ -12,6 +12,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.jvm import jobs_jar
+from jobs.object_store import connector_conf
 from jobs.project import BUILD_DIR
 from jobs.registry import STREAM_KINDS
 
@@ -22,6 +23,18 @@ JAVA_OPTIONS = "-XX:-UsePerfData -Duser.timezone=UTC"
 
 ARCHIVE = Path(os.environ.get("DAGGER_JVM_ARCHIVE", BUILD_DIR / "jvm" / "driver.jsa"))
 """The driver JVM's class-data-sharing archive, made by `python -m jobs.tools.jvm_archive`."""
+
+SHIPPED_ENVIRONMENT_VARIABLE = "DAGGER_SPARK_ARCHIVE"
+"""Names the packed environment shipped to a cluster's executors; `none` ships nothing."""
+_SHIPPED_ALIAS = "dagger-env"  # jobs.tools.pack_environment.ARCHIVE_ALIAS (not imported: it needs tomllib)
+_CLUSTER_PREFIXES = ("spark://", "yarn", "k8s://", "mesos://")
+# After the shipped environment on executors' PATH (Spark sets the variable, it does not extend it).
+_EXECUTOR_SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class ShipmentError(RuntimeError):
+    """A cluster master, and nothing that gives its executors the project's Python code and dependencies."""
+
 
 # Defaults for one machine; every key can be overridden through `extra_conf`.
 _DEFAULT_CONF = {
@@ -64,18 +77,89 @@ def driver_java_options(base: str) -> str:
     return f"{base} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.is_file() else base
 
 
+def shipped_environment() -> Path | None:
+    """The packed environment for executors: $DAGGER_SPARK_ARCHIVE (`none`: none), else the project's
+    `build/ship/dagger-env.tar.gz` (`make build/ship/dagger-env.tar.gz`)."""
+    named = os.environ.get(SHIPPED_ENVIRONMENT_VARIABLE, "").strip()
+    if named.lower() == "none":
+        return None
+    return Path(named) if named else BUILD_DIR / "ship" / f"{_SHIPPED_ALIAS}.tar.gz"
+
+
+def shipment_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """The settings that give a cluster's executors the project's Python: the packed environment
+    (`spark.archives=<tar.gz>#dagger-env`) and `./dagger-env/bin` first on their `PATH`.
+
+    Why `PATH` and not `spark.pyspark.python=./dagger-env/bin/python` (Spark's documented way): the Python
+    a PySpark function runs in is one path for the driver and the executors, and Python data sources run
+    on both (the driver plans every micro-batch in a Python process of its own), where a path relative to
+    an executor's working folder names nothing. So the functions keep Spark's default interpreter name,
+    `python3`, which each JVM looks up on its own `PATH`: the executors find the unpacked environment's,
+    the driver its own environment's (`spark_session` puts it first on the driver JVM's `PATH`).
+
+    Nothing when the user chose the executors' Python (`spark.pyspark.python`, $PYSPARK_PYTHON or
+    `spark.executorEnv.PATH`: hosts with the project installed) or set $DAGGER_SPARK_ARCHIVE=none. A
+    missing archive is an error here, not a ModuleNotFoundError in an executor's log minutes later.
+    """
+    chosen = ("spark.pyspark.python", "spark.executorEnv.PATH")
+    if any(key in conf for key in chosen) or os.environ.get("PYSPARK_PYTHON"):
+        return {}
+    archive = shipped_environment()
+    if archive is None:
+        return {}
+    if not archive.is_file():
+        raise ShipmentError(
+            f"the packed environment {archive} for the cluster's executors does not exist: build it with "
+            f"`make build/ship/dagger-env.tar.gz` (python -m jobs.tools.pack_environment), or name one with "
+            f"${SHIPPED_ENVIRONMENT_VARIABLE}; if every worker host has the project installed, set "
+            "spark.pyspark.python (or $PYSPARK_PYTHON) to that Python, or "
+            f"${SHIPPED_ENVIRONMENT_VARIABLE}=none"
+        )
+    from jobs.tools.pack_environment import ENVIRONMENT_ARCHIVE, is_current
+
+    if archive == ENVIRONMENT_ARCHIVE and not is_current(archive):
+        # Not an error: a user may run a checkout edited since on purpose. But executors run what was packed.
+        logging.getLogger(__name__).warning(
+            "%s holds other code or dependency versions than this checkout; the executors run what it "
+            "holds: `make build/ship/dagger-env.tar.gz` packs it again",
+            archive,
+        )
+    archives = [conf.get("spark.archives"), f"{archive.resolve()}#{_SHIPPED_ALIAS}"]
+    return {
+        "spark.archives": ",".join(filter(None, archives)),
+        # PySpark hands `spark.executorEnv.*` to every Python process of the application, the driver's
+        # too, and Python finds itself (hence its packages) on this PATH: `./dagger-env/bin`, relative,
+        # is the unpacked environment in an executor's working folder and nothing on the driver, where
+        # the next entry, the driver's own environment, is found instead.
+        "spark.executorEnv.PATH": os.pathsep.join(
+            [f"./{_SHIPPED_ALIAS}/bin", str(Path(sys.executable).parent), _EXECUTOR_SYSTEM_PATH]
+        ),
+    }
+
+
+def _restore_variable(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 def spark_session(
     master: str | None = None, app_name: str = "dagger", extra_conf: Mapping[str, str] | None = None
 ) -> SparkSession:
     """Get or create the session and register the dagger data sources on it.
 
     `master` falls back to $DAGGER_SPARK_MASTER, then `local[*]`; an `sc://` URL connects to Spark Connect.
+    A cluster master (`spark://`, `yarn`, `k8s://`) ships the packed environment to its executors
+    (`shipment_conf`).
     PySpark installs its own SIGINT handler while the JVM starts; the caller's handler (Dagster's, or the
     terminal's Ctrl-C) is put back so interrupts keep meaning what the caller expects.
     """
     master = master or os.environ.get("DAGGER_SPARK_MASTER", DEFAULT_MASTER)
-    # Python workers must run the interpreter that has this project installed (not the first `python3`).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not master.startswith(_CLUSTER_PREFIXES):
+        # Python workers on this machine must run the interpreter that has this project installed (not
+        # the first `python3`). On a cluster, this path means nothing to the executors' hosts.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: stay on loopback
     previous_handler = signal.getsignal(signal.SIGINT)
@@ -85,17 +169,31 @@ def spark_session(
     # The driver's JVM starts on this machine whatever the master: it maps the class archive if made.
     driver_conf = {"spark.driver.extraJavaOptions": driver_java_options(JAVA_OPTIONS)}
     conf = {**_DEFAULT_CONF, **driver_conf, **local_conf, **(extra_conf or {})}
-    if not master.startswith("sc://"):  # a Connect server loads its own jars
+    if master.startswith(_CLUSTER_PREFIXES):
+        conf.update(shipment_conf(conf))
+    if master.startswith("sc://"):
+        # A Connect session may only set SQL settings (the server's JVM, jars and Python workers are
+        # fixed when it starts; see docs/deployment.md); the others would each warn CANNOT_MODIFY_CONFIG.
+        conf = {key: value for key, value in conf.items() if key.startswith("spark.sql.")}
+    else:  # a Connect server loads its own jars
         jar = str(jobs_jar())
         conf["spark.jars"] = ",".join(filter(None, [jar, conf.get("spark.jars")]))
         if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are
             classpath = [jar, conf.get("spark.driver.extraClassPath")]
             conf["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, classpath))
+        conf.update(connector_conf(master, conf))  # s3a://, when `make s3a` resolved the connector
     for key, value in conf.items():
         builder = builder.config(key, value)
+    # Shipping (`shipment_conf`): the driver JVM, started now, finds `python3` in this environment first.
+    shipping = f"./{_SHIPPED_ALIAS}/bin:" in conf.get("spark.executorEnv.PATH", "")
+    previous_path = os.environ.get("PATH")
+    if shipping:
+        os.environ["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), previous_path]))
     try:
         session = builder.getOrCreate()
     finally:
+        if shipping:
+            _restore_variable("PATH", previous_path)
         if previous_handler is not None:
             signal.signal(signal.SIGINT, previous_handler)
     if not master.startswith("sc://"):

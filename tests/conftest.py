@@ -38,6 +38,9 @@ pytest_plugins = [
     "tests.servers.kafka",  # `apache_kafka`: a KRaft Apache Kafka broker from Maven Central
     "tests.servers.postgres",  # `postgres`: Debian's PostgreSQL, a throwaway cluster
     "tests.servers.prometheus",  # `prometheus`: Debian's Prometheus, scraping the given targets
+    "tests.servers.s3",  # `s3`: moto's S3 server, for s3a:// checkpoints and the Parquet lake
+    "tests.servers.spark_cluster",  # `spark_cluster`: a standalone master and two one-core workers
+    "tests.servers.spark_connect",  # `spark_connect`: a Spark Connect server (local master inside)
     "tests.udf_sql",  # `sql`: one SELECT with Dagger's scalar functions registered
 ]
 

@@ -517,6 +517,8 @@ class CrashDagger:
     watch: OutputWatch
     kills: list[Kill] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
+    start_timeout_s: float = 180.0
+    """How long a run may take to commit its first batch (on a cluster, executors fetch the shipment)."""
 
     @classmethod
     def deploy(
@@ -603,9 +605,13 @@ class CrashDagger:
         moment = plan.next_moment(self.rng, self.kills, restarted)
         if moment is Moment.IN_RECOVERY:
             pid = self.wait_for_run_worker(run_id)
-            wait_for(lambda: has_jvm(pid) or self._ended(run_id), 120, f"the Spark JVM of run {run_id}")
+            wait_for(
+                lambda: has_jvm(pid) or self._ended(run_id),
+                max(120, self.start_timeout_s),
+                f"the Spark JVM of run {run_id}",
+            )
         else:
-            pid = self.wait_for_progress(run_id, committed_before)
+            pid = self.wait_for_progress(run_id, committed_before, self.start_timeout_s)
         delay = {
             Moment.AFTER_PROGRESS: self.rng.uniform(0, max_delay_s),
             Moment.INTO_BATCH: self.rng.uniform(0, max_delay_s / 3),

@@ -113,6 +113,87 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     assert dagger.restart_attempts() == list(range(PLAN.kills + 1)), report  # every restart by the sensor
 
 
+CLUSTER_PLAN = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.timeout(2400)
+def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
+    spark_cluster, shipped_environment, kafka, registry, descriptor_set, monkeypatch, request, record_property
+):
+    """The same harness with the driver in the Dagster run and the executors on the standalone cluster.
+
+    A kill "with workers" SIGKILLs the run worker, its Spark JVM and the Python processes that JVM
+    started: on a cluster those are the driver's own (a Python data source's planning), while the Python
+    workers of the tasks live under the executors on the workers. Those are not killed: the master ends
+    the application's executors once its driver is gone, and a task caught inside a Kafka transaction may
+    commit it meanwhile, which the sink's markers must absorb (or fence, at the restart).
+    """
+    # The deployment's processes inherit this environment: the cluster for every run's session, the driver
+    # on loopback, and no $PYSPARK_PYTHON (the local session of the suite sets it; on a cluster it would
+    # name the executors' Python instead of the shipped environment).
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setenv("DAGGER_SPARK_MASTER", spark_cluster.master_url)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    dagster = request.getfixturevalue("dagster")
+    seed = crash_seed()
+    print(f"\ncrash seed {seed} on {spark_cluster.master_url} (replay with {SEED_VARIABLE}={seed})")
+    dagger = CrashDagger.deploy(
+        dagster,
+        kafka,
+        descriptor_set,
+        random.Random(seed),
+        max_records_per_batch=MAX_RECORDS_PER_BATCH,
+        trigger_interval="0s",
+    )
+    # Each run is a new application: its executors fetch and unpack the packed environment (and the
+    # project's jars) before the first batch, a minute or more on a busy 2-core machine.
+    dagger.start_timeout_s = 600
+    feed = OrderFeed(kafka, registry, dagger.source)
+    feed.produce(UPFRONT_ORDERS // 2)
+    try:
+        run_id = dagger.launch()
+        for _ in range(CLUSTER_PLAN.kills):
+            kill = dagger.kill_at_random_moment(run_id, feed, ORDERS_PER_RUN, MAX_KILL_DELAY_S, CLUSTER_PLAN)
+            print(f"kill: {kill.line()}")
+            run_id = dagger.restart_of(run_id)
+        feed.produce(TAIL_ORDERS)
+        dagger.drain_and_stop(run_id, feed.produced, timeout_s=600)
+    finally:
+        dagger.watch.close()
+
+    expected = expected_output(feed.orders)
+    from_kafka = read_kafka_output(kafka, registry, dagger.output)
+    from_lake = read_lake_output(dagger.lake)
+    counts = {
+        "mid-batch": sum(kill.rows_at_broker for kill in dagger.kills),
+        "in recovery": sum(kill.in_recovery for kill in dagger.kills),
+        "with workers": sum(kill.whole_tree for kill in dagger.kills),
+    }
+    summary = f"{len(dagger.kills)} kills ({', '.join(f'{n} {name}' for name, n in counts.items())})"
+    tallies = [
+        Tally.of("kafka sink (exactly_once), read_committed", summary, expected, from_kafka.committed),
+        Tally.of("parquet sink", summary, expected, from_lake.committed),
+    ]
+    report = "\n".join(
+        [
+            f"crash seed {seed} on a standalone cluster (2 workers x 1 core): {feed.produced} orders in",
+            *(tally.line() for tally in tallies),
+            *(f"incomplete marker: {line}" for line in from_kafka.incomplete_markers),
+        ]
+    )
+    record_property(REPORT_PROPERTY, report)
+    assert len(dagger.kills) == CLUSTER_PLAN.kills, report
+    assert counts["mid-batch"] >= CLUSTER_PLAN.at_kafka_rows, report
+    assert counts["in recovery"] >= CLUSTER_PLAN.in_recovery, report
+    assert counts["with workers"] >= CLUSTER_PLAN.with_workers, report
+    assert all(tally.exact for tally in tallies), report
+    assert from_kafka.hidden == from_kafka.uncommitted_visible == 0, report
+    assert from_kafka.incomplete_markers == [], report
+    assert from_lake.uncommitted_files == 0, report
+
+
 # The harness's own checks, on sink output made by hand: they must see what the crash test looks for.
 
 

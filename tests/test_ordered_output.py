@@ -88,9 +88,7 @@ def test_rows_of_two_streams_leave_in_event_time_order_across_batches_and_a_rest
     # watermarks, and with them which rows are late (Spark's watermark is the minimum over the streams
     # that have rows): b0 always is.
     checkpoint = Path(spec.checkpoint_location)
-    last = OrderedOutput(running.run.spark, "rowtime", str(checkpoint), spec.name).watermark(
-        running.run.reports[-1].batch_id
-    )
+    last = OrderedOutput("rowtime", str(checkpoint), spec.name).watermark(running.run.reports[-1].batch_id)
     passed = int(last.timestamp()) - BASE_SECONDS
     assert passed >= 98  # min(100, 99) - 1s, once both streams' rows of the fifth round are in
     produced = {

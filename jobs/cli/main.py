@@ -25,6 +25,7 @@ from jobs.project import EXAMPLE_DAGGER
 from jobs.raystack import load_dagger_or_job
 from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, ProgressReport, build_dagger
 from jobs.schema_registry import SchemaRegistryError
+from jobs.spark import ShipmentError
 from jobs.spec import DaggerConfigError
 from jobs.tools.protoc import compile_descriptor_set
 
@@ -244,7 +245,13 @@ def main(argv: list[str] | None = None) -> int:
             compile_descriptor_set()
             return validate(args.daggers, args.master)
         return demo(args.rate, args.master)
-    except (DaggerConfigError, DaggerBuildError, SchemaRegistryError, DaggerQueryError) as error:
+    except (
+        DaggerConfigError,
+        DaggerBuildError,
+        SchemaRegistryError,
+        DaggerQueryError,
+        ShipmentError,
+    ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 from pydantic import BaseModel
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -28,6 +29,7 @@ from pyspark.sql.types import StructType
 from jobs.arrow_values import scalar
 from jobs.codec.formats import RecordDecoder, check_event_time_field, record_decoder
 from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, column_at_path
+from jobs.object_store import arrow_filesystem, is_s3a
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
 LATE_RECORD_COLUMN = "__dagger_late_record"
@@ -134,6 +136,7 @@ class StreamReader(DataSourceStreamReader):
         fields: list[str] | None = None,
         metadata: list[str] | None = None,
         checkpoint: str | None = None,
+        object_store: dict[str, str] | None = None,
     ) -> None:
         self.stream = stream
         self.descriptor_sets = descriptor_sets
@@ -141,20 +144,28 @@ class StreamReader(DataSourceStreamReader):
         self.fields = fields
         self.metadata = metadata
         self.checkpoint = checkpoint
+        self.object_store = object_store or {}
+        """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints (`jobs.object_store`)."""
 
     def late_before_us(self) -> int:
         """Records of the micro-batch being planned with an event time before this (epoch microseconds) are
-        late: the batch's watermark; 0 (none late) before any event time was seen, for a checkpoint this
-        process cannot read as files (see the docs' known limits), and for a stream keeping late records."""
+        late: the batch's watermark; 0 (none late) before any event time was seen, for a checkpoint on a
+        store other than local files and `s3a://` (see the docs' known limits), and for a stream keeping
+        late records."""
         if self.stream.late_records.action == "keep":
             return 0
-        folder = _local_folder(self.checkpoint, "offsets")
-        batches = [int(name) for name in os.listdir(folder) if name.isdigit()] if folder else []
+        if is_s3a(self.checkpoint):
+            filesystem, folder = arrow_filesystem(f"{self.checkpoint}/offsets", self.object_store)
+        else:
+            filesystem, folder = pafs.LocalFileSystem(), _local_folder(self.checkpoint, "offsets")
+        if folder is None:
+            return 0
+        listed = filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+        batches = [int(info.base_name) for info in listed if info.base_name.isdigit()]
         if not batches:
             return 0
-        with open(os.path.join(folder, str(max(batches)))) as log:  # "v1", then the batch metadata
-            log.readline()
-            metadata = json.loads(log.readline())
+        with filesystem.open_input_stream(f"{folder}/{max(batches)}") as log:  # "v1", then batch metadata
+            metadata = json.loads(log.read().decode().splitlines()[1])
         return int(metadata.get("batchWatermarkMs", 0)) * 1000
 
     @property
@@ -187,7 +198,8 @@ class StreamDataSource(DataSource):
     (see `encode_descriptor_sets`), `rowtime_column`, `fields` (JSON list of the record fields to
     decode, or `null` for all), `metadata` (JSON list of the metadata columns to emit, or `null` for
     all: a column nobody reads costs its building in Python and its conversion in the JVM) and
-    `checkpoint` (the query's checkpoint, where the batch's watermark is read)."""
+    `checkpoint` (the query's checkpoint, where the batch's watermark is read) and `object_store` (JSON of
+    the session's `fs.s3a.*` settings, for `s3a://` files and checkpoints)."""
 
     stream_model: type[BaseModel]
     reader_class: type[StreamReader]
@@ -203,6 +215,7 @@ class StreamDataSource(DataSource):
             fields,
             metadata,
             self.options.get("checkpoint"),
+            json.loads(self.options.get("object_store", "{}")),
         )
 
     def schema(self) -> StructType:

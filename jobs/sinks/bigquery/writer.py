@@ -64,6 +64,7 @@ from google.cloud import bigquery
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from jobs.connect import streaming_query_id
 from jobs.retry import tallying_retries
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.bigquery.clients import (
@@ -320,10 +321,7 @@ class BigQuerySinkWriter:
 
     def _query_key(self, batch: DataFrame) -> str:
         """The streaming query's id (kept in the checkpoint), else the dagger and its checkpoint."""
-        try:
-            query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        except Exception:  # Spark Connect has no SparkContext
-            query_id = None
+        query_id = streaming_query_id(batch, self.spec.resolved_checkpoint_location)
         return query_id or f"{self.spec.name}@{self.spec.resolved_checkpoint_location}"
 
     def _recorded_streams(self, key: str, batch_id: int) -> list[str] | None:

@@ -68,6 +68,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from jobs.connect import streaming_query_id
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.continuous_table.config import MAX_NAME_BYTES, ContinuousTableSink, table_name
 from jobs.sinks.continuous_table.storage import (
@@ -82,7 +83,6 @@ from jobs.sinks.continuous_table.storage import (
 )
 from jobs.sinks.partitions import write_partitions
 
-QUERY_ID_PROPERTY = "sql.streaming.queryId"  # set by Spark on the thread that runs foreachBatch
 PARTITION_COLUMN = "_dagger_partition"
 """Staging tables' own column: the Spark partition that copied the row."""
 
@@ -256,6 +256,7 @@ class ContinuousTableSinkWriter:
         self._database = sink.database
         self._layout = TableLayout.of(sink, context.result_schema)
         self._application_name = f"dagger {context.spec.name} {self._label}"[:63]
+        self._checkpoint = context.spec.resolved_checkpoint_location
         try:
             with self._connect() as connection:
                 self._prepare(connection)
@@ -306,7 +307,7 @@ class ContinuousTableSinkWriter:
                 connection.execute(change)
 
     def _query_id(self, batch: DataFrame) -> str:
-        query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        query_id = streaming_query_id(batch, self._checkpoint)
         if not query_id:
             raise ContinuousTableError(
                 f"{self._label}: writes only inside a streaming query (the ledger keeps batches by its id)"

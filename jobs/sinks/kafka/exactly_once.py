@@ -99,7 +99,6 @@ _CLIENT_TIMEOUT_S = 30.0  # metadata, topic creation, init_transactions, commit,
 _RESOLVE_TIMEOUT_S = 120.0  # waiting for an open transaction to settle; above the default transaction timeout
 _MAX_TRANSACTIONAL_PRODUCERS = 8  # per worker: one per partition it ran lately
 _MAX_PARALLEL_FENCES = 16
-QUERY_ID_PROPERTY = "sql.streaming.queryId"  # set by Spark on the thread that runs foreachBatch
 
 ATTEMPT_HEADER = "dagger.attempt"
 BATCH_HEADER = "dagger.batch"

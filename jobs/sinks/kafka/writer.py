@@ -25,18 +25,19 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.codec.avro_encoding import avro_schema_of
 from jobs.config import without_credentials
+from jobs.connect import is_spark_connect, partition_count, streaming_query_id
 from jobs.kafka_errors import ClientErrors, flush_or_fail
 from jobs.schema_registry import encode_descriptor_sets
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.exactly_once import (
-    QUERY_ID_PROPERTY,
     MarkerLog,
     TransactionalPartitionWriter,
     fence_transactions,
@@ -63,6 +64,7 @@ class KafkaSinkWriter:
         self._encoding = _record_encoding(sink, context)
         self._dagger = context.spec.name
         self._index = context.index
+        self._checkpoint = context.spec.resolved_checkpoint_location
         self._markers: MarkerLog | None = None
 
     @property
@@ -79,20 +81,33 @@ class KafkaSinkWriter:
         return write_partitions(batch, KafkaPartitionWriter(self.sink, self._encoding, batch_id).write)
 
     def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> Written:
-        query_id = batch.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        query_id = streaming_query_id(batch, self._checkpoint)
         if not query_id:
             raise KafkaSinkError(
                 f"kafka sink topic {self.sink.topic!r}: exactly_once delivery runs only inside a streaming "
                 "query (its id names the sink's transactions and markers)"
             )
         sink_id = sink_identity(self._dagger, query_id, self._index)
-        if self._markers is None:
+        if self._markers is not None:
+            return self._write_transactions(batch, batch_id, sink_id)
+        # The run's first micro-batch. Counting its partitions on Spark Connect computes the batch: cache it
+        # (unless the fan-out to several sinks did) so that the write reads the same rows, computed once.
+        cache = is_spark_connect(batch.sparkSession) and batch.storageLevel == StorageLevel.NONE
+        if cache:
+            batch.persist()
+        try:
             markers = MarkerLog(self.sink)
             markers.refresh()  # stops at the first transaction left open: enough to name its partitions
-            fence_transactions(
-                self.sink, sink_id, range(max(batch.rdd.getNumPartitions(), markers.partitions(sink_id)))
-            )
+            partitions = max(partition_count(batch), markers.partitions(sink_id))
+            fence_transactions(self.sink, sink_id, range(partitions))
             self._markers = markers
+            return self._write_transactions(batch, batch_id, sink_id)
+        finally:
+            if cache:
+                batch.unpersist()
+
+    def _write_transactions(self, batch: DataFrame, batch_id: int, sink_id: str) -> Written:
+        assert self._markers is not None
         self._markers.refresh()
         committed = self._markers.committed_partitions(sink_id, batch_id)
         if committed:

@@ -66,6 +66,12 @@ class LogSinkWriter:
         self.sink = sink
         self._emit = context.log_emit or log.info
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled only for Spark Connect, whose server runs `write` in a foreachBatch worker of its own: the
+        # caller's log (a Dagster run's) is out of reach there, and Python logging is not set up. The lines
+        # go to the worker's standard output, which the server writes to its log.
+        return {**self.__dict__, "_emit": _print_line}
+
     @property
     def reads_whole_batch(self) -> bool:
         return False
@@ -75,3 +81,7 @@ class LogSinkWriter:
         for row in rows:
             self._emit(f"batch {batch_id} | {format_row(row, batch.schema)}")
         return Written(len(rows))
+
+
+def _print_line(line: str) -> None:
+    print(f"dagger log sink: {line}", flush=True)

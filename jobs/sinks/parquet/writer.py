@@ -28,9 +28,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
+from jobs.object_store import arrow_filesystem, s3a_settings
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.parquet.config import ParquetSink
 from jobs.sinks.partitions import write_partitions
@@ -41,12 +42,6 @@ _KEPT_MARKERS = 100  # the checkpoint replays at most the latest batch; older ma
 
 class ParquetSinkError(RuntimeError):
     """Rows that cannot be written to the lake; the micro-batch fails and is replayed."""
-
-
-def _filesystem(path: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in path:
-        return pafs.FileSystem.from_uri(path)
-    return pafs.LocalFileSystem(), path
 
 
 def _batch_prefix(batch_id: int) -> str:
@@ -62,9 +57,11 @@ class ParquetPartitionWriter:
     by_hour: bool
     compression: str
     batch_id: int
+    object_store: dict[str, str]
+    """The session's `fs.s3a.*` settings, for a lake on `s3a://` (`jobs.object_store`)."""
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> int:
-        filesystem, root = _filesystem(self.path)
+        filesystem, root = arrow_filesystem(self.path, self.object_store)
         task = TaskContext.get()
         file_name = f"{_batch_prefix(self.batch_id)}t{task.partitionId() if task else 0:05d}.parquet"
         writers: dict[str, pq.ParquetWriter] = {}
@@ -108,7 +105,9 @@ class ParquetSinkWriter:
         spec = context.spec
         self.sink = sink
         self.time_column = sink.time_column or spec.rowtime_column
-        self._filesystem, self._root = _filesystem(sink.path)
+        # The session the dagger is built on (none when a sink is checked alone): its s3a settings.
+        self._object_store = s3a_settings(SparkSession.getActiveSession())
+        self._filesystem, self._root = arrow_filesystem(sink.path, self._object_store)
         try:
             for kind in ("started", "committed"):
                 self._filesystem.create_dir(f"{self._root}/{_MARKERS}/{kind}", recursive=True)
@@ -137,6 +136,7 @@ class ParquetSinkWriter:
             self.sink.partition_by_hour,
             self.sink.compression,
             batch_id,
+            self._object_store,
         )
         written = write_partitions(batch, writer.write)
         self._write_marker(committed, {"rows": written.rows})

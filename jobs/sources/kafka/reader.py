@@ -122,8 +122,9 @@ class KafkaStreamReader(StreamReader):
         fields: list[str] | None = None,
         metadata: list[str] | None = None,
         checkpoint: str | None = None,
+        object_store: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(stream, descriptor_sets, rowtime_column, fields, metadata, checkpoint)
+        super().__init__(stream, descriptor_sets, rowtime_column, fields, metadata, checkpoint, object_store)
         self._consumer: Consumer | None = None  # driver side only, created on first use
         self._client_errors = ClientErrors()  # what the consumer reported since the last call
         self._latest: Offsets | None = None

@@ -10,18 +10,20 @@ stored as a timestamp, as epoch milliseconds (int64, as Dagger reads it) or as a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
 from jobs.arrow_values import scalar
+from jobs.object_store import arrow_filesystem
 from jobs.python_workers import freeze_imported_objects
 from jobs.sources.parquet.config import ParquetStream
 from jobs.sources.stream_batches import ROWTIME_TYPE, StreamDataSource, StreamReader
@@ -52,18 +54,26 @@ def partition_time(path: str) -> datetime | None:
     return datetime.fromisoformat(f"{day}T{hour}:00:00").replace(tzinfo=UTC)
 
 
-def list_stream_files(stream: ParquetStream) -> list[ParquetFileEntry]:
+def list_stream_files(
+    stream: ParquetStream, object_store: Mapping[str, str] | None = None
+) -> list[ParquetFileEntry]:
+    """The stream's files in reading order; `object_store`: the session's `fs.s3a.*` settings, for
+    `s3a://` paths (listed with pyarrow's S3 client)."""
     files: list[str] = []
     for location in stream.paths:
-        path = Path(location)
-        if path.is_file():
-            files.append(str(path))
-        elif path.is_dir():
-            files.extend(
-                str(candidate)
-                for candidate in path.rglob("*.parquet")
-                if not any(part.startswith(("_", ".")) for part in candidate.relative_to(path).parts)
-            )
+        filesystem, root = arrow_filesystem(location, object_store or {})
+        root = root.rstrip("/") or "/"
+        found = filesystem.get_file_info(root)
+        if found.type == pafs.FileType.File:
+            files.append(location)
+        elif found.type == pafs.FileType.Directory:
+            # Listed paths are relative to the file system's root; the stream names files as it was given.
+            prefix = location.rstrip("/")
+            for info in filesystem.get_file_info(pafs.FileSelector(root, recursive=True)):
+                relative = info.path[len(root) :].lstrip("/")
+                hidden = any(part.startswith(("_", ".")) for part in relative.split("/"))
+                if info.type == pafs.FileType.File and relative.endswith(".parquet") and not hidden:
+                    files.append(f"{prefix}/{relative}")
         else:
             raise ParquetSourceError(f"stream {stream.table!r}: path {location} does not exist")
     entries = []
@@ -103,7 +113,7 @@ class ParquetStreamReader(StreamReader):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        unread = [entry for entry in list_stream_files(self.stream) if entry.sort_key > start["after"]]
+        unread = [entry for entry in self._files() if entry.sort_key > start["after"]]
         if isinstance(limit, ReadMaxFiles):
             unread = unread[: limit.max_files]
         return {"after": unread[-1].sort_key} if unread else start
@@ -112,14 +122,18 @@ class ParquetStreamReader(StreamReader):
         late_before_us = self.late_before_us()
         return [
             ParquetFilePartition(entry.path, late_before_us)
-            for entry in list_stream_files(self.stream)
+            for entry in self._files()
             if start["after"] < entry.sort_key <= end["after"]
         ]
+
+    def _files(self) -> list[ParquetFileEntry]:
+        return list_stream_files(self.stream, self.object_store)
 
     def read(self, partition: ParquetFilePartition) -> Iterator[pa.RecordBatch]:
         freeze_imported_objects()
         try:
-            parquet_file = pq.ParquetFile(partition.path)
+            filesystem, path = arrow_filesystem(partition.path, self.object_store)
+            parquet_file = pq.ParquetFile(filesystem.open_input_file(path))
         except (OSError, pa.ArrowInvalid) as error:
             raise ParquetSourceError(
                 f"stream {self.stream.table!r}: cannot read {partition.path}: {error}"
