@@ -118,6 +118,7 @@ CLUSTER_PLAN = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
 
 @pytest.mark.slow
 @pytest.mark.cluster
+@pytest.mark.deferred  # 20 min on a loaded 2-core machine: out of `make test` until the suite is parallel
 @pytest.mark.timeout(2400)
 def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     spark_cluster, shipped_environment, kafka, registry, descriptor_set, monkeypatch, request, record_property

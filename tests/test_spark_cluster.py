@@ -14,22 +14,18 @@ import json
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.project import EXAMPLE_DAGGER, PROJECT_ROOT
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
-from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class
 from tests.crash_harness import (
     ORDER,
     SQL,
@@ -159,62 +155,6 @@ def test_exactly_once_kafka_and_parquet_on_the_cluster(cluster, kafka, registry,
     assert from_kafka.uncommitted_visible == 0 and not from_kafka.incomplete_markers
 
 
-def test_a_window_aggregation_keeps_its_state_in_rocksdb_on_the_executors(
-    cluster, kafka, registry, descriptor_set, tmp_path
-):
-    """Tumbling one-minute windows per customer; the state lives in the executors' RocksDB stores."""
-    source = kafka.new_topic("cl-window-in", partitions=2)
-    # Orders o0..o239 one second apart (four minutes, customer c), then one at +10 minutes: the watermark
-    # passes the four windows, which are written; the late window of the last order stays open.
-    payloads = order_payloads(registry, 0, 240) + order_payloads(registry, 600, 1)
-    kafka.produce(source, payloads, partition=lambda index: index % 2)
-    lake = tmp_path / "windows"
-    sql = (
-        "SELECT customer_id, window.start AS window_start, count(*) AS orders, sum(amount) AS amount "
-        "FROM orders GROUP BY window(rowtime, '1 minute'), customer_id"
-    )
-    document = orders_dagger(
-        tmp_path, kafka, descriptor_set, source, "cluster-window", sql=sql,
-        sinks=[{"kind": "parquet", "path": str(lake), "time_column": "window_start"}],
-    )  # fmt: skip
-    path = write_dagger(tmp_path, document)
-    done = dagger_cli(cluster, "run", "--bounded", str(path))
-    assert done.returncode == 0, done.stderr[-5000:]
-
-    table = read_lake_table(lake)
-    rows = sorted(
-        zip(
-            table["customer_id"].to_pylist(),
-            table["window_start"].cast(pa.int64()).to_pylist(),
-            table["orders"].to_pylist(),
-            table["amount"].to_pylist(),
-            strict=True,
-        )
-    )
-    start = 1_700_000_000
-    first_minute = start - start % 60  # orders start mid-minute: the first window is short
-    expected = []
-    for minute in range(5):
-        window = first_minute + 60 * minute
-        indexes = [i for i in range(240) if window <= start + i < window + 60]
-        if indexes:
-            expected.append(("c", window * 1_000_000, len(indexes), float(sum(indexes))))
-    assert rows == expected
-    state = next((tmp_path / "cluster-window.checkpoint").rglob("state"), None)
-    assert state is not None and any(state.rglob("*.zip")), "no RocksDB state checkpoint files"
-
-
-def read_lake_table(lake: Path) -> pa.Table:
-    """The committed files of a Parquet lake (`read_lake_output` knows only the orders' columns)."""
-    committed = {int(p.name) for p in (lake / "_dagger" / "committed").iterdir() if p.name.isdigit()}
-    tables = []
-    for file in sorted(lake.rglob("part-b*.parquet")):
-        batch = int(file.name.removeprefix("part-b").split("-", 1)[0])
-        if batch in committed or batch < max(committed, default=-1):
-            tables.append(pq.read_table(file))
-    return pa.concat_tables(tables) if tables else pa.table({})
-
-
 def test_the_sql_console_on_the_cluster(cluster):
     """Dagger's functions and a Python UDF file run in Python workers of both executors."""
     statement = (
@@ -252,101 +192,3 @@ def test_a_missing_shipment_is_refused_by_name_and_without_it_executors_lack_the
     output = unshipped.stderr + unshipped.stdout
     assert unshipped.returncode != 0, output[-4000:]
     assert re.search(r"No module named '(pyarrow|pandas|numpy|jobs)'", output), output[-4000:]
-
-
-# --------------------------------------------------------------------------------------------------------
-# Executor loss
-# --------------------------------------------------------------------------------------------------------
-
-
-def running_task(cluster: SparkCluster, worker: int) -> str | None:
-    """A task the worker's executor has started and not finished (`TID n`), from its log."""
-    started: set[str] = set()
-    finished: set[str] = set()
-    for log in cluster.executor_logs(worker):
-        text = log.read_text(errors="replace")
-        started |= set(re.findall(r"Running task \S+ in stage \S+ \(TID (\d+)\)", text))
-        finished |= set(re.findall(r"Finished task \S+ in stage \S+ \(TID (\d+)\)", text))
-    unfinished = started - finished
-    return f"TID {max(unfinished, key=int)}" if unfinished else None
-
-
-def wait_for(condition, timeout_s: float, what: str, poll_s: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-
-
-@pytest.fixture
-def restores_workers(cluster: SparkCluster) -> Iterator[SparkCluster]:
-    """Whatever the test killed is running again afterwards, for the tests after it."""
-    yield cluster
-    for index, worker in enumerate(cluster.workers):
-        if worker.process is None:
-            cluster.restart_worker(index)
-
-
-def test_a_worker_sigkilled_mid_batch_loses_and_duplicates_nothing(
-    restores_workers, kafka, registry, descriptor_set, tmp_path, record_property
-):
-    cluster = restores_workers
-    source, output = kafka.new_topic("cl-loss-in", partitions=2), kafka.new_topic("cl-loss-out")
-    feed = OrderFeed(kafka, registry, source)
-    feed.produce(3_000)
-    lake = tmp_path / "lake"
-    document = orders_dagger(
-        tmp_path, kafka, descriptor_set, source, "cluster-loss", sql=SQL, trigger_interval="0s",
-        sinks=[
-            kafka_sink(kafka.bootstrap_servers, output, ORDER, delivery="exactly_once"),
-            {"kind": "parquet", "path": str(lake), "time_column": "created_at"},
-        ],
-    )  # fmt: skip
-    document["streams"][0]["max_records_per_batch"] = 200  # 15 batches: the kill lands mid-run
-    driver_log = tmp_path / "driver.log"
-    path = write_dagger(tmp_path, document)
-    with open(driver_log, "w") as log:
-        driver = subprocess.Popen(
-            [str(DAGGER), "--master", cluster.master_url, "run", "--bounded", str(path)],
-            cwd=PROJECT_ROOT, env=cli_environment(), stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        # Two batches committed first (both executors warm), then the kill as soon as worker 0's executor
-        # is seen running a task.
-        wait_for(
-            lambda: (lake / "_dagger" / "committed" / "1").exists(),
-            300,
-            "two committed batches",
-            poll_s=0.2,
-        )
-        task = wait_for(lambda: running_task(cluster, 0), 120, "a task running on worker 0", poll_s=0.01)
-        cluster.kill_worker(0)
-        killed_at = datetime.now(UTC)
-        driver.wait(timeout=420)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-    output_text = driver_log.read_text(errors="replace")
-    assert driver.returncode == 0, output_text[-5000:]
-
-    expected = expected_output(feed.orders)
-    from_kafka = read_kafka_output(kafka, registry, output)
-    from_lake = read_lake_output(lake)
-    tallies = [
-        Tally.of("kafka", f"worker 0 killed running {task}", expected, from_kafka.committed),
-        Tally.of("lake", f"worker 0 killed running {task}", expected, from_lake.committed),
-    ]
-    lost = re.findall(r"Lost task .*ExecutorLostFailure.*", output_text)
-    record_property(
-        "report",
-        "\n".join([*(t.line() for t in tallies), f"killed at {killed_at:%H:%M:%S}; driver: {lost[:2]}"]),
-    )
-    for tally in tallies:
-        assert tally.exact, tally.line()
-    assert from_kafka.uncommitted_visible == 0 and not from_kafka.incomplete_markers
-    # The kill cost the driver an executor with a task on it, and the task ran again on the other one.
-    assert lost, "the driver lost no task with the executor:\n" + output_text[-3000:]
