@@ -102,7 +102,11 @@ def resource_models() -> list[type[BaseModel]]:
 
 
 def all_models() -> list[type[BaseModel]]:
-    return [*reachable_models(load(ROOT_MODEL)), *resource_models()]
+    """The dagger file's models, then each resource followed by the sections its fields reach."""
+    models = reachable_models(load(ROOT_MODEL))
+    for resource in resource_models():
+        models += [model for model in reachable_models(resource) if model not in models]
+    return models
 
 
 # ---------------------------------------------------------------------------------------------------------
