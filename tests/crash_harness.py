@@ -151,6 +151,32 @@ class Tally:
 # --------------------------------------------------------------------------------------------------------
 
 
+def kill_counts(kills: Iterable[Kill]) -> dict[str, int]:
+    """How many kills fell at each kind of moment a `KillPlan` asks for, named as the reports name them."""
+    kills = list(kills)
+    return {
+        "mid-batch": sum(kill.rows_at_broker for kill in kills),
+        "in recovery": sum(kill.in_recovery for kill in kills),
+        "with workers": sum(kill.whole_tree for kill in kills),
+    }
+
+
+def sink_tallies(
+    kills: Iterable[Kill],
+    expected: Counter[OutputRow],
+    kafka_rows: list[OutputRow],
+    lake_rows: list[OutputRow],
+) -> list[Tally]:
+    """The Kafka sink's (read_committed) and the lake's tallies, labelled with the kills they went through."""
+    kills = list(kills)
+    counts = kill_counts(kills)
+    summary = f"{len(kills)} kills ({', '.join(f'{count} {name}' for name, count in counts.items())})"
+    return [
+        Tally.of("kafka sink (exactly_once), read_committed", summary, expected, kafka_rows),
+        Tally.of("parquet sink", summary, expected, lake_rows),
+    ]
+
+
 @dataclass(frozen=True)
 class KafkaOutput:
     committed: list[OutputRow]

@@ -29,9 +29,11 @@ from tests.crash_harness import (
     Tally,
     crash_seed,
     expected_output,
+    kill_counts,
     order_payloads,
     read_kafka_output,
     read_lake_output,
+    sink_tallies,
 )
 
 PLAN = KillPlan(kills=10, at_kafka_rows=3, in_recovery=2, with_workers=2)
@@ -76,16 +78,8 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     from_kafka = read_kafka_output(kafka, registry, dagger.output)
     from_lake = read_lake_output(dagger.lake)
     kills = len(dagger.kills)
-    counts = {
-        "mid-batch": sum(kill.rows_at_broker for kill in dagger.kills),
-        "in recovery": sum(kill.in_recovery for kill in dagger.kills),
-        "with workers": sum(kill.whole_tree for kill in dagger.kills),
-    }
-    summary = f"{kills} kills ({', '.join(f'{count} {name}' for name, count in counts.items())})"
-    tallies = [
-        Tally.of("kafka sink (exactly_once), read_committed", summary, expected, from_kafka.committed),
-        Tally.of("parquet sink", summary, expected, from_lake.committed),
-    ]
+    counts = kill_counts(dagger.kills)
+    tallies = sink_tallies(dagger.kills, expected, from_kafka.committed, from_lake.committed)
     mid_lake_write = sum(kill.parquet_mid_write for kill in dagger.kills)
     report = "\n".join(
         [
@@ -167,16 +161,8 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     expected = expected_output(feed.orders)
     from_kafka = read_kafka_output(kafka, registry, dagger.output)
     from_lake = read_lake_output(dagger.lake)
-    counts = {
-        "mid-batch": sum(kill.rows_at_broker for kill in dagger.kills),
-        "in recovery": sum(kill.in_recovery for kill in dagger.kills),
-        "with workers": sum(kill.whole_tree for kill in dagger.kills),
-    }
-    summary = f"{len(dagger.kills)} kills ({', '.join(f'{n} {name}' for name, n in counts.items())})"
-    tallies = [
-        Tally.of("kafka sink (exactly_once), read_committed", summary, expected, from_kafka.committed),
-        Tally.of("parquet sink", summary, expected, from_lake.committed),
-    ]
+    counts = kill_counts(dagger.kills)
+    tallies = sink_tallies(dagger.kills, expected, from_kafka.committed, from_lake.committed)
     report = "\n".join(
         [
             f"crash seed {seed} on a standalone cluster (2 workers x 1 core): {feed.produced} orders in",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
+from google.protobuf.message import Message
 
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.project import EXAMPLE_DAGGER
@@ -14,6 +15,27 @@ from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
 from tests.conftest import message_class, on_both_brokers
 
 BOOKINGS = 300
+
+
+def expected_summary_rows(bookings: pa.Table) -> list[tuple]:
+    """(order, customer, cash, event time in us) of every GO_RIDE booking: what the example writes, sorted."""
+    go_ride = bookings.filter(pc.equal(bookings.column("service_type"), "GO_RIDE"))
+    columns = ("order_number", "customer_id", "amount_paid_by_cash")
+    return sorted(
+        zip(
+            *(go_ride.column(name).to_pylist() for name in columns),
+            go_ride.column("event_timestamp").cast(pa.int64()).to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def summary_rows(summaries: list[Message]) -> list[tuple]:
+    """The same fields of the written `BookingSummary` messages, sorted."""
+    return sorted(
+        (m.order_number, m.customer_id, m.amount_paid_by_cash, m.event_timestamp.ToMicroseconds())
+        for m in summaries
+    )
 
 
 @on_both_brokers
@@ -39,18 +61,7 @@ def test_the_example_dagger_writes_every_go_ride_booking_as_a_keyed_summary(
     written = kafka.read_all(sink)
     summaries = [summary.FromString(record.value()) for record in written]
 
-    go_ride = bookings.filter(pc.equal(bookings.column("service_type"), "GO_RIDE"))
-    expected = zip(
-        go_ride.column("order_number").to_pylist(),
-        go_ride.column("customer_id").to_pylist(),
-        go_ride.column("amount_paid_by_cash").to_pylist(),
-        go_ride.column("event_timestamp").cast(pa.int64()).to_pylist(),
-        strict=True,
-    )
-    assert sorted(
-        (m.order_number, m.customer_id, m.amount_paid_by_cash, m.event_timestamp.ToMicroseconds())
-        for m in summaries
-    ) == sorted(expected)
+    assert summary_rows(summaries) == expected_summary_rows(bookings)
     go_ride_number = summary.DESCRIPTOR.fields_by_name["service_type"].enum_type.values_by_name["GO_RIDE"]
     assert {message.service_type for message in summaries} == {go_ride_number.number}
     assert [key.FromString(record.key()).order_number for record in written] == [

@@ -17,8 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 import yaml
 
@@ -36,6 +34,7 @@ from tests.crash_harness import (
     read_lake_output,
 )
 from tests.servers.spark_cluster import SparkCluster
+from tests.test_example_dagger import expected_summary_rows, summary_rows
 
 pytestmark = pytest.mark.cluster
 
@@ -113,18 +112,7 @@ def test_the_example_dagger_on_the_cluster(cluster, kafka, registry, tmp_path):
 
     summary = message_class(registry, "dagger.examples.BookingSummary")
     written = [summary.FromString(record.value()) for record in kafka.read_all(sink)]
-    go_ride = bookings.filter(pc.equal(bookings.column("service_type"), "GO_RIDE"))
-    expected = zip(
-        go_ride.column("order_number").to_pylist(),
-        go_ride.column("customer_id").to_pylist(),
-        go_ride.column("amount_paid_by_cash").to_pylist(),
-        go_ride.column("event_timestamp").cast(pa.int64()).to_pylist(),
-        strict=True,
-    )
-    assert sorted(
-        (m.order_number, m.customer_id, m.amount_paid_by_cash, m.event_timestamp.ToMicroseconds())
-        for m in written
-    ) == sorted(expected)
+    assert summary_rows(written) == expected_summary_rows(bookings)
 
 
 def test_exactly_once_kafka_and_parquet_on_the_cluster(cluster, kafka, registry, descriptor_set, tmp_path):
