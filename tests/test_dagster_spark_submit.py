@@ -183,6 +183,7 @@ def _write_dagger(dagster, kafka, descriptor_set, name: str, source: str, output
     return lake
 
 
+@pytest.mark.deferred  # 6 min on a loaded machine: out of `make test` until the suite is parallel
 @pytest.mark.timeout(1800)  # two driver starts, and on the cluster the session's cluster and shipment
 def test_a_submitted_run_stops_gracefully_on_terminate_and_the_next_resumes_from_its_checkpoint(
     dagster, kafka, registry, descriptor_set

@@ -143,6 +143,7 @@ def test_exactly_once_kafka_and_parquet_on_the_cluster(cluster, kafka, registry,
     assert from_kafka.uncommitted_visible == 0 and not from_kafka.incomplete_markers
 
 
+@pytest.mark.deferred  # minutes per application on 2 cores: out of `make test` until the suite is parallel
 def test_the_sql_console_on_the_cluster(cluster):
     """Dagger's functions and a Python UDF file run in Python workers of both executors."""
     statement = (
@@ -161,6 +162,7 @@ def test_the_sql_console_on_the_cluster(cluster):
     ]
 
 
+@pytest.mark.deferred  # minutes per application on 2 cores: out of `make test` until the suite is parallel
 def test_a_missing_shipment_is_refused_by_name_and_without_it_executors_lack_the_project(cluster, tmp_path):
     missing = tmp_path / "no-such-env.tar.gz"
     refused = dagger_cli(cluster, "sql", "SELECT 1 AS one", DAGGER_SPARK_ARCHIVE=str(missing))
