@@ -143,8 +143,9 @@ def build_dagger(
             f"dagger {spec.name}: ordered_output orders by rowtime_column {spec.rowtime_column!r}, which the "
             f"result does not have (its columns: {', '.join(result.columns)})"
         )
+    object_store = s3a_settings(spark)
     sinks = [
-        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema))
+        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store))
         for index in range(len(spec.sinks))
     ]
     return BuiltDagger(spec, registry, result, sinks)

@@ -290,7 +290,7 @@ def substitute_environment(node: Any, path: str) -> Any:
     """Replace `${VAR}` / `${VAR:-default}` in string values (secrets and endpoints stay out of files)."""
     if isinstance(node, dict):
         return {
-            key: substitute_environment(value, f"{path}.{key}" if path else str(key))
+            key: substitute_environment(value, f"{path}.{_key_name(key)}" if path else _key_name(key))
             for key, value in node.items()
         }
     if isinstance(node, list):
@@ -317,10 +317,17 @@ def _key_path(location: tuple[int | str, ...], tags: frozenset[str]) -> str:
         elif index > 0 and isinstance(location[index - 1], int) and part in tags:
             continue  # the discriminated-union branch ("kafka", "log"...), not a key the user wrote
         else:
-            if not part or not part.isprintable() or part != part.strip():
-                part = repr(part)  # a key like "\r" or " " must not break or blur the message
-            parts.append(f".{part}" if parts else part)
+            parts.append(f".{_key_name(part)}" if parts else _key_name(part))
     return "".join(parts) or "(top level)"
+
+
+def _key_name(key: object) -> str:
+    """A key as a message shows it: quoted when it is empty, unprintable or padded, so a key like "\\r"
+    or " " neither breaks the message's lines nor blurs into its neighbours."""
+    name = str(key)
+    if not name or not name.isprintable() or name != name.strip():
+        return repr(name)
+    return name
 
 
 def _kind_tags(*unions: Any) -> frozenset[str]:

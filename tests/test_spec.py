@@ -517,6 +517,10 @@ def test_a_set_variable_wins_over_the_default(monkeypatch: pytest.MonkeyPatch) -
             ],
             "streams[1].consumer_config.sasl.password",
         ),
+        (
+            [kafka_stream(consumer_config={"\r": "${DAGGER_TEST_MISSING}"})],
+            "streams[0].consumer_config.'\\r'",
+        ),
     ],
 )
 def test_a_missing_variable_names_the_key_path(

@@ -20,8 +20,8 @@ collects a whole batch to the driver.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ class SinkContext:
     """Where text for the user goes (the Dagster run's log); None: Python logging."""
     result_schema: StructType | None = None
     """The columns of the rows `write` gets (None: not known, e.g. a sink checked alone)."""
+    object_store: Mapping[str, str] = field(default_factory=dict)
+    """The session's `fs.s3a.*` settings (`jobs.object_store.s3a_settings`), for targets on `s3a://`."""
 
     def schema_registry(self) -> SchemaRegistry:
         if self.registry is not None:

@@ -28,10 +28,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import TaskContext
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
-from jobs.object_store import arrow_filesystem, s3a_settings
+from jobs.object_store import arrow_filesystem
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.parquet.config import ParquetSink
 from jobs.sinks.partitions import write_partitions
@@ -105,8 +105,7 @@ class ParquetSinkWriter:
         spec = context.spec
         self.sink = sink
         self.time_column = sink.time_column or spec.rowtime_column
-        # The session the dagger is built on (none when a sink is checked alone): its s3a settings.
-        self._object_store = s3a_settings(SparkSession.getActiveSession())
+        self._object_store = dict(context.object_store)
         self._filesystem, self._root = arrow_filesystem(sink.path, self._object_store)
         try:
             for kind in ("started", "committed"):
