@@ -49,7 +49,7 @@ run: $(STAMP) protos $(JVM_ARCHIVE_STAMP)
 
 test: $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) $(FLINK_STAMP) protos \
 		$(S3A_STAMP) $(JVM_ARCHIVE_STAMP) $(SHIP_ARCHIVE)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --numprocesses 2 --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

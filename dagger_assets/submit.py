@@ -40,7 +40,7 @@ from pyspark.sql.types import StructType
 
 from jobs.jvm import jobs_jar
 from jobs.runner import DaggerBuildError, DaggerQueryError, ProgressReport
-from jobs.spark import DEFAULT_MASTER, JAVA_OPTIONS, driver_java_options
+from jobs.spark import DEFAULT_MASTER, JAVA_OPTIONS, driver_java_options, is_cluster_master
 from jobs.submitted import progress_report
 from resources.spark import SparkResource
 
@@ -145,10 +145,13 @@ class SubmittedRun:
             **os.environ,
             # The driver runs this project's interpreter (spark-submit would pick `python3` from PATH).
             "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             **self._spark.submit.env,
             **self._session.get_bootstrap_env_vars(),
         }
+        if not is_cluster_master(master):
+            # Local Python workers run it too. A cluster's executors get the packed environment instead,
+            # which a $PYSPARK_PYTHON would override (`jobs.spark.shipment_conf`).
+            environment.setdefault("PYSPARK_PYTHON", sys.executable)
         if master.startswith("local"):  # as an in-process local session: stay on loopback
             environment.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         command = submit_command(self._spark, master)

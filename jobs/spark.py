@@ -28,6 +28,14 @@ SHIPPED_ENVIRONMENT_VARIABLE = "DAGGER_SPARK_ARCHIVE"
 """Names the packed environment shipped to a cluster's executors; `none` ships nothing."""
 _SHIPPED_ALIAS = "dagger-env"  # jobs.tools.pack_environment.ARCHIVE_ALIAS (not imported: it needs tomllib)
 _CLUSTER_PREFIXES = ("spark://", "yarn", "k8s://", "mesos://")
+
+
+def is_cluster_master(master: str) -> bool:
+    """Whether `master` runs executors on other hosts (standalone, YARN, Kubernetes, Mesos), which get the
+    packed environment, rather than in this machine's JVM (`local`) or a Connect server (`sc://`)."""
+    return master.startswith(_CLUSTER_PREFIXES)
+
+
 # After the shipped environment on executors' PATH (Spark sets the variable, it does not extend it).
 _EXECUTOR_SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -156,7 +164,7 @@ def spark_session(
     terminal's Ctrl-C) is put back so interrupts keep meaning what the caller expects.
     """
     master = master or os.environ.get("DAGGER_SPARK_MASTER", DEFAULT_MASTER)
-    if not master.startswith(_CLUSTER_PREFIXES):
+    if not is_cluster_master(master):
         # Python workers on this machine must run the interpreter that has this project installed (not
         # the first `python3`). On a cluster, this path means nothing to the executors' hosts.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -169,7 +177,7 @@ def spark_session(
     # The driver's JVM starts on this machine whatever the master: it maps the class archive if made.
     driver_conf = {"spark.driver.extraJavaOptions": driver_java_options(JAVA_OPTIONS)}
     conf = {**_DEFAULT_CONF, **driver_conf, **local_conf, **(extra_conf or {})}
-    if master.startswith(_CLUSTER_PREFIXES):
+    if is_cluster_master(master):
         conf.update(shipment_conf(conf))
     if master.startswith("sc://"):
         # A Connect session may only set SQL settings (the server's JVM, jars and Python workers are

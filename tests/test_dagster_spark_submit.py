@@ -107,22 +107,19 @@ START_S = 600
 """Upper bound on a submitted driver's start and first micro-batch (measured: 50-120 s on 2 loaded cores)."""
 
 
-@pytest.fixture
-def master() -> str:
-    """The master the deployment's drivers are submitted to. The standalone test cluster is not here yet: on
-    it, a submitted run processed its first micro-batch and then stalled (not diagnosed; docs/limits.md)."""
-    return "local[2]"
-
-
-@pytest.fixture
-def dagster_env(master: str, kafka) -> dict[str, str]:
-    """Every run of the deployment launches its driver with spark-submit (the resource's defaults); the
-    example dagger reads its broker from the environment."""
+def submitting_environment(master: str, kafka) -> dict[str, str]:
+    """A deployment whose runs launch their drivers with spark-submit to `master` (the resource's
+    defaults); the example dagger reads its broker from the environment."""
     return {
         "DAGGER_SPARK_LAUNCH": "spark_submit",
         "DAGGER_SPARK_MASTER": master,
         "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
     }
+
+
+@pytest.fixture
+def dagster_env(kafka) -> dict[str, str]:
+    return submitting_environment("local[2]", kafka)
 
 
 def _expected(count: int, start: int = 0) -> list[tuple]:
@@ -183,11 +180,17 @@ def _write_dagger(dagster, kafka, descriptor_set, name: str, source: str, output
     return lake
 
 
-@pytest.mark.deferred  # 6 min on a loaded machine: out of `make test` until the suite is parallel
-@pytest.mark.timeout(1800)  # two driver starts, and on the cluster the session's cluster and shipment
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # two driver starts
 def test_a_submitted_run_stops_gracefully_on_terminate_and_the_next_resumes_from_its_checkpoint(
     dagster, kafka, registry, descriptor_set
 ):
+    terminate_then_restart(dagster, kafka, registry, descriptor_set)
+
+
+def terminate_then_restart(dagster, kafka, registry, descriptor_set) -> None:
+    """A submitted run streams, is terminated as from the UI (SUCCESS, tagged where it stopped, its driver
+    gone), and the next run resumes from the checkpoint: every row once in Kafka (read_committed)."""
     source, output = kafka.new_topic("submit-in"), kafka.new_topic("submit-out")
     lake = _write_dagger(dagster, kafka, descriptor_set, "submitted-orders", source, output)
     checkpoint = dagster.daggers / "submitted-orders.checkpoint"

@@ -13,6 +13,7 @@ import signal
 import time
 import uuid
 
+import pytest
 import yaml
 from dagster import AssetKey, DagsterRunStatus, RunsFilter
 from google.protobuf import descriptor_pb2
@@ -163,6 +164,7 @@ def test_a_new_topic_matching_a_template_starts_exactly_one_run_for_it(
     dagster.stop_run(run.run_id)
 
 
+@pytest.mark.slow
 def test_a_changed_descriptor_set_restarts_the_daggers_that_use_it(
     dagster, kafka, registry, descriptor_set, tmp_path
 ):

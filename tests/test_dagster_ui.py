@@ -51,6 +51,7 @@ def install_example_dagger(
     (folder / "booking_filter.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
 
 
+@pytest.mark.slow
 def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     dagster, kafka, registry: SchemaRegistry, descriptor_set: Path, tmp_path: Path
 ):

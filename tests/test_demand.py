@@ -203,6 +203,7 @@ def _doubled(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return [(window, amount * 2) for window, amount in rows]
 
 
+@pytest.mark.slow
 def test_instances_run_while_subscribed_resume_when_asked_again_and_chains_start_and_stop_together(
     dagster, kafka, registry, descriptor_set
 ):

@@ -744,6 +744,7 @@ def _step_failures(events: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_dagster_runs_keep_planted_credentials_out_of_event_logs_run_configs_and_storage(
     dagster, tmp_path, secured_kafka, kafka, registry, descriptor_set, pg_customers, es_customers, es_gate,
     influxdb, influx_database, elasticsearch,

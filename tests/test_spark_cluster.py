@@ -4,36 +4,68 @@ environment `build/ship/dagger-env.tar.gz` (`jobs/tools/pack_environment.py`), w
 to a `spark://` master's executors.
 
 Only one SparkContext can live in a Python process, and the suite's local session lives in this one: each
-dagger here runs as the CLI a user runs, `dagger --master spark://... run|sql`, in a subprocess. Every check
-compares exact rows out with the rows put in.
+dagger here runs in a process of its own, as the CLI a user runs (`dagger --master spark://... run|sql`) or
+as a Dagster deployment's run (the driver-kill harness). Every check compares exact rows out with the rows
+put in. The cluster's tests share this file so that a parallel run (pytest-xdist, one file per worker)
+starts one cluster.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from jobs.codec.protobuf import ProtoEncoder
 from jobs.project import EXAMPLE_DAGGER, PROJECT_ROOT
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
-from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class
+from tests.conftest import (
+    REPORT_PROPERTY,
+    KafkaHelper,
+    kafka_sink,
+    kafka_stream,
+    message_class,
+    order_payloads,
+)
 from tests.crash_harness import (
     ORDER,
+    SEED_VARIABLE,
     SQL,
+    CrashDagger,
+    KillPlan,
     OrderFeed,
     Tally,
+    crash_seed,
     expected_output,
+    kill_counts,
+    kill_tree,
     read_kafka_output,
     read_lake_output,
+    sink_tallies,
 )
+from tests.servers.kafka import ApacheKafka
 from tests.servers.spark_cluster import SparkCluster
+from tests.test_crash_kills import (
+    MAX_KILL_DELAY_S,
+    MAX_RECORDS_PER_BATCH,
+    ORDERS_PER_RUN,
+    TAIL_ORDERS,
+    UPFRONT_ORDERS,
+)
+from tests.test_dagster_spark_submit import submitting_environment, terminate_then_restart
 from tests.test_example_dagger import expected_summary_rows, summary_rows
 
 pytestmark = pytest.mark.cluster
@@ -84,9 +116,67 @@ def orders_dagger(
     }
 
 
-def executors_of(output: str) -> set[str]:
-    """Executor ids the driver log names (`... (127.0.0.1 executor 1)`), to see both workers used."""
-    return set(re.findall(r"executor (\d+)\)", output))
+class UnboundedRun:
+    """`dagger --master spark://... run --unbounded` in its own process group, its output in a log file:
+    a run that ends only when stopped, as a user stops it (Ctrl-C), once a test has seen what it waits for.
+    """
+
+    def __init__(self, cluster: SparkCluster, dagger_file: Path, log: Path) -> None:
+        self.log = log
+        with open(log, "ab") as output:
+            self.process = subprocess.Popen(
+                [str(DAGGER), "--master", cluster.master_url, "run", "--unbounded", str(dagger_file)],
+                cwd=PROJECT_ROOT, env=cli_environment(), stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, condition: Callable[[], Any], what: str, poll_s: float = 0.2) -> Any:
+        """Polls `condition` until it gives a truthy value; the run must keep running meanwhile (the
+        deadline only ends a hung test)."""
+        deadline = time.monotonic() + _HUNG_RUN_S
+        while not (value := condition()):
+            assert self.process.poll() is None, f"the run ended ({self.process.returncode}):\n{self.tail()}"
+            assert time.monotonic() < deadline, f"no {what} after {_HUNG_RUN_S:.0f}s:\n{self.tail()}"
+            time.sleep(poll_s)
+        return value
+
+    def stop(self) -> None:
+        """Ctrl-C: the running micro-batch finishes, and the run exits 0."""
+        self.process.send_signal(signal.SIGINT)
+        assert self.process.wait(timeout=_HUNG_RUN_S) == 0, self.tail()
+
+    def tail(self) -> str:
+        return self.output()[-5000:]
+
+    def end(self) -> None:
+        if self.process.poll() is None:
+            kill_tree(self.process.pid)
+            self.process.wait()
+
+
+_HUNG_RUN_S = 600.0
+
+
+@pytest.fixture
+def unbounded_runs(cluster: SparkCluster) -> Iterator[Callable[[Path, Path], UnboundedRun]]:
+    """Starts unbounded runs on the cluster; any still going when the test ends is killed."""
+    runs: list[UnboundedRun] = []
+
+    def start(dagger_file: Path, log: Path) -> UnboundedRun:
+        runs.append(UnboundedRun(cluster, dagger_file, log))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.end()
+
+
+def committed_lake_rows(lake: Path) -> int:
+    """Rows in the lake's committed batches so far (0 before its first commit)."""
+    return len(read_lake_output(lake).committed) if (lake / "_dagger" / "committed").is_dir() else 0
 
 
 def test_the_example_dagger_on_the_cluster(cluster, kafka, registry, tmp_path):
@@ -143,7 +233,67 @@ def test_exactly_once_kafka_and_parquet_on_the_cluster(cluster, kafka, registry,
     assert from_kafka.uncommitted_visible == 0 and not from_kafka.incomplete_markers
 
 
-@pytest.mark.deferred  # minutes per application on 2 cores: out of `make test` until the suite is parallel
+def test_a_window_aggregation_on_the_cluster_writes_each_closed_window_once(
+    unbounded_runs, kafka, registry, descriptor_set, tmp_path
+):
+    """Tumbling one-minute windows per customer, their state in the executors' state stores: a window is
+    written once the watermark passes its end, which takes the micro-batch after the one that read it."""
+    source = kafka.new_topic("cl-window-in", partitions=2)
+    # Orders o0..o239 one second apart (four minutes, customer c), then one at +10 minutes: the watermark
+    # passes the first five windows, which are written; the last order's window stays open.
+    payloads = order_payloads(registry, 0, 240) + order_payloads(registry, 600, 1)
+    kafka.produce(source, payloads, partition=lambda index: index % 2)
+    lake = tmp_path / "windows"
+    sql = (
+        "SELECT customer_id, window.start AS window_start, count(*) AS orders, sum(amount) AS amount "
+        "FROM orders GROUP BY window(rowtime, '1 minute'), customer_id"
+    )
+    document = orders_dagger(
+        tmp_path, kafka, descriptor_set, source, "cluster-window", sql=sql,
+        sinks=[{"kind": "parquet", "path": str(lake), "time_column": "window_start"}],
+    )  # fmt: skip
+    start = 1_700_000_000
+    first_minute = start - start % 60  # orders start mid-minute: the first window is short
+    expected = []
+    for minute in range(5):
+        window = first_minute + 60 * minute
+        indexes = [i for i in range(240) if window <= start + i < window + 60]
+        expected.append(("c", window * 1_000_000, len(indexes), float(sum(indexes))))
+
+    run = unbounded_runs(write_dagger(tmp_path, document), tmp_path / "driver.log")
+    run.wait_for(lambda: len(window_rows(lake)) >= len(expected), f"{len(expected)} closed windows")
+    run.stop()
+
+    assert window_rows(lake) == expected
+    state = tmp_path / "cluster-window.checkpoint" / "state"
+    assert any(path.is_file() for path in state.rglob("*")), "no state store files in the checkpoint"
+
+
+def window_rows(lake: Path) -> list[tuple[str, int, int, float]]:
+    """customer_id, window_start (epoch microseconds), orders, amount of every committed window row."""
+    committed_folder = lake / "_dagger" / "committed"
+    if not committed_folder.is_dir():
+        return []
+    committed = {int(path.name) for path in committed_folder.iterdir() if path.name.isdigit()}
+    tables = [
+        pq.read_table(file)
+        for file in sorted(lake.rglob("part-b*.parquet"))
+        if int(file.name.removeprefix("part-b").split("-", 1)[0]) in committed
+    ]
+    if not tables:
+        return []
+    table = pa.concat_tables(tables)
+    return sorted(
+        zip(
+            table["customer_id"].to_pylist(),
+            table["window_start"].cast(pa.int64()).to_pylist(),
+            table["orders"].to_pylist(),
+            table["amount"].to_pylist(),
+            strict=True,
+        )
+    )
+
+
 def test_the_sql_console_on_the_cluster(cluster):
     """Dagger's functions and a Python UDF file run in Python workers of both executors."""
     statement = (
@@ -162,7 +312,6 @@ def test_the_sql_console_on_the_cluster(cluster):
     ]
 
 
-@pytest.mark.deferred  # minutes per application on 2 cores: out of `make test` until the suite is parallel
 def test_a_missing_shipment_is_refused_by_name_and_without_it_executors_lack_the_project(cluster, tmp_path):
     missing = tmp_path / "no-such-env.tar.gz"
     refused = dagger_cli(cluster, "sql", "SELECT 1 AS one", DAGGER_SPARK_ARCHIVE=str(missing))
@@ -182,3 +331,196 @@ def test_a_missing_shipment_is_refused_by_name_and_without_it_executors_lack_the
     output = unshipped.stderr + unshipped.stdout
     assert unshipped.returncode != 0, output[-4000:]
     assert re.search(r"No module named '(pyarrow|pandas|numpy|jobs)'", output), output[-4000:]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Executor loss
+# --------------------------------------------------------------------------------------------------------
+
+
+def running_task(cluster: SparkCluster, worker: int) -> str | None:
+    """A task the worker's executor has started and not finished (`TID n`), from its log."""
+    started: set[str] = set()
+    finished: set[str] = set()
+    for log in cluster.executor_logs(worker):
+        text = log.read_text(errors="replace")
+        started |= set(re.findall(r"Running task \S+ in stage \S+ \(TID (\d+)\)", text))
+        finished |= set(re.findall(r"Finished task \S+ in stage \S+ \(TID (\d+)\)", text))
+    unfinished = started - finished
+    return f"TID {max(unfinished, key=int)}" if unfinished else None
+
+
+@pytest.fixture
+def restores_workers(cluster: SparkCluster) -> Iterator[SparkCluster]:
+    """Whatever the test killed is running again afterwards, for the tests after it."""
+    yield cluster
+    for index, worker in enumerate(cluster.workers):
+        if worker.process is None:
+            cluster.restart_worker(index)
+
+
+@pytest.fixture
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
+    """An Apache Kafka only this test freezes."""
+    with ApacheKafka(tmp_path_factory.mktemp("loss-kafka")) as broker:
+        yield broker
+
+
+def kill_worker_inside_a_task(cluster: SparkCluster, broker: ApacheKafka, run: UnboundedRun) -> str:
+    """SIGKILLs worker 0 while its executor runs a task, and returns the task. A task is seen in the
+    executor's log as it starts, and could end before the kill: so the broker is frozen (SIGSTOP) as soon
+    as one is seen, holding every task that reads or writes Kafka. A task that does not (a lake write)
+    ends meanwhile, and the attempt is made again on a later task."""
+    for _ in range(_KILL_ATTEMPTS):
+        run.wait_for(lambda: running_task(cluster, 0), "a task running on worker 0", poll_s=0.01)
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            time.sleep(_SETTLE_S)  # not a bound on anything: tasks that do not wait on Kafka end meanwhile
+            held = running_task(cluster, 0)
+            if held is not None:
+                cluster.kill_worker(0)
+                return held
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)  # never leave it frozen, whatever failed
+    raise AssertionError(f"no task of worker 0 was held by the frozen broker in {_KILL_ATTEMPTS} attempts")
+
+
+_KILL_ATTEMPTS = 10
+_SETTLE_S = 2.0
+
+
+@pytest.mark.slow
+def test_a_worker_sigkilled_mid_batch_loses_and_duplicates_nothing(
+    restores_workers, unbounded_runs, own_broker, registry, descriptor_set, tmp_path, record_property
+):
+    cluster = restores_workers
+    kafka = KafkaHelper(own_broker.bootstrap_servers)
+    source, output = kafka.new_topic("cl-loss-in", partitions=2), kafka.new_topic("cl-loss-out")
+    feed = OrderFeed(kafka, registry, source)
+    feed.produce(3_000)
+    expected = expected_output(feed.orders)
+    lake = tmp_path / "lake"
+    document = orders_dagger(
+        tmp_path, kafka, descriptor_set, source, "cluster-loss", sql=SQL, trigger_interval="0s",
+        sinks=[
+            kafka_sink(kafka.bootstrap_servers, output, ORDER, delivery="exactly_once"),
+            {"kind": "parquet", "path": str(lake), "time_column": "created_at"},
+        ],
+    )  # fmt: skip
+    document["streams"][0]["max_records_per_batch"] = 200  # 15 batches: the kill lands mid-run
+
+    run = unbounded_runs(write_dagger(tmp_path, document), tmp_path / "driver.log")
+    # Two committed batches first (both executors warm), then the kill inside a task of worker 0.
+    run.wait_for(lambda: (lake / "_dagger" / "committed" / "1").exists(), "two committed batches")
+    task = kill_worker_inside_a_task(cluster, own_broker, run)
+    run.wait_for(lambda: committed_lake_rows(lake) >= expected.total(), "every order in the lake")
+    run.stop()
+
+    from_kafka = read_kafka_output(kafka, registry, output)
+    from_lake = read_lake_output(lake)
+    tallies = [
+        Tally.of("kafka", f"worker 0 killed running {task}", expected, from_kafka.committed),
+        Tally.of("lake", f"worker 0 killed running {task}", expected, from_lake.committed),
+    ]
+    record_property(REPORT_PROPERTY, "\n".join(tally.line() for tally in tallies))
+    for tally in tallies:
+        assert tally.exact, tally.line()
+    assert from_kafka.uncommitted_visible == 0 and not from_kafka.incomplete_markers
+    # The kill cost the driver an executor with a task on it, and the task ran again on the other one.
+    assert re.search(r"Lost task .*ExecutorLostFailure", run.output()), run.tail()
+
+
+# --------------------------------------------------------------------------------------------------------
+# Drivers launched by a Dagster run with spark-submit (tests/test_dagster_spark_submit.py)
+# --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # two applications, each unpacking the environment on both executors
+def test_a_run_submitted_to_the_cluster_stops_on_terminate_and_the_next_resumes_from_its_checkpoint(
+    cluster, kafka, registry, descriptor_set, monkeypatch, request
+):
+    # The deployment's processes inherit this environment. No $PYSPARK_PYTHON (the suite's local session
+    # sets it; on a cluster it would name the executors' Python instead of the shipped environment).
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver on loopback, as the cluster is
+    for name, value in submitting_environment(cluster.master_url, kafka).items():
+        monkeypatch.setenv(name, value)
+    terminate_then_restart(request.getfixturevalue("dagster"), kafka, registry, descriptor_set)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Driver kills (tests/test_crash_kills.py's harness)
+# --------------------------------------------------------------------------------------------------------
+
+
+CLUSTER_PLAN = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
+    spark_cluster, shipped_environment, kafka, registry, descriptor_set, monkeypatch, request, record_property
+):
+    """The same harness with the driver in the Dagster run and the executors on the standalone cluster.
+
+    A kill "with workers" SIGKILLs the run worker, its Spark JVM and the Python processes that JVM
+    started: on a cluster those are the driver's own (a Python data source's planning), while the Python
+    workers of the tasks live under the executors on the workers. Those are not killed: the master ends
+    the application's executors once its driver is gone, and a task caught inside a Kafka transaction may
+    commit it meanwhile, which the sink's markers must absorb (or fence, at the restart).
+    """
+    # The deployment's processes inherit this environment: the cluster for every run's session, the driver
+    # on loopback, and no $PYSPARK_PYTHON (the local session of the suite sets it; on a cluster it would
+    # name the executors' Python instead of the shipped environment).
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setenv("DAGGER_SPARK_MASTER", spark_cluster.master_url)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    dagster = request.getfixturevalue("dagster")
+    seed = crash_seed()
+    print(f"\ncrash seed {seed} on {spark_cluster.master_url} (replay with {SEED_VARIABLE}={seed})")
+    dagger = CrashDagger.deploy(
+        dagster,
+        kafka,
+        descriptor_set,
+        random.Random(seed),
+        max_records_per_batch=MAX_RECORDS_PER_BATCH,
+        trigger_interval="0s",
+    )
+    # Each run is a new application: its executors fetch and unpack the packed environment (and the
+    # project's jars) before the first batch, a minute or more on a busy 2-core machine.
+    dagger.start_timeout_s = 600
+    feed = OrderFeed(kafka, registry, dagger.source)
+    feed.produce(UPFRONT_ORDERS // 2)
+    try:
+        run_id = dagger.launch()
+        for _ in range(CLUSTER_PLAN.kills):
+            kill = dagger.kill_at_random_moment(run_id, feed, ORDERS_PER_RUN, MAX_KILL_DELAY_S, CLUSTER_PLAN)
+            print(f"kill: {kill.line()}")
+            run_id = dagger.restart_of(run_id)
+        feed.produce(TAIL_ORDERS)
+        dagger.drain_and_stop(run_id, feed.produced, timeout_s=600)
+    finally:
+        dagger.watch.close()
+
+    expected = expected_output(feed.orders)
+    from_kafka = read_kafka_output(kafka, registry, dagger.output)
+    from_lake = read_lake_output(dagger.lake)
+    counts = kill_counts(dagger.kills)
+    tallies = sink_tallies(dagger.kills, expected, from_kafka.committed, from_lake.committed)
+    report = "\n".join(
+        [
+            f"crash seed {seed} on a standalone cluster (2 workers x 1 core): {feed.produced} orders in",
+            *(tally.line() for tally in tallies),
+            *(f"incomplete marker: {line}" for line in from_kafka.incomplete_markers),
+        ]
+    )
+    record_property(REPORT_PROPERTY, report)
+    assert len(dagger.kills) == CLUSTER_PLAN.kills, report
+    assert counts["mid-batch"] >= CLUSTER_PLAN.at_kafka_rows, report
+    assert counts["in recovery"] >= CLUSTER_PLAN.in_recovery, report
+    assert counts["with workers"] >= CLUSTER_PLAN.with_workers, report
+    assert all(tally.exact for tally in tallies), report
+    assert from_kafka.hidden == from_kafka.uncommitted_visible == 0, report
+    assert from_kafka.incomplete_markers == [], report
+    assert from_lake.uncommitted_files == 0, report

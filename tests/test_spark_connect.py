@@ -103,7 +103,6 @@ def test_a_kafka_dagger_with_a_processor_and_three_sinks_runs_on_spark_connect(
     )
 
 
-@pytest.mark.deferred  # minutes, flaky on a loaded machine: out of `make test` until the suite is parallel
 def test_kafka_exactly_once_influx_bigquery_and_elasticsearch_sinks_write_exact_rows_on_spark_connect(
     spark_connect: SparkConnectServer, kafka, registry, descriptor_set, tmp_path, influxdb, bigquery,
     elasticsearch,
@@ -141,7 +140,6 @@ def test_kafka_exactly_once_influx_bigquery_and_elasticsearch_sinks_write_exact_
     assert sorted(documents) == [order_id for order_id, _, _ in expected]
 
 
-@pytest.mark.deferred  # minutes, flaky on a loaded machine: out of `make test` until the suite is parallel
 def test_a_continuous_table_is_kept_on_spark_connect(
     spark_connect: SparkConnectServer, kafka, registry, descriptor_set, tmp_path, postgres
 ):
