@@ -40,7 +40,13 @@ from pyspark.sql.types import StructType
 
 from jobs.jvm import jobs_jar
 from jobs.runner import DaggerBuildError, DaggerQueryError, ProgressReport
-from jobs.spark import DEFAULT_MASTER, JAVA_OPTIONS, driver_java_options, is_cluster_master
+from jobs.spark import (
+    DEFAULT_MASTER,
+    JAVA_OPTIONS,
+    driver_java_options,
+    driver_search_path,
+    is_cluster_master,
+)
 from jobs.submitted import progress_report
 from resources.spark import SparkResource
 
@@ -148,9 +154,11 @@ class SubmittedRun:
             **self._spark.submit.env,
             **self._session.get_bootstrap_env_vars(),
         }
-        if not is_cluster_master(master):
-            # Local Python workers run it too. A cluster's executors get the packed environment instead,
-            # which a $PYSPARK_PYTHON would override (`jobs.spark.shipment_conf`).
+        if is_cluster_master(master):
+            # The executors get the packed environment, and look up `python3` as the driver JVM does when
+            # it plans Python data sources: on its PATH, where this interpreter must come first.
+            environment["PATH"] = driver_search_path(environment.get("PATH"))
+        else:  # local Python workers run this interpreter too
             environment.setdefault("PYSPARK_PYTHON", sys.executable)
         if master.startswith("local"):  # as an in-process local session: stay on loopback
             environment.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

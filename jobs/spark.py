@@ -85,6 +85,13 @@ def driver_java_options(base: str) -> str:
     return f"{base} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.is_file() else base
 
 
+def driver_search_path(path: str | None) -> str:
+    """`path` with this interpreter's folder first: the `PATH` of a driver JVM whose executors get the
+    packed environment, so that the `python3` the driver plans Python data sources with is this one
+    (`shipment_conf`)."""
+    return os.pathsep.join(filter(None, [str(Path(sys.executable).parent), path]))
+
+
 def shipped_environment() -> Path | None:
     """The packed environment for executors: $DAGGER_SPARK_ARCHIVE (`none`: none), else the project's
     `build/ship/dagger-env.tar.gz` (`make build/ship/dagger-env.tar.gz`)."""
@@ -196,7 +203,7 @@ def spark_session(
     shipping = f"./{_SHIPPED_ALIAS}/bin:" in conf.get("spark.executorEnv.PATH", "")
     previous_path = os.environ.get("PATH")
     if shipping:
-        os.environ["PATH"] = os.pathsep.join(filter(None, [str(Path(sys.executable).parent), previous_path]))
+        os.environ["PATH"] = driver_search_path(previous_path)
     try:
         session = builder.getOrCreate()
     finally:
