@@ -21,8 +21,10 @@ from tests.crash_harness import (
     START_SECONDS,
     CheckpointState,
     CrashDagger,
+    KafkaOutput,
     Kill,
     KillPlan,
+    LakeOutput,
     Moment,
     Order,
     OrderFeed,
@@ -44,6 +46,39 @@ MAX_RECORDS_PER_BATCH = 100  # small batches, run back to back: most moments fal
 MAX_KILL_DELAY_S = 4.0  # after the run's progress (a third of it after a batch starts); batches take ~1.5 s
 
 
+def deploy_crash_dagger(dagster, kafka, descriptor_set, seed: int) -> CrashDagger:
+    """The harness's dagger in the deployment: small micro-batches run back to back, kill moments drawn
+    from `seed`."""
+    return CrashDagger.deploy(
+        dagster,
+        kafka,
+        descriptor_set,
+        random.Random(seed),
+        max_records_per_batch=MAX_RECORDS_PER_BATCH,
+        trigger_interval="0s",
+    )
+
+
+def assert_kills_lost_nothing(
+    plan: KillPlan,
+    dagger: CrashDagger,
+    tallies: list[Tally],
+    from_kafka: KafkaOutput,
+    from_lake: LakeOutput,
+    report: str,
+) -> None:
+    """The plan's kills all happened, at the moments it asks for, and both sinks hold every row once."""
+    counts = kill_counts(dagger.kills)
+    assert len(dagger.kills) == plan.kills, report
+    assert counts["mid-batch"] >= plan.at_kafka_rows, report
+    assert counts["in recovery"] >= plan.in_recovery, report
+    assert counts["with workers"] >= plan.with_workers, report
+    assert all(tally.exact for tally in tallies), report
+    assert from_kafka.hidden == from_kafka.uncommitted_visible == 0, report
+    assert from_kafka.incomplete_markers == [], report
+    assert from_lake.uncommitted_files == 0, report
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # about 6 minutes on an idle 2-core machine; room for a busy one
 def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
@@ -52,14 +87,7 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     seed = crash_seed()
     print(f"\ncrash seed {seed} (replay with {SEED_VARIABLE}={seed})")
     started = time.monotonic()
-    dagger = CrashDagger.deploy(
-        dagster,
-        kafka,
-        descriptor_set,
-        random.Random(seed),
-        max_records_per_batch=MAX_RECORDS_PER_BATCH,
-        trigger_interval="0s",
-    )
+    dagger = deploy_crash_dagger(dagster, kafka, descriptor_set, seed)
     feed = OrderFeed(kafka, registry, dagger.source)
     feed.produce(UPFRONT_ORDERS)
     try:
@@ -77,8 +105,6 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     expected = expected_output(feed.orders)
     from_kafka = read_kafka_output(kafka, registry, dagger.output)
     from_lake = read_lake_output(dagger.lake)
-    kills = len(dagger.kills)
-    counts = kill_counts(dagger.kills)
     tallies = sink_tallies(dagger.kills, expected, from_kafka.committed, from_lake.committed)
     mid_lake_write = sum(kill.parquet_mid_write for kill in dagger.kills)
     report = "\n".join(
@@ -96,14 +122,7 @@ def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
     print(report)
     record_property(REPORT_PROPERTY, report)  # printed at the end of the run, passed or failed
 
-    assert kills == PLAN.kills, report
-    assert counts["mid-batch"] >= PLAN.at_kafka_rows, report
-    assert counts["in recovery"] >= PLAN.in_recovery, report
-    assert counts["with workers"] >= PLAN.with_workers, report
-    assert all(tally.exact for tally in tallies), report
-    assert from_kafka.hidden == from_kafka.uncommitted_visible == 0, report
-    assert from_kafka.incomplete_markers == [], report
-    assert from_lake.uncommitted_files == 0, report
+    assert_kills_lost_nothing(PLAN, dagger, tallies, from_kafka, from_lake, report)
     assert dagger.restart_attempts() == list(range(PLAN.kills + 1)), report  # every restart by the sensor
 
 

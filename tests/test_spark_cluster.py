@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -44,26 +43,26 @@ from tests.crash_harness import (
     ORDER,
     SEED_VARIABLE,
     SQL,
-    CrashDagger,
     KillPlan,
     OrderFeed,
     Tally,
     crash_seed,
     expected_output,
-    kill_counts,
     kill_tree,
     read_kafka_output,
     read_lake_output,
     sink_tallies,
 )
+from tests.dagster_deployment import DagsterDeployment
 from tests.servers.kafka import ApacheKafka
 from tests.servers.spark_cluster import SparkCluster
 from tests.test_crash_kills import (
     MAX_KILL_DELAY_S,
-    MAX_RECORDS_PER_BATCH,
     ORDERS_PER_RUN,
     TAIL_ORDERS,
     UPFRONT_ORDERS,
+    assert_kills_lost_nothing,
+    deploy_crash_dagger,
 )
 from tests.test_dagster_spark_submit import submitting_environment, terminate_then_restart
 from tests.test_example_dagger import expected_summary_rows, summary_rows
@@ -445,18 +444,32 @@ def test_a_worker_sigkilled_mid_batch_loses_and_duplicates_nothing(
 # --------------------------------------------------------------------------------------------------------
 
 
+def deployment_on(
+    cluster: SparkCluster, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, **environment: str
+) -> DagsterDeployment:
+    """A Dagster deployment (`dagster dev`) whose runs' sessions use the cluster. Its processes inherit
+    this environment: the master, the driver on loopback as the cluster is, and no $PYSPARK_PYTHON (the
+    suite's local session sets it; on a cluster it would name the executors' Python instead of the
+    shipped environment)."""
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    for name, value in {
+        "DAGGER_SPARK_MASTER": cluster.master_url,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        **environment,
+    }.items():
+        monkeypatch.setenv(name, value)
+    return request.getfixturevalue("dagster")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # two applications, each unpacking the environment on both executors
 def test_a_run_submitted_to_the_cluster_stops_on_terminate_and_the_next_resumes_from_its_checkpoint(
     cluster, kafka, registry, descriptor_set, monkeypatch, request
 ):
-    # The deployment's processes inherit this environment. No $PYSPARK_PYTHON (the suite's local session
-    # sets it; on a cluster it would name the executors' Python instead of the shipped environment).
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver on loopback, as the cluster is
-    for name, value in submitting_environment(cluster.master_url, kafka).items():
-        monkeypatch.setenv(name, value)
-    terminate_then_restart(request.getfixturevalue("dagster"), kafka, registry, descriptor_set)
+    dagster = deployment_on(
+        cluster, monkeypatch, request, **submitting_environment(cluster.master_url, kafka)
+    )
+    terminate_then_restart(dagster, kafka, registry, descriptor_set)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -470,7 +483,7 @@ CLUSTER_PLAN = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
-    spark_cluster, shipped_environment, kafka, registry, descriptor_set, monkeypatch, request, record_property
+    cluster, kafka, registry, descriptor_set, monkeypatch, request, record_property
 ):
     """The same harness with the driver in the Dagster run and the executors on the standalone cluster.
 
@@ -480,23 +493,10 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     the application's executors once its driver is gone, and a task caught inside a Kafka transaction may
     commit it meanwhile, which the sink's markers must absorb (or fence, at the restart).
     """
-    # The deployment's processes inherit this environment: the cluster for every run's session, the driver
-    # on loopback, and no $PYSPARK_PYTHON (the local session of the suite sets it; on a cluster it would
-    # name the executors' Python instead of the shipped environment).
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    monkeypatch.setenv("DAGGER_SPARK_MASTER", spark_cluster.master_url)
-    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-    dagster = request.getfixturevalue("dagster")
+    dagster = deployment_on(cluster, monkeypatch, request)
     seed = crash_seed()
-    print(f"\ncrash seed {seed} on {spark_cluster.master_url} (replay with {SEED_VARIABLE}={seed})")
-    dagger = CrashDagger.deploy(
-        dagster,
-        kafka,
-        descriptor_set,
-        random.Random(seed),
-        max_records_per_batch=MAX_RECORDS_PER_BATCH,
-        trigger_interval="0s",
-    )
+    print(f"\ncrash seed {seed} on {cluster.master_url} (replay with {SEED_VARIABLE}={seed})")
+    dagger = deploy_crash_dagger(dagster, kafka, descriptor_set, seed)
     # Each run is a new application: its executors fetch and unpack the packed environment (and the
     # project's jars) before the first batch, a minute or more on a busy 2-core machine.
     dagger.start_timeout_s = 600
@@ -516,7 +516,6 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     expected = expected_output(feed.orders)
     from_kafka = read_kafka_output(kafka, registry, dagger.output)
     from_lake = read_lake_output(dagger.lake)
-    counts = kill_counts(dagger.kills)
     tallies = sink_tallies(dagger.kills, expected, from_kafka.committed, from_lake.committed)
     report = "\n".join(
         [
@@ -526,11 +525,4 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
         ]
     )
     record_property(REPORT_PROPERTY, report)
-    assert len(dagger.kills) == CLUSTER_PLAN.kills, report
-    assert counts["mid-batch"] >= CLUSTER_PLAN.at_kafka_rows, report
-    assert counts["in recovery"] >= CLUSTER_PLAN.in_recovery, report
-    assert counts["with workers"] >= CLUSTER_PLAN.with_workers, report
-    assert all(tally.exact for tally in tallies), report
-    assert from_kafka.hidden == from_kafka.uncommitted_visible == 0, report
-    assert from_kafka.incomplete_markers == [], report
-    assert from_lake.uncommitted_files == 0, report
+    assert_kills_lost_nothing(CLUSTER_PLAN, dagger, tallies, from_kafka, from_lake, report)
