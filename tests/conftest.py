@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,11 +51,11 @@ REPORT_PROPERTY = "report"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with a test marked `slow` run first. `make test` hands whole files to its two processes in
-    this order (`--dist loadfile --no-loadscope-reorder`): a long file handed out last would keep one
-    process busy while the other has nothing left to run."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: a file keeps its own order
+    """Files with the most tests marked `slow` run first. `make test` hands whole files to its two
+    processes in this order (`--dist loadfile --no-loadscope-reorder`): a long file handed out last would
+    keep one process busy while the other has nothing left to run."""
+    slow_tests = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow_tests[item.path])  # stable: files tied, and a file's tests, keep order
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
