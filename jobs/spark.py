@@ -29,13 +29,6 @@ SHIPPED_ENVIRONMENT_VARIABLE = "DAGGER_SPARK_ARCHIVE"
 _SHIPPED_ALIAS = "dagger-env"  # jobs.tools.pack_environment.ARCHIVE_ALIAS (not imported: it needs tomllib)
 _CLUSTER_PREFIXES = ("spark://", "yarn", "k8s://", "mesos://")
 
-
-def is_cluster_master(master: str) -> bool:
-    """Whether `master` runs executors on other hosts (standalone, YARN, Kubernetes, Mesos), which get the
-    packed environment, rather than in this machine's JVM (`local`) or a Connect server (`sc://`)."""
-    return master.startswith(_CLUSTER_PREFIXES)
-
-
 # After the shipped environment on executors' PATH (Spark sets the variable, it does not extend it).
 _EXECUTOR_SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -78,6 +71,12 @@ _LOCAL_CONF = {
     # thread, seen in a flight recording of the live benchmark); the project's local file system does not.
     "spark.hadoop.fs.file.impl": "dagger.jobs.ForklessLocalFileSystem",
 }
+
+
+def is_cluster_master(master: str) -> bool:
+    """Whether `master` runs executors on other hosts (standalone, YARN, Kubernetes, Mesos), which get the
+    packed environment, rather than in this machine's JVM (`local`) or a Connect server (`sc://`)."""
+    return master.startswith(_CLUSTER_PREFIXES)
 
 
 def driver_java_options(base: str) -> str:
