@@ -33,7 +33,7 @@ public final class QueryProgressFeed extends StreamingQueryListener {
 
   @Override
   public void onQueryTerminated(QueryTerminatedEvent event) {
-    terminated.add(event.id().toString());
+    terminated.add(event.runId().toString());
   }
 
   /** The progress reported since the last call, oldest first, as one JSON array (of every query). */
@@ -45,8 +45,11 @@ public final class QueryProgressFeed extends StreamingQueryListener {
     return "[" + String.join(",", taken) + "]";
   }
 
-  /** Whether the query with this id has ended (stopped or failed). */
-  public boolean hasTerminated(String queryId) {
-    return terminated.contains(queryId);
+  /**
+   * Whether the query run with this run id has ended (stopped or failed). By run, not query id: a query
+   * started again from its checkpoint keeps its id.
+   */
+  public boolean hasTerminated(String runId) {
+    return terminated.contains(runId);
   }
 }

@@ -455,7 +455,7 @@ class _QueryProgress:
 
     def ended(self, query: StreamingQuery) -> bool:
         if self._feed is not None:
-            return bool(self._feed.hasTerminated(str(query.id)))
+            return bool(self._feed.hasTerminated(str(query.runId)))
         return not query.isActive
 
 
@@ -507,6 +507,9 @@ class DaggerRun:
         self.metrics = DaggerMetrics(built.spec.name, built.spec.metrics, timeouts)
         self.metrics_port: int | None = None
         """The Prometheus endpoint's port once started, if `metrics.prometheus_port` is set."""
+        self._writer: DataStreamWriter | None = None
+        self.late_worker_restarts = 0
+        """How often the query was started again because a driver-side Python worker was late."""
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
@@ -534,6 +537,7 @@ class DaggerRun:
             self._checkpoint_lock.release()
             port = spec.metrics.prometheus_port
             raise DaggerBuildError(f"dagger {spec.name}: metrics.prometheus_port {port}: {error}") from None
+        self._writer = writer
         try:
             self.query = _start_query(writer, spec.name)
         except (AnalysisException, PySparkException) as error:
@@ -562,12 +566,15 @@ class DaggerRun:
         if self.query is None:
             raise RuntimeError("start() the dagger first")
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not self._progress.ended(self.query):
+        while True:
+            while not self._progress.ended(self.query):
+                self._drain_progress()
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
             self._drain_progress()
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
-        self._drain_progress()
+            if not self._restarted_after_a_late_worker():
+                break
         self._checkpoint_lock.release()  # the query ended: a restart may take the checkpoint
         self._raise_if_failed()
         return True
@@ -576,9 +583,12 @@ class DaggerRun:
         """Block until every record available now is processed (for tests and bounded checks)."""
         if self.query is None:
             raise RuntimeError("start() the dagger first")
-        with contextlib.suppress(PySparkException):  # a failed query: _raise_if_failed says why
-            self.query.processAllAvailable()
-        self._await_progress_of_last_batch()
+        while True:
+            with contextlib.suppress(PySparkException):  # a failed query: _raise_if_failed says why
+                self.query.processAllAvailable()
+            self._await_progress_of_last_batch()
+            if not self._restarted_after_a_late_worker():
+                break
         self._raise_if_failed()
 
     def _await_progress_of_last_batch(self, timeout_s: float = 10.0) -> None:
@@ -634,6 +644,32 @@ class DaggerRun:
             if self.on_progress:
                 self.on_progress(report)
 
+    def _restarted_after_a_late_worker(self) -> bool:
+        """Start the query again, from its checkpoint, if it failed only because a Python worker of the
+        driver was late (at most `LATE_WORKER_RESTARTS` times in a run).
+
+        The driver plans every micro-batch of a Python data source in Python processes of its own, and
+        Spark 4.3 gives each a fixed 10 s (not configurable) to connect back: on a machine busy starting
+        other JVMs, a worker importing PySpark can take longer. The query then fails before its batch
+        commits, so the restart replays the batch, as after a crash; the sinks' writes are idempotent per
+        batch. Any other failure, or one more late worker, ends the run as it is.
+        """
+        error = self.query.exception() if self.query is not None else None
+        if error is None or _PYTHON_WORKER_LATE not in str(error):
+            return False
+        if self.late_worker_restarts >= LATE_WORKER_RESTARTS or self._writer is None:
+            return False
+        self.late_worker_restarts += 1
+        log.warning(
+            "dagger %s: a Python worker of the driver was late to connect back; starting the query again "
+            "from its checkpoint (%d of %d)",
+            self.built.spec.name,
+            self.late_worker_restarts,
+            LATE_WORKER_RESTARTS,
+        )
+        self.query = _start_query(self._writer, self.built.spec.name)
+        return True
+
     def _raise_if_failed(self) -> None:
         error = self.query.exception() if self.query is not None else None
         if error is not None:
@@ -641,8 +677,10 @@ class DaggerRun:
             raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {_root_cause(str(error))}")
 
 
-_CONNECT_WORKER_LATE = "Python worker failed to connect back"
+_PYTHON_WORKER_LATE = "Python worker failed to connect back"
 _CONNECT_START_ATTEMPTS = 5
+LATE_WORKER_RESTARTS = 3
+"""How often a run starts its query again after a late Python worker (`DaggerRun`)."""
 
 
 def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
@@ -657,7 +695,7 @@ def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
         try:
             return writer.start()
         except PySparkException as error:
-            if _CONNECT_WORKER_LATE not in str(error) or attempt == _CONNECT_START_ATTEMPTS:
+            if _PYTHON_WORKER_LATE not in str(error) or attempt == _CONNECT_START_ATTEMPTS:
                 raise
             log.warning("dagger %s: the Connect server's foreachBatch worker was late; start again", dagger)
     raise AssertionError("unreachable")

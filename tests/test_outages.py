@@ -1,5 +1,5 @@
 """Outages while a dagger runs, against real servers: Apache Kafka frozen for 30 s, Apache Kafka killed
-and restarted, a sink server stopped.
+and restarted, a sink server stopped, and a Python worker of the driver that starts too late.
 
 The broker outages use an Apache Kafka of this module's own. Frozen with SIGSTOP, it keeps its connections
 and answers nothing, like a host that vanished; SIGKILLed, it drops every connection and comes back on the
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -21,9 +22,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from jobs.project import PROJECT_ROOT
 from jobs.runner import DaggerQueryError
 from jobs.tools.broker import free_port
 from tests.conftest import KafkaHelper, RunningDagger, kafka_sink, kafka_stream, message_class, order_payloads
+from tests.dagster_deployment import write_orders_dagger
 from tests.servers.influxdb import (
     _CONFIG,
     ADMIN_PASSWORD,
@@ -273,3 +276,44 @@ def test_a_stopped_sink_server_fails_the_batch_after_bounded_retries_and_a_resta
     assert [(r.batch_id, r.input_rows) for r in restarted.run.reports if r.input_rows] == [(1, 4)]
     rows = influxdb.server.rows(database, "orders")
     assert [(row["tag_order"], row["amount"]) for row in rows] == [(f"o{i}", i) for i in range(7)]
+
+
+# --------------------------------------------------------------------------------------------------------
+# A Python worker of the driver too late to connect back
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_a_driver_python_worker_late_to_connect_back_restarts_the_query_and_loses_nothing(
+    tmp_path: Path, kafka: KafkaHelper, registry, descriptor_set
+):
+    source, output = kafka.new_topic("late-worker"), kafka.new_topic("late-worker-out")
+    kafka.produce(source, order_payloads(registry, 0, 7))
+    dagger = write_orders_dagger(
+        tmp_path, "late-worker", kafka.bootstrap_servers, descriptor_set, {"topics": [source]},
+        sinks=[kafka_sink(kafka.bootstrap_servers, output, ORDER)],
+    )  # fmt: skip
+    # The Python the run's Spark starts its workers with: the first worker that runs the stream's reader on
+    # the driver sleeps past Spark's fixed 10 s for connecting back, as on a machine too busy to start it.
+    late_once = tmp_path / "late-once"
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *python_streaming_source_runner*)\n'
+        f'  mkdir "{late_once}" 2>/dev/null && sleep 12 ;;\n'
+        "esac\n"
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    python.chmod(0o755)
+    environment = {**os.environ, "PYSPARK_PYTHON": str(python), "DAGGER_SPARK_MASTER": "local[2]"}
+    finished = subprocess.run(
+        [sys.executable, "-m", "jobs", "run", str(dagger), "--bounded"],
+        cwd=PROJECT_ROOT, env=environment, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert late_once.is_dir()  # the late worker did start
+    assert "a Python worker of the driver was late to connect back; starting the query again" in (
+        finished.stderr
+    )
+    orders = message_class(registry, ORDER)
+    written = [orders.FromString(record.value()).order_id for record in kafka.read_all(output)]
+    assert sorted(written) == [f"o{index}" for index in range(7)]
