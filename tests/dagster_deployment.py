@@ -128,8 +128,10 @@ class DagsterDeployment:
         else what happened instead."""
         self.client.terminate_run(run_id)
         wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, timeout_s, f"run {run_id} to stop")
-        if self.stopped(run_id):
-            return None
+        return None if self.stopped(run_id) else self.how_it_ended(run_id)
+
+    def how_it_ended(self, run_id: str) -> str:
+        """The run's status, tags and last log entries, for an assertion's message."""
         run = self.instance.get_run_by_id(run_id)
         last_entries = [_described(entry) for entry in self.instance.all_logs(run_id)[-12:]]
         return f"run {run_id} ended {run.status} (tags {run.tags}), not stopped; its log ended {last_entries}"

@@ -8,6 +8,7 @@ demand-driven daggers, and bursts of short subscriptions.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -229,6 +230,9 @@ def test_instances_run_while_subscribed_resume_when_asked_again_and_chains_start
         found = runs(dagger, topic)
         return found[-1].status if found else None
 
+    def all_ended(dagger: str, topic: str) -> bool:
+        return all(run.is_finished for run in runs(dagger, topic))
+
     def stopped(dagger: str, topic: str) -> bool:
         """Whether the instance's latest run has stopped gracefully (as the idle stop does)."""
         found = runs(dagger, topic)
@@ -273,13 +277,16 @@ def test_instances_run_while_subscribed_resume_when_asked_again_and_chains_start
     # Never two runs of one instance at a time, none refused or failed; the 10 s instance ran once, as its
     # subscriber never left (the burst before it may have started and stopped runs of its own).
     for dagger, topic in [("window-sums", sums[10]), ("window-sums", sums[20]), ("doubled", doubled_20s)]:
+        wait_for(functools.partial(all_ended, dagger, topic), 120, f"every run of {topic} to end")
         records = [dagster.instance.get_run_record_by_id(run.run_id) for run in runs(dagger, topic)]
         # Stopped gracefully, or canceled before its query had started (a run of the burst may be).
         canceled = DagsterRunStatus.CANCELED
-        assert all(
-            dagster.stopped(record.dagster_run.run_id) or record.dagster_run.status == canceled
+        unexpected = [
+            dagster.how_it_ended(record.dagster_run.run_id)
             for record in records
-        )
+            if not (dagster.stopped(record.dagster_run.run_id) or record.dagster_run.status == canceled)
+        ]
+        assert not unexpected
         for earlier, later in itertools.pairwise(records):
             assert earlier.end_time is not None and later.start_time >= earlier.end_time
     assert len(runs("window-sums", sums[20])) == 3
