@@ -8,6 +8,9 @@ embedded broker.
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -23,6 +26,7 @@ from google.protobuf import message_factory
 from google.protobuf.message import Message as ProtoMessage
 from pyspark.sql import SparkSession
 
+from jobs.project import PROJECT_ROOT
 from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spec import DaggerSpec, parse_dagger
@@ -230,6 +234,17 @@ def kafka_stream(
         "auto_offset_reset": "earliest",
         **fields,
     }
+
+
+def run_bounded_in_own_process(dagger: Path, **environment: str) -> subprocess.CompletedProcess[str]:
+    """`dagger run <file> --bounded` in a process and a Spark of its own, with `environment` added to the
+    test's; it must succeed (its stderr says why not)."""
+    finished = subprocess.run(
+        [sys.executable, "-m", "jobs", "run", str(dagger), "--bounded"],
+        cwd=PROJECT_ROOT, env={**os.environ, **environment}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return finished
 
 
 def kafka_sink(bootstrap_servers: str, topic: str, message: str, **fields: Any) -> dict:

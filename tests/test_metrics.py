@@ -4,11 +4,9 @@ numbers match what was produced, per stream and per sink."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ from jobs.metrics.exporter import DaggerMetrics
 from jobs.project import PROJECT_ROOT
 from jobs.runner import DaggerBuildError, DaggerRun, build_dagger
 from jobs.tools.broker import free_port
-from tests.conftest import kafka_sink, kafka_stream, order_payloads
+from tests.conftest import kafka_sink, kafka_stream, order_payloads, run_bounded_in_own_process
 
 METRICS_FOLDER: Path = PROJECT_ROOT / "jobs" / "metrics"
 VALID, INVALID, KEPT = 20, 3, 15  # orders 0..19 (amount = index), garbage, those with amount >= 5
@@ -207,12 +205,7 @@ def test_a_task_killed_mid_batch_and_run_again_is_counted_once(
     path.write_text(yaml.safe_dump(document))
 
     # A Spark of its own, where a failed task gets three more attempts (the test session's gets none).
-    environment = {**os.environ, "DAGGER_SPARK_MASTER": "local[2,4]"}
-    finished = subprocess.run(
-        [sys.executable, "-m", "jobs", "run", str(path), "--bounded"],
-        cwd=PROJECT_ROOT, env=environment, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert finished.returncode == 0, finished.stderr[-3000:]
+    run_bounded_in_own_process(path, DAGGER_SPARK_MASTER="local[2,4]")
     assert marker.exists()  # the first attempt did die
 
     assert statsd.wait_for_total(12, "records_in", dagger="retried", stream="orders") == 12

@@ -22,10 +22,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from jobs.project import PROJECT_ROOT
 from jobs.runner import DaggerQueryError
 from jobs.tools.broker import free_port
-from tests.conftest import KafkaHelper, RunningDagger, kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import (
+    KafkaHelper,
+    RunningDagger,
+    kafka_sink,
+    kafka_stream,
+    message_class,
+    order_payloads,
+    run_bounded_in_own_process,
+)
 from tests.dagster_deployment import write_orders_dagger
 from tests.servers.influxdb import (
     _CONFIG,
@@ -304,12 +311,7 @@ def test_a_driver_python_worker_late_to_connect_back_restarts_the_query_and_lose
         f'exec "{sys.executable}" "$@"\n'
     )
     python.chmod(0o755)
-    environment = {**os.environ, "PYSPARK_PYTHON": str(python), "DAGGER_SPARK_MASTER": "local[2]"}
-    finished = subprocess.run(
-        [sys.executable, "-m", "jobs", "run", str(dagger), "--bounded"],
-        cwd=PROJECT_ROOT, env=environment, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert finished.returncode == 0, finished.stderr[-3000:]
+    finished = run_bounded_in_own_process(dagger, PYSPARK_PYTHON=str(python), DAGGER_SPARK_MASTER="local[2]")
     assert late_once.is_dir()  # the late worker did start
     assert "a Python worker of the driver was late to connect back; starting the query again" in (
         finished.stderr
