@@ -337,11 +337,17 @@ def test_a_missing_shipment_is_refused_by_name_and_without_it_executors_lack_the
 # --------------------------------------------------------------------------------------------------------
 
 
-def running_task(cluster: SparkCluster, worker: int) -> str | None:
-    """A task the worker's executor has started and not finished (`TID n`), from its log."""
+def run_executor_logs(cluster: SparkCluster, worker: int, earlier: set[Path]) -> list[Path]:
+    """The logs of the worker's executors that are not among the `earlier` applications' logs."""
+    return [log for log in cluster.executor_logs(worker) if log not in earlier]
+
+
+def running_task(cluster: SparkCluster, worker: int, earlier: set[Path]) -> str | None:
+    """A task the worker's executor has started and not finished (`TID n`), from its log. Earlier
+    applications' logs are left out: one whose tasks failed or were cut short lists tasks never finished."""
     started: set[str] = set()
     finished: set[str] = set()
-    for log in cluster.executor_logs(worker):
+    for log in run_executor_logs(cluster, worker, earlier):
         text = log.read_text(errors="replace")
         started |= set(re.findall(r"Running task \S+ in stage \S+ \(TID (\d+)\)", text))
         finished |= set(re.findall(r"Finished task \S+ in stage \S+ \(TID (\d+)\)", text))
@@ -369,17 +375,19 @@ def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka
         yield broker
 
 
-def kill_worker_inside_a_task(cluster: SparkCluster, broker: ApacheKafka, run: UnboundedRun) -> str:
+def kill_worker_inside_a_task(
+    cluster: SparkCluster, broker: ApacheKafka, run: UnboundedRun, earlier: set[Path]
+) -> str:
     """SIGKILLs worker 0 while its executor runs a task, and returns the task. A task is seen in the
     executor's log as it starts, and could end before the kill: so the broker is frozen (SIGSTOP) as soon
     as one is seen, holding every task that reads or writes Kafka. A task that does not (a lake write)
     ends meanwhile, and the attempt is made again on a later task."""
     for _ in range(_KILL_ATTEMPTS):
-        run.wait_for(lambda: running_task(cluster, 0), "a task running on worker 0", poll_s=0.01)
+        run.wait_for(lambda: running_task(cluster, 0, earlier), "a task running on worker 0", poll_s=0.01)
         os.kill(broker.pid, signal.SIGSTOP)
         try:
             time.sleep(_SETTLE_S)  # not a bound on anything: tasks that do not wait on Kafka end meanwhile
-            held = running_task(cluster, 0)
+            held = running_task(cluster, 0, earlier)
             if held is not None:
                 cluster.kill_worker(0)
                 return held
@@ -412,11 +420,11 @@ def test_a_worker_sigkilled_mid_batch_loses_and_duplicates_nothing(
     )  # fmt: skip
     document["streams"][0]["max_records_per_batch"] = 200  # 15 batches: the kill lands mid-run
 
-    other_runs_logs = set(cluster.executor_logs(1))
+    earlier_logs = {*cluster.executor_logs(0), *cluster.executor_logs(1)}
     run = unbounded_runs(write_dagger(tmp_path, document), tmp_path / "driver.log")
     # Two committed batches first (both executors warm), then the kill inside a task of worker 0.
     run.wait_for(lambda: (lake / "_dagger" / "committed" / "1").exists(), "two committed batches")
-    task = kill_worker_inside_a_task(cluster, own_broker, run)
+    task = kill_worker_inside_a_task(cluster, own_broker, run, earlier_logs)
     run.wait_for(lambda: committed_lake_rows(lake) >= expected.total(), "every order in the lake")
     run.stop()
 
@@ -426,7 +434,7 @@ def test_a_worker_sigkilled_mid_batch_loses_and_duplicates_nothing(
         Tally.of("kafka", f"worker 0 killed running {task}", expected, from_kafka.committed),
         Tally.of("lake", f"worker 0 killed running {task}", expected, from_lake.committed),
     ]
-    logs = [log for log in cluster.executor_logs(1) if log not in other_runs_logs]
+    logs = run_executor_logs(cluster, 1, earlier_logs)
     retried = [
         line for log in logs for line in log.read_text(errors="replace").splitlines() if RETRY.search(line)
     ]
