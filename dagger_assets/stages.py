@@ -354,8 +354,13 @@ def dagger_assets(
         try:
             if spec.demand is not None:
                 demand = _demand_subscription(spec, instance, context.partition_key, context.log.info)
-            while not run.wait(timeout_s=1.0):
-                with _interrupts_deferred():  # a terminate stops the run between reports, never within one
+            while True:
+                # A terminate is taken between polls, never within one: landing inside one of the wait's
+                # py4j calls, it would leave the connection out of step (the next call reads its answer),
+                # and it stops the run between reports. It waits a second at most.
+                with _interrupts_deferred():
+                    if run.wait(timeout_s=1.0):
+                        break
                     log_new_observations()
                     if time.monotonic() >= next_summary:
                         context.log.info(progress_summary(spec, run.reports[summarized:]))
