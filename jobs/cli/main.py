@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -57,11 +58,17 @@ def run_dagger(
     run = DaggerRun(spark, built, on_progress=_print_progress, bounded=bounded)
     run.start()
     log.info("dagger %s running; Ctrl-C stops it cleanly", spec.name)
+    # Ctrl-C only asks for the stop: raised as KeyboardInterrupt inside one of the wait's py4j calls, it
+    # would leave the connection out of step, and the stop would then read that call's answer.
+    stop = threading.Event()
+    previous_handler = signal.signal(signal.SIGINT, lambda _signal_number, _frame: stop.set())
     try:
-        run.wait()
-    except KeyboardInterrupt:
-        log.info("stopping %s: finishing the current micro-batch...", spec.name)
+        while not run.wait(timeout_s=0.5):
+            if stop.is_set():
+                log.info("stopping %s: finishing the current micro-batch...", spec.name)
+                break
     finally:
+        signal.signal(signal.SIGINT, previous_handler)
         run.stop()
         spark.stop()  # ends the Python workers too, and with them their Kafka clients
     log.info("dagger %s stopped; checkpoint %s", spec.name, run.checkpoint_location)
