@@ -265,6 +265,11 @@ class RunningDagger:
     def process_available(self) -> None:
         self.run.process_available()
 
+    def assert_still_running(self, poll_s: float = 0.0) -> None:
+        """Fails with the run's own error if its query has ended. The poll goes through the run, as in
+        production: a query failed only by a late driver-side Python worker is started again."""
+        assert not self.run.wait(timeout_s=poll_s), "the dagger's query ended"
+
 
 @pytest.fixture
 def start_dagger(

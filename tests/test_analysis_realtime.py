@@ -10,7 +10,6 @@ arrived; the next one reads them. So the counts must be exact once batch B + 2 i
 from __future__ import annotations
 
 import collections
-import time
 
 import psycopg
 import yaml
@@ -77,7 +76,7 @@ def test_collected_events_are_counted_exactly_within_one_micro_batch(
 
     sent = clicks(0, 40)
     collector.collect(write_key, "click", sent)  # the collection's schema exists before the dagger starts
-    start_dagger(spec)
+    running = start_dagger(spec)
     for round_number, count in enumerate((25, 60, 7), start=1):
         acknowledged_after = last_applied_batch(collector.database_url, table)
         new = clicks(len(sent), count)
@@ -94,6 +93,6 @@ def test_collected_events_are_counted_exactly_within_one_micro_batch(
                 f"round {round_number}: batch {applied} applied, {acknowledged_after} when the collector "
                 f"acknowledged, and the counts are still {counted}, not {expected}"
             )
-            time.sleep(0.2)
+            running.assert_still_running(poll_s=0.2)
         # Exactly the counts, and by batch B + 2 at the latest (checked on every read above).
         assert counted == expected

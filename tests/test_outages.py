@@ -68,8 +68,7 @@ def delivered_order_ids(
     running: RunningDagger, kafka: KafkaHelper, registry, sink: str, isolation_level: str = "read_uncommitted"
 ) -> list[str]:
     """The order ids in the sink's topic, as long as the dagger still runs."""
-    if not running.run.query.isActive:
-        raise AssertionError(f"the dagger stopped: {running.run.query.exception()}")
+    running.assert_still_running()
     decode = message_class(registry, ORDER).FromString
     records = kafka.read_all(sink, isolation_level=isolation_level)
     return [decode(record.value()).order_id for record in records]
@@ -127,7 +126,7 @@ def test_a_broker_frozen_for_30_seconds_is_ridden_out_without_loss_or_duplicates
     wait_until(lambda: Counter(delivered()) == expected, 180, "all 200 orders once each after the thaw")
     time.sleep(3)  # a few more triggers: nothing else may arrive (no replayed batch)
     assert Counter(delivered()) == expected
-    assert running.run.query.isActive and running.run.query.exception() is None
+    running.assert_still_running()
     running.run.wait(timeout_s=0.1)  # collects the progress reports
     assert sum(report.input_rows for report in running.run.reports) == 200  # no record read twice
     # A micro-batch ran into the outage and waited it out (the source's retries run in Spark's Python
@@ -168,7 +167,7 @@ def test_a_broker_killed_and_restarted_on_its_data_is_ridden_out_exactly_once(
     wait_until(lambda: delivered() == expected, 240, "all 200 orders once each after the restart")
     time.sleep(3)  # a few more triggers: nothing else may arrive (no replayed batch)
     assert delivered() == expected
-    assert running.run.query.isActive and running.run.query.exception() is None
+    running.assert_still_running()
     running.run.wait(timeout_s=0.1)  # collects the progress reports
     assert len(running.run.reports) > batches_before
     assert sum(report.input_rows for report in running.run.reports) == 200  # no record read twice

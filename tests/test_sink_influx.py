@@ -352,7 +352,7 @@ def test_points_beyond_the_retention_policy_are_dropped_without_failing(
     running = start_dagger(orders_dagger(make_dagger, kafka, topic, sql, sink))
     running.process_available()
     assert [row["tag_order"] for row in influxdb.rows(database, MEASUREMENT, "hour")] == ["o0"]
-    assert running.run.query.isActive
+    running.assert_still_running()
 
 
 def test_settings_errors_name_the_key(kafka, make_dagger):
