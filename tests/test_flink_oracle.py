@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -99,33 +100,67 @@ def oracle_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+class FlinkOracle:
+    """The corpus running on Flink in a process of its own, started once per module: a test asks for its
+    query's result, which Flink may still be computing, and waits for it meanwhile."""
+
+    def __init__(self, folder: Path) -> None:
+        job = {
+            "tables": [
+                {
+                    "name": table.name,
+                    "columns": table.columns,
+                    "time_column": table.time_column,
+                    "watermark_delay_s": WATERMARK_DELAY_S,
+                    "path": str(folder / "flink" / table.name / "rows.json"),
+                }
+                for table in TABLES
+            ],
+            "queries": [{"id": query.id, "sql": query.sql} for query in QUERIES],
+        }
+        (folder / "job.json").write_text(json.dumps(job))
+        self._results_file = folder / "flink-results.jsonl"
+        self._results: dict[str, Any] = {}
+        self._log = folder / "flink-runner.log"
+        with open(self._log, "wb") as log:
+            self._process = subprocess.Popen(
+                [str(FLINK_PYTHON), str(RUNNER), str(folder / "job.json"), str(self._results_file)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        self._deadline = time.monotonic() + FLINK_TIMEOUT_S
+
+    def result(self, query_id: str) -> dict[str, Any]:
+        """Flink's result of the query: its columns and rows, or the error Flink gave."""
+        while query_id not in self._results:
+            ended = self._process.poll() is not None  # before reading: a line written just before the end
+            if self._results_file.exists():
+                for line in self._results_file.read_text().splitlines():
+                    entry = json.loads(line)
+                    self._results[entry["id"]] = entry["result"]
+            if query_id in self._results:
+                break
+            if ended or time.monotonic() > self._deadline:
+                tail = self._log.read_text(errors="replace")[-5000:]
+                how = f"ended ({self._process.returncode})" if ended else f"ran {FLINK_TIMEOUT_S}s"
+                raise AssertionError(f"the Flink runner {how} without a result for {query_id}:\n{tail}")
+            time.sleep(0.2)
+        return self._results[query_id]
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+
+
 @pytest.fixture(scope="module")
-def flink_rows(oracle_input: Path) -> dict[str, Any]:
-    """Every query's result on Flink (one Flink process for the whole corpus)."""
+def flink(oracle_input: Path) -> Iterator[FlinkOracle]:
+    """Every query's result on Flink (one Flink process for the whole corpus, started at once)."""
     assert FLINK_PYTHON.exists(), f"{FLINK_PYTHON} is missing: `make test` makes it"
-    job = {
-        "tables": [
-            {
-                "name": table.name,
-                "columns": table.columns,
-                "time_column": table.time_column,
-                "watermark_delay_s": WATERMARK_DELAY_S,
-                "path": str(oracle_input / "flink" / table.name / "rows.json"),
-            }
-            for table in TABLES
-        ],
-        "queries": [{"id": query.id, "sql": query.sql} for query in QUERIES],
-    }
-    (oracle_input / "job.json").write_text(json.dumps(job))
-    results = oracle_input / "flink-results.json"
-    finished = subprocess.run(
-        [str(FLINK_PYTHON), str(RUNNER), str(oracle_input / "job.json"), str(results)],
-        capture_output=True, text=True, timeout=FLINK_TIMEOUT_S, check=False,
-    )  # fmt: skip
-    assert finished.returncode == 0, (
-        f"Flink runner failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-5000:]}"
-    )
-    return json.loads(results.read_text())
+    oracle = FlinkOracle(oracle_input)
+    try:
+        yield oracle
+    finally:
+        oracle.stop()
 
 
 def _tagged(value: Any, data_type: DataType) -> Any:
@@ -200,22 +235,22 @@ def _dagger_rows(query: Query, folder: Path, make_dagger: Callable, start_dagger
 
 @pytest.mark.parametrize("query", QUERIES, ids=[query.id for query in QUERIES])
 def test_the_dagger_gives_flinks_rows(
-    query: Query, flink_rows: dict[str, Any], oracle_input: Path, make_dagger, start_dagger
+    query: Query, flink: FlinkOracle, oracle_input: Path, make_dagger, start_dagger
 ) -> None:
-    theirs = flink_rows[query.id]
+    ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)  # while Flink runs this or the next
+    theirs = flink.result(query.id)
     assert "error" not in theirs, f"Flink could not run {query.id}: {theirs['error']}"
-    flink = _comparable(theirs["columns"], theirs["rows"])
-    ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)
-    outcomes[query.id] = ours == flink
-    if ours != flink:
-        differences[query.id] = {"sql": query.sql, "flink": flink, "dagger": ours}
+    flink_rows = _comparable(theirs["columns"], theirs["rows"])
+    outcomes[query.id] = ours == flink_rows
+    if ours != flink_rows:
+        differences[query.id] = {"sql": query.sql, "flink": flink_rows, "dagger": ours}
     if query.id in KNOWN_DIFFERENCES:
-        assert ours != flink, (
+        assert ours != flink_rows, (
             f"{query.id} now gives Flink's rows: drop it from KNOWN_DIFFERENCES and the docs"
         )
         return
-    assert ours["columns"] == flink["columns"]
-    assert ours["rows"] == flink["rows"], f"{query.id}: {query.sql}"
+    assert ours["columns"] == flink_rows["columns"]
+    assert ours["rows"] == flink_rows["rows"], f"{query.id}: {query.sql}"
 
 
 def test_the_oracle_report(record_property: Callable[[str, object], None]) -> None:

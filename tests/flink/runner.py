@@ -1,6 +1,9 @@
 """Runs the oracle's queries on Apache Flink (PyFlink, in build/flink-venv) and writes their rows as JSON.
 
-    build/flink-venv/bin/python tests/flink/runner.py <job.json> <results.json>
+    build/flink-venv/bin/python tests/flink/runner.py <job.json> <results.jsonl>
+
+Each query's result is appended to the results file as one JSON line (`{"id": ..., "result": ...}`) as
+soon as it is known, so the tests compare a query while Flink runs the next ones.
 
 The job names the tables (columns, watermark delay, a JSON-lines file) and the queries. Every query runs
 in streaming mode at parallelism 1, so rows are read in file order and a watermark follows each record
@@ -101,15 +104,15 @@ def main(job_path: str, results_path: str) -> int:
     config.set("table.local-time-zone", "UTC")
     for table in job["tables"]:
         create_table(t_env, table)
-    results: dict[str, Any] = {}
-    for query in job["queries"]:
-        try:
-            results[query["id"]] = run_query(t_env, query["sql"])
-        except Exception as error:  # the query's own failure is a result to compare
-            results[query["id"]] = {"error": failure(error)}
-        print(f"flink: {query['id']}: {results[query['id']].get('seconds', 'error')}", flush=True)
-    with open(results_path, "w") as out:
-        json.dump(results, out)
+    with open(results_path, "a") as out:
+        for query in job["queries"]:
+            try:
+                result = run_query(t_env, query["sql"])
+            except Exception as error:  # the query's own failure is a result to compare
+                result = {"error": failure(error)}
+            out.write(json.dumps({"id": query["id"], "result": result}) + "\n")
+            out.flush()
+            print(f"flink: {query['id']}: {result.get('seconds', 'error')}", flush=True)
     return 0
 
 

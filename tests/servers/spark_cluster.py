@@ -243,6 +243,12 @@ class SparkCluster:
             SPARK_LOG_DIR=str(self.folder),
             SPARK_DAEMON_MEMORY="256m",
             SPARK_DAEMON_JAVA_OPTS="-XX:-UsePerfData",
+            # Every application unpacks the shipped environment (~800 MB) on both workers: its folders go
+            # ten minutes after it ends (tests read its executors' logs just after), not after 7 days.
+            SPARK_WORKER_OPTS=" ".join(
+                f"-Dspark.worker.cleanup.{key}={value}"
+                for key, value in {"enabled": "true", "interval": "60", "appDataTtl": "600"}.items()
+            ),
         )
         return environment
 
