@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pydantic
@@ -188,9 +189,12 @@ def test_a_submitted_run_stops_gracefully_on_terminate_and_the_next_resumes_from
     terminate_then_restart(dagster, kafka, registry, descriptor_set)
 
 
-def terminate_then_restart(dagster, kafka, registry, descriptor_set) -> None:
-    """A submitted run streams, is terminated as from the UI (SUCCESS, tagged where it stopped, its driver
-    gone), and the next run resumes from the checkpoint: every row once in Kafka (read_committed)."""
+def terminate_then_restart(
+    dagster, kafka, registry, descriptor_set, terminate: Callable[[str], None] | None = None
+) -> None:
+    """A submitted run streams, is terminated (by `terminate`, else through the GraphQL mutation the UI's
+    button sends) and stops gracefully (SUCCESS, tagged where it stopped, its driver gone), and the next run
+    resumes from the checkpoint: every row once in Kafka (read_committed)."""
     source, output = kafka.new_topic("submit-in"), kafka.new_topic("submit-out")
     lake = _write_dagger(dagster, kafka, descriptor_set, "submitted-orders", source, output)
     checkpoint = dagster.daggers / "submitted-orders.checkpoint"
@@ -217,7 +221,7 @@ def terminate_then_restart(dagster, kafka, registry, descriptor_set) -> None:
     # The run worker judges the checks from the reports the driver sent, while the run streams.
     wait_for(lambda: live_check_saw(15), 60, "a live check over the 15 records")
 
-    dagster.stop_run(first)  # ends SUCCESS, tagged with where it stopped, as an in-process run does
+    (terminate or dagster.stop_run)(first)  # ends SUCCESS, tagged with where it stopped, as in process
     messages = [entry.user_message for entry in dagster.instance.all_logs(first)]
     assert any("finishing the current micro-batch" in message for message in messages)
     stopped = dagster.instance.get_run_by_id(first).tags[STOPPED_TAG]

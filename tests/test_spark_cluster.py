@@ -471,13 +471,18 @@ def deployment_on(
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # two applications, each unpacking the environment on both executors
-def test_a_run_submitted_to_the_cluster_stops_on_terminate_and_the_next_resumes_from_its_checkpoint(
+def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui_and_the_next_resumes(
     cluster, kafka, registry, descriptor_set, monkeypatch, request
 ):
     dagster = deployment_on(
         cluster, monkeypatch, request, **submitting_environment(cluster.master_url, kafka)
     )
-    terminate_then_restart(dagster, kafka, registry, descriptor_set)
+    screenshots = PROJECT_ROOT / "test-artifacts" / "ui-cluster-terminate"
+
+    def terminate_in_the_ui(run_id: str) -> None:  # with a browser, as a user does
+        dagster.stop_run_in_browser(run_id, screenshots)
+
+    terminate_then_restart(dagster, kafka, registry, descriptor_set, terminate_in_the_ui)
 
 
 # --------------------------------------------------------------------------------------------------------

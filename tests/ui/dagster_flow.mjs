@@ -7,9 +7,7 @@
 //
 // Prints one JSON line {"run_id", "launched_run_id", "first_log_line", "stopped_line", "screenshots"} and
 // exits 0, or names the failed step and exits 1 (with a screenshot of the page at that moment).
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { launchBrowser, skipCommunityDialog } from './browser.mjs';
+import { openFlow, skipCommunityDialog } from './browser.mjs';
 
 const [baseUrl, group, outDir, failingCheck, job, runConfig] = process.argv.slice(2);
 if (!baseUrl || !group || !outDir || !failingCheck || (job && !runConfig)) {
@@ -18,29 +16,20 @@ if (!baseUrl || !group || !outDir || !failingCheck || (job && !runConfig)) {
   );
   process.exit(2);
 }
-mkdirSync(outDir, { recursive: true });
+const flow = await openFlow(outDir);
+const { context, page } = flow;
 
-const { context, page } = await launchBrowser();
-const screenshots = [];
-let step = 'start';
-
-async function shoot(name) {
-  const path = join(outDir, `${name}.png`);
-  await page.screenshot({ path });
-  screenshots.push(path);
-}
-
-try {
-  step = 'open the asset graph';
+await flow.run(async () => {
+  flow.step = 'open the asset graph';
   // The group's own graph (the code location of workspace.yaml, `dagger_assets`): the global lineage shows
   // groups collapsed once there are several (the external sources are a group of their own).
   await page.goto(`${baseUrl}/locations/__repository__@dagger_assets/asset-groups/${group}`);
   await page.getByRole('button', { name: 'Materialize all' }).waitFor({ timeout: 60_000 });
   await page.getByText('sql', { exact: true }).first().waitFor();
   await page.getByText('Loading...').first().waitFor({ state: 'hidden', timeout: 30_000 });
-  await shoot('1-asset-graph');
+  await flow.shoot('1-asset-graph');
 
-  step = 'launch a materialization';
+  flow.step = 'launch a materialization';
   await page.getByRole('button', { name: 'Materialize all' }).click();
   const runLink = page.locator('a[href*="/runs/"]').filter({ hasText: /view/i }).first();
   await runLink.waitFor({ timeout: 60_000 });
@@ -48,16 +37,16 @@ try {
   await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 30_000 });
   const runId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
 
-  step = 'see the run in progress';
+  flow.step = 'see the run in progress';
   await page.getByText('Started', { exact: true }).first().waitFor({ timeout: 120_000 });
   await page.getByText(/micro-batch|batch \d+ \|/).first().waitFor({ timeout: 120_000 });
   // The log sink's first row as the page shows it (its float and timestamp formatting are checked).
   const firstRow = page.getByText(/^batch 0 \| \{/).first();
   await firstRow.waitFor({ timeout: 120_000 });
   const firstLogLine = (await firstRow.textContent()).trim();
-  await shoot('2-run-in-progress');
+  await flow.shoot('2-run-in-progress');
 
-  step = 'see the live check fail while the run goes on';
+  flow.step = 'see the live check fail while the run goes on';
   const checks = await context.newPage();
   await skipCommunityDialog(checks);
   await checks.goto(`${baseUrl}/assets/${group}/sql?view=checks&checkDetail=${failingCheck}`);
@@ -75,15 +64,14 @@ try {
     await checks.reload();
     await onlyThisCheck();
   }
-  await checks.screenshot({ path: join(outDir, '3-live-check-failed.png') });
-  screenshots.push(join(outDir, '3-live-check-failed.png'));
+  await flow.shoot('3-live-check-failed', checks);
   await checks.close();
 
-  step = 'terminate the run';
+  flow.step = 'terminate the run';
   await page.getByRole('button', { name: 'Terminate' }).first().click();
   await page.getByRole('dialog').getByRole('button', { name: /Terminate/ }).click();
 
-  step = 'see the run stopped: a success that says where, no error';
+  flow.step = 'see the run stopped: a success that says where, no error';
   await page.getByText('Success', { exact: true }).first().waitFor({ timeout: 120_000 });
   await page.getByText('No steps have errored').waitFor({ timeout: 30_000 });
   // The log shows its latest events; the filter brings back the line that says where the run stopped.
@@ -94,11 +82,11 @@ try {
   if ((await page.getByText('DagsterExecutionInterruptedError').count()) > 0) {
     throw new Error('the stopped run shows an interrupt error');
   }
-  await shoot('4-run-stopped');
+  await flow.shoot('4-run-stopped');
 
   let launchedRunId = null;
   if (job) {
-    step = 'write the run config in the launchpad';
+    flow.step = 'write the run config in the launchpad';
     await page.goto(`${baseUrl}/locations/__repository__@dagger_assets/jobs/${job}/playground`);
     const editor = page.locator('.CodeMirror').first();
     await editor.waitFor({ timeout: 60_000 });
@@ -108,26 +96,19 @@ try {
     // One line of flow-style YAML: typed line by line, the editor would add its own indentation.
     await page.keyboard.insertText(runConfig);
     await page.getByText('Loading...').first().waitFor({ state: 'hidden', timeout: 30_000 });
-    await shoot('5-launchpad');
+    await flow.shoot('5-launchpad');
 
-    step = 'launch the run from the launchpad';
+    flow.step = 'launch the run from the launchpad';
     await page.getByRole('button', { name: 'Launch Run' }).click();
     await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 60_000 });
     launchedRunId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
 
-    step = 'see the launched run succeed';
+    flow.step = 'see the launched run succeed';
     await page.getByText('Success', { exact: true }).first().waitFor({ timeout: 240_000 });
-    await shoot('6-launched-run-succeeded');
+    await flow.shoot('6-launched-run-succeeded');
   }
 
-  console.log(JSON.stringify({
+  return {
     run_id: runId, launched_run_id: launchedRunId, first_log_line: firstLogLine, stopped_line: stoppedLine,
-    screenshots,
-  }));
-} catch (error) {
-  await shoot('failure').catch(() => {});
-  console.error(`UI step failed: ${step}: ${error.message}`);
-  process.exitCode = 1;
-} finally {
-  await context.close();
-}
+  };
+});

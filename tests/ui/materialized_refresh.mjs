@@ -12,27 +12,17 @@
 // Prints one JSON line {"run_id", "schedule", "freshness_before", "freshness_after", "run_log_line",
 // "rows_shown", "snapshot_shown", "screenshots"} and exits 0, or names the failed step and exits 1 (with a
 // screenshot of the page at that moment).
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { launchBrowser } from './browser.mjs';
+import { openFlow } from './browser.mjs';
 
 const [baseUrl, assetPath, outDir, round] = process.argv.slice(2);
 if (!baseUrl || !assetPath || !outDir || !round) {
   console.error('usage: node materialized_refresh.mjs <dagster url> <asset key path> <output folder> <round>');
   process.exit(2);
 }
-mkdirSync(outDir, { recursive: true });
 const tableName = assetPath.split('/').pop();
 
-const { context, page } = await launchBrowser();
-const screenshots = [];
-let step = 'start';
-
-async function shoot(name) {
-  const path = join(outDir, `${round}-${name}.png`);
-  await page.screenshot({ path });
-  screenshots.push(path);
-}
+const flow = await openFlow(outDir, `${round}-`);
+const { page } = flow;
 
 // The freshness statuses the asset page shows (Dagster 1.13's labels of the freshness states). The page
 // shows the status twice: under "Status" and in the "Freshness policy" section beside the definition.
@@ -60,13 +50,13 @@ async function metadataShown(key) {
   return (await row.locator('td').last().textContent()).trim();
 }
 
-try {
-  step = 'open the asset page';
+await flow.run(async () => {
+  flow.step = 'open the asset page';
   await openAssetPage();
   const freshnessBefore = await freshnessShown();
-  await shoot('1-asset-page');
+  await flow.shoot('1-asset-page');
 
-  step = "read the asset's schedule";
+  flow.step = "read the asset's schedule";
   // The schedule as the "Automation details" section lists it: a link labelled with the humanized cron.
   const scheduleLink = page.locator('a[href*="/schedules/"]').first();
   await scheduleLink.waitFor({ timeout: 30_000 });
@@ -78,9 +68,9 @@ try {
   const tooltip = page.getByText(/^Name:/).first();
   await tooltip.waitFor({ timeout: 30_000 });
   schedule.tooltip = (await tooltip.locator('xpath=..').innerText()).replace(/\s+/g, ' ').trim();
-  await shoot('2-schedule-tooltip');
+  await flow.shoot('2-schedule-tooltip');
 
-  step = "open the schedule's page";
+  flow.step = "open the schedule's page";
   await scheduleLink.click();
   await page.waitForURL(/\/schedules\//, { timeout: 30_000 });
   await page.getByText('Next tick').waitFor({ timeout: 60_000 });
@@ -91,9 +81,9 @@ try {
     .replace(/\s+/g, ' ').trim();
   schedule.target = (await page.getByRole('row').filter({ hasText: /^Target/ }).innerText())
     .replace(/\s+/g, ' ').trim();
-  await shoot('3-schedule-page');
+  await flow.shoot('3-schedule-page');
 
-  step = 'launch a materialization from the asset page';
+  flow.step = 'launch a materialization from the asset page';
   await openAssetPage();
   await page.getByRole('button', { name: 'Materialize' }).click();
   // The toast "Launched run <id>" links to the run.
@@ -103,7 +93,7 @@ try {
   await page.waitForURL(/\/runs\/[0-9a-f-]{36}/, { timeout: 30_000 });
   const runId = page.url().match(/\/runs\/([0-9a-f-]{36})/)[1];
 
-  step = 'follow the run to Success';
+  flow.step = 'follow the run to Success';
   await page.getByText('Success', { exact: true }).first().waitFor({ timeout: 240_000 });
   await page.getByText('No steps have errored').waitFor({ timeout: 30_000 }).catch(() => {});
   // The run's log line naming the snapshot it made current.
@@ -111,9 +101,9 @@ try {
   const logRow = page.getByText(new RegExp(`materialized\\.${tableName}: snapshot \\S+ is current`)).first();
   await logRow.waitFor({ timeout: 60_000 });
   const runLogLine = (await logRow.textContent()).trim();
-  await shoot('4-run-succeeded');
+  await flow.shoot('4-run-succeeded');
 
-  step = 'see the fresh materialization on the asset page';
+  flow.step = 'see the fresh materialization on the asset page';
   // The freshness daemon evaluates the policy after the materialization: reload until it says "Passing".
   await openAssetPage();
   for (let attempt = 0; (await freshnessShown()).status !== 'Passing'; attempt++) {
@@ -124,16 +114,10 @@ try {
   const freshnessAfter = await freshnessShown();
   const rowsShown = await metadataShown('rows');
   const snapshotShown = await metadataShown('snapshot');
-  await shoot('5-asset-materialized');
+  await flow.shoot('5-asset-materialized');
 
-  console.log(JSON.stringify({
+  return {
     run_id: runId, schedule, freshness_before: freshnessBefore, freshness_after: freshnessAfter,
-    run_log_line: runLogLine, rows_shown: rowsShown, snapshot_shown: snapshotShown, screenshots,
-  }));
-} catch (error) {
-  await shoot('failure').catch(() => {});
-  console.error(`UI step failed: ${step}: ${error.message}`);
-  process.exitCode = 1;
-} finally {
-  await context.close();
-}
+    run_log_line: runLogLine, rows_shown: rowsShown, snapshot_shown: snapshotShown,
+  };
+});
