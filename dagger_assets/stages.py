@@ -421,18 +421,28 @@ def _driver_extras(source: Path, context: AssetExecutionContext, config: DaggerR
 @contextlib.contextmanager
 def _interrupts_deferred(deliver: bool = True) -> Iterator[None]:
     """Holds back an interrupt (Dagster's terminate) arriving inside the block and delivers it at its end
-    (or, `deliver=False`, drops it: the block is the stop it asks for)."""
+    (or, `deliver=False`, drops it: the block is the stop it asks for).
+
+    Both signals Dagster turns into an interrupt: SIGINT (its terminate) and SIGTERM (a pod's or a process
+    manager's stop, which Dagster maps to the same handler)."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
         yield
         return
     received: list[int] = []
-    handler = signal.signal(signal.SIGINT, lambda signal_number, _frame: received.append(signal_number))
+    handlers = {
+        number: signal.signal(number, lambda signal_number, _frame: received.append(signal_number))
+        for number in _INTERRUPTS
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, handler)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
         if received and deliver:
-            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(received[0])
+
+
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _termination_requested(context: AssetExecutionContext) -> bool:

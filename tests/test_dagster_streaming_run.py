@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 import uuid
 
@@ -36,6 +38,35 @@ def _error_chain(error) -> str:
 
 def _ids(count: int, start: int = 0) -> list[str]:
     return [f"o{index}" for index in range(start, start + count)]
+
+
+# In a process of its own: the signals reach this interpreter's main thread, under Dagster's own handler.
+_INTERRUPT_INSIDE_A_POLL = """
+import os, signal
+from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster._utils.interrupts import raise_interrupts_as
+from dagger_assets.stages import _interrupts_deferred
+
+for number in (signal.SIGINT, signal.SIGTERM):
+    with raise_interrupts_as(DagsterExecutionInterruptedError):
+        block_ended = False
+        try:
+            with _interrupts_deferred():
+                os.kill(os.getpid(), number)  # lands here, as if within one of the poll's py4j calls
+                block_ended = True
+        except DagsterExecutionInterruptedError:
+            print(number.name, "after the poll" if block_ended else "inside the poll")
+"""
+
+
+def test_a_terminate_or_a_sigterm_landing_inside_a_poll_is_taken_after_it():
+    """Dagster raises its interrupt for SIGINT (its terminate) and SIGTERM (a pod's stop) alike; within
+    the streaming run's poll, both wait until the poll has ended."""
+    taken = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_INSIDE_A_POLL], capture_output=True, text=True, timeout=120
+    )
+    assert taken.returncode == 0, taken.stderr
+    assert taken.stdout.splitlines() == ["SIGINT after the poll", "SIGTERM after the poll"]
 
 
 def test_a_streaming_run_stays_in_progress_and_a_terminate_cancels_it_gracefully(

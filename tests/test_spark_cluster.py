@@ -522,7 +522,7 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
             print(f"kill: {kill.line()}")
             run_id = dagger.restart_of(run_id)
         feed.produce(TAIL_ORDERS)
-        dagger.drain_and_stop(run_id, feed.produced, timeout_s=600)
+        dagger.drain_and_stop(run_id, feed.produced)
     finally:
         dagger.watch.close()
 
