@@ -701,11 +701,15 @@ def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
     raise AssertionError("unreachable")
 
 
+# Where the Python exception lines of a worker's traceback start (`cimpl.`: confluent-kafka's own errors).
+_PYTHON_ERROR_PREFIXES = ("jobs.", "pyspark.", "confluent_kafka.", "cimpl.")
+
+
 def _root_cause(message: str) -> str:
     """Spark wraps a Python worker's error in JVM stack traces; keep the Python exception line(s)."""
     lines = message.splitlines()
     for index in range(len(lines) - 1, -1, -1):
-        if lines[index].startswith(("jobs.", "pyspark.", "confluent_kafka.")) or "Error: " in lines[index]:
+        if lines[index].startswith(_PYTHON_ERROR_PREFIXES) or "Error: " in lines[index]:
             return lines[index].strip()
     return lines[0] if lines else message
 

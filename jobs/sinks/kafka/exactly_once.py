@@ -95,7 +95,10 @@ from jobs.sinks.kafka.producers import (
 
 log = logging.getLogger(__name__)
 
-_CLIENT_TIMEOUT_S = 30.0  # metadata, topic creation, init_transactions, commit, reading markers to the end
+# Metadata, topic creation, init_transactions, commit, reading markers to the end: as long as a stream's
+# default broker_timeout, so that a broker restarting while a batch is written is waited out, as the
+# stream itself waits it out (a refused login or TLS handshake still fails at once).
+_CLIENT_TIMEOUT_S = 120.0
 _RESOLVE_TIMEOUT_S = 120.0  # waiting for an open transaction to settle; above the default transaction timeout
 _MAX_TRANSACTIONAL_PRODUCERS = 8  # per worker: one per partition it ran lately
 _MAX_PARALLEL_FENCES = 16
@@ -272,8 +275,11 @@ def _read_to_end(
     return records, ends
 
 
-def _partitions(consumer: Consumer, topic: str) -> list[int]:
-    metadata = consumer.list_topics(topic, timeout=_CLIENT_TIMEOUT_S).topics.get(topic)
+def _partitions(consumer: Consumer, errors: ClientErrors, topic: str) -> list[int]:
+    """The marker topic's partitions; a broker that does not answer is asked again (see `ask_or_fail`)."""
+    metadata = ask_or_fail(
+        consumer, errors, lambda timeout: consumer.list_topics(topic, timeout=timeout), _CLIENT_TIMEOUT_S
+    ).topics.get(topic)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         reason = metadata.error.str() if metadata is not None and metadata.error else "no partitions"
         raise KafkaSinkError(f"marker topic {topic!r}: {reason}")
@@ -298,11 +304,12 @@ class MarkerLog:
         if not self._topic_checked:
             ensure_marker_topic(self.sink)
             self._topic_checked = True
-        consumer = Consumer(_marker_consumer_settings(self.sink, "read_committed"))
+        errors = ClientErrors()
+        consumer = Consumer({**_marker_consumer_settings(self.sink, "read_committed"), "error_cb": errors})
         try:
             start = {
                 partition: self.positions.get(partition, OFFSET_BEGINNING)
-                for partition in _partitions(consumer, topic)
+                for partition in _partitions(consumer, errors, topic)
             }
             records, ends = _read_to_end(consumer, topic, start)
         finally:
@@ -523,12 +530,14 @@ def _reason(error: BaseException) -> str:
 
 
 def _commit(producer: Producer) -> None:
-    for attempt in range(3):
+    """Commits, asking again after a retriable error (a broker restarting) until `_CLIENT_TIMEOUT_S`."""
+    deadline = time.monotonic() + _CLIENT_TIMEOUT_S
+    while True:
         try:
-            producer.commit_transaction(_CLIENT_TIMEOUT_S)
+            producer.commit_transaction(max(1.0, deadline - time.monotonic()))
             return
         except KafkaException as error:
-            if attempt == 2 or not error.args[0].retriable():
+            if not error.args[0].retriable() or time.monotonic() >= deadline:
                 raise  # its outcome may be unknown: the replay's marker check settles it
 
 
