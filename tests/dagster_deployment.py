@@ -130,6 +130,10 @@ class DagsterDeployment:
         """Terminates the run as a user would and waits until it has ended; None if it stopped gracefully,
         else what happened instead."""
         self.client.terminate_run(run_id)
+        return self._once_ended(run_id, timeout_s)
+
+    def _once_ended(self, run_id: str, timeout_s: float) -> str | None:
+        """Waits until the run has ended; None if it stopped gracefully, else what happened instead."""
         wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, timeout_s, f"run {run_id} to stop")
         return None if self.stopped(run_id) else self.how_it_ended(run_id)
 
@@ -141,8 +145,9 @@ class DagsterDeployment:
             cwd=_TERMINATE_IN_UI.parent, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert clicked.returncode == 0, f"{clicked.stderr}\n(screenshots in {screenshots})"
-        wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, 60, f"run {run_id} to end")
-        assert self.stopped(run_id), self.how_it_ended(run_id)
+        problem = self._once_ended(run_id, 60)
+        if problem is not None:
+            raise AssertionError(problem)
 
     def how_it_ended(self, run_id: str) -> str:
         """The run's status, tags and last log entries, for an assertion's message."""

@@ -48,7 +48,7 @@ from tests.servers.kafka import ApacheKafka
 
 ORDER = "dagger.testing.Order"
 FREEZE_S = 30.0
-KILLED_S = 40.0  # longer than any one Kafka call's timeout but the stream's broker_timeout (2 minutes)
+KILLED_S = 40.0  # longer than a single Kafka request waits, within the stream's and the sink's 2 minutes
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
