@@ -38,12 +38,11 @@ from dagster import (
 )
 from pyspark.sql.types import StructType
 
-from jobs.jvm import jobs_jar
+from jobs.jvm import driver_java_options, jobs_jar
 from jobs.runner import DaggerBuildError, DaggerQueryError, ProgressReport
 from jobs.spark import (
     DEFAULT_MASTER,
     JAVA_OPTIONS,
-    driver_java_options,
     driver_search_path,
     is_cluster_master,
 )
@@ -69,8 +68,8 @@ def submit_command(spark: SparkResource, master: str) -> list[str]:
     """The spark-submit command line of a driver. Settings the driver's JVM needs at its start go on the
     command line; the rest of the resource's `conf` the driver's session sets as an in-process one does."""
     conf = dict(spark.conf)
-    java_options = conf.get("spark.driver.extraJavaOptions", driver_java_options(JAVA_OPTIONS))
     class_path = os.pathsep.join(filter(None, [str(jobs_jar()), conf.get("spark.driver.extraClassPath")]))
+    java_options = conf.get("spark.driver.extraJavaOptions", driver_java_options(JAVA_OPTIONS, class_path))
     return [
         spark.spark_submit_executable(),
         "--master", master,

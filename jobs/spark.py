@@ -11,18 +11,15 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.jvm import jobs_jar
+from jobs.jvm import JVM_LOGGING, driver_java_options, jobs_jar
 from jobs.object_store import connector_conf
 from jobs.project import BUILD_DIR
 from jobs.registry import STREAM_KINDS
 
 DEFAULT_MASTER = "local[*]"
 
-# The JVM writes /tmp/hsperfdata_<user> otherwise, whatever java.io.tmpdir says.
-JAVA_OPTIONS = "-XX:-UsePerfData -Duser.timezone=UTC"
-
-ARCHIVE = Path(os.environ.get("DAGGER_JVM_ARCHIVE", BUILD_DIR / "jvm" / "driver.jsa"))
-"""The driver JVM's class-data-sharing archive, made by `python -m jobs.tools.jvm_archive`."""
+# -XX:-UsePerfData: the JVM writes /tmp/hsperfdata_<user> otherwise, whatever java.io.tmpdir says.
+JAVA_OPTIONS = f"-XX:-UsePerfData -Duser.timezone=UTC {JVM_LOGGING}"
 
 SHIPPED_ENVIRONMENT_VARIABLE = "DAGGER_SPARK_ARCHIVE"
 """Names the packed environment shipped to a cluster's executors; `none` ships nothing."""
@@ -77,11 +74,6 @@ def is_cluster_master(master: str) -> bool:
     """Whether `master` runs executors on other hosts (standalone, YARN, Kubernetes, Mesos), which get the
     packed environment, rather than in this machine's JVM (`local`) or a Connect server (`sc://`)."""
     return master.startswith(_CLUSTER_PREFIXES)
-
-
-def driver_java_options(base: str) -> str:
-    """`base` plus the class archive option when the archive exists (a start-up saving, never required)."""
-    return f"{base} -XX:SharedArchiveFile={ARCHIVE}" if ARCHIVE.is_file() else base
 
 
 def driver_search_path(path: str | None) -> str:
@@ -151,6 +143,17 @@ def shipment_conf(conf: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def class_path_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """The jar settings of a classic session: the project's jar, and the s3a connector when `make s3a`
+    resolved it."""
+    jar = str(jobs_jar())
+    added = {"spark.jars": ",".join(filter(None, [jar, conf.get("spark.jars")]))}
+    if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are
+        classpath = [jar, conf.get("spark.driver.extraClassPath")]
+        added["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, classpath))
+    return {**added, **connector_conf(master, {**conf, **added})}
+
+
 def _restore_variable(name: str, value: str | None) -> None:
     if value is None:
         os.environ.pop(name, None)
@@ -180,9 +183,7 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     builder = builder.remote(master) if master.startswith("sc://") else builder.master(master)
     local_conf = _LOCAL_CONF if master.startswith("local") else {}
-    # The driver's JVM starts on this machine whatever the master: it maps the class archive if made.
-    driver_conf = {"spark.driver.extraJavaOptions": driver_java_options(JAVA_OPTIONS)}
-    conf = {**_DEFAULT_CONF, **driver_conf, **local_conf, **(extra_conf or {})}
+    conf = {**_DEFAULT_CONF, **local_conf, **(extra_conf or {})}
     if is_cluster_master(master):
         conf.update(shipment_conf(conf))
     if master.startswith("sc://"):
@@ -190,12 +191,10 @@ def spark_session(
         # fixed when it starts; see docs/deployment.md); the others would each warn CANNOT_MODIFY_CONFIG.
         conf = {key: value for key, value in conf.items() if key.startswith("spark.sql.")}
     else:  # a Connect server loads its own jars
-        jar = str(jobs_jar())
-        conf["spark.jars"] = ",".join(filter(None, [jar, conf.get("spark.jars")]))
-        if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are
-            classpath = [jar, conf.get("spark.driver.extraClassPath")]
-            conf["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, classpath))
-        conf.update(connector_conf(master, conf))  # s3a://, when `make s3a` resolved the connector
+        conf.update(class_path_conf(master, conf))
+        # The driver's JVM starts on this machine whatever the master: it maps the class archive if it fits.
+        class_path = conf.get("spark.driver.extraClassPath", "")
+        conf.setdefault("spark.driver.extraJavaOptions", driver_java_options(JAVA_OPTIONS, class_path))
     for key, value in conf.items():
         builder = builder.config(key, value)
     # Shipping (`shipment_conf`): the driver JVM, started now, finds `python3` in this environment first.

@@ -5,24 +5,30 @@ start-up. JDK 13+ can dump the classes an application loaded into an archive whe
 (`-XX:ArchiveClassesAtExit`) and map them from it at the next start (`-XX:SharedArchiveFile`). This module
 makes the archive once, from a short bounded run of the example dagger on the embedded broker (the classes
 of a streaming query over a Python data source, Arrow, foreachBatch and the checkpoint), and
-`jobs.spark.driver_java_options` adds it to every driver JVM when it exists.
+`jobs.jvm.driver_java_options` adds it to every driver JVM it fits.
 
-The JVM checks the archive against itself and the class path: an archive made by another JDK, or for
-another Spark installation, is ignored with a warning and the JVM loads its classes as before, so a stale
-archive costs time, never correctness. `make` makes it again when the virtualenv is rebuilt.
+The JVM checks the archive against itself and the class path: an archive made by another JDK, for another
+Spark installation or another class path (the s3a connector's jars resolved since, a rebuilt project jar)
+would be ignored with a warning. So the class path it was made for is recorded beside it, drivers whose
+class path differs start without it, and `--if-stale` (what `make` runs, before every target that starts
+a driver) makes it again only when that record no longer matches a local driver's class path.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from jobs.spark import ARCHIVE, JAVA_OPTIONS, spark_session
+from jobs.jvm import ARCHIVE, archive_fits, record_archive_class_path
+from jobs.spark import DEFAULT_MASTER, JAVA_OPTIONS, class_path_conf, spark_session
 
 _BOOKINGS = 2_000
+_BACKGROUND_LOG = ARCHIVE.with_name("archive.log")
 _JVM_EXIT_TIMEOUT_S = 120.0
 
 log = logging.getLogger(__name__)
@@ -51,16 +57,17 @@ def build(archive: Path = ARCHIVE) -> None:
         producer.produce(booking_batch(0, _BOOKINGS))
         producer.flush()
         spark = spark_session(
-            "local[*]",
+            DEFAULT_MASTER,
             app_name="dagger-jvm-archive",
             # Classes the archive cannot hold (reflection stubs Spark generates) are warned about one by
             # one: errors only.
             extra_conf={
                 "spark.driver.extraJavaOptions": (
-                    f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={dumped} -Xlog:cds*=error"
+                    f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={dumped} -Xlog:cds*=error:stderr"
                 )
             },
         )
+        class_path = spark.sparkContext.getConf().get("spark.driver.extraClassPath", "")
         spec = load_dagger_or_job(EXAMPLE_DAGGER).model_copy(
             update={"checkpoint_location": f"{work}/checkpoint"}
         )
@@ -78,11 +85,39 @@ def build(archive: Path = ARCHIVE) -> None:
     if not dumped.is_file():
         raise RuntimeError(f"the JVM exited without writing {dumped}")
     dumped.replace(archive)
+    record_archive_class_path(archive, class_path)
+
+
+def local_driver_class_path() -> str:
+    """The class path of a local session's driver, as `jobs.spark.spark_session` gives it."""
+    return class_path_conf(DEFAULT_MASTER, {}).get("spark.driver.extraClassPath", "")
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.tools.jvm_archive", description=__doc__)
+    parser.add_argument(
+        "--if-stale", action="store_true", help="make it only if it does not fit a local driver's class path"
+    )
+    parser.add_argument(
+        "--background",
+        action="store_true",
+        help=f"make it in a process of its own at the lowest priority, logging to {_BACKGROUND_LOG}",
+    )
+    arguments = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     log.setLevel(logging.INFO)
+    if arguments.if_stale and archive_fits(local_driver_class_path()):
+        return 0
+    if arguments.background:
+        _BACKGROUND_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with _BACKGROUND_LOG.open("w") as output:
+            subprocess.Popen(
+                [sys.executable, "-m", __spec__.name],
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                preexec_fn=lambda: os.nice(19),  # the command in the foreground comes first
+            )  # fmt: skip
+        log.info("JVM class archive: being made in the background (%s)", _BACKGROUND_LOG)
+        return 0
     try:
         build()
     except Exception as error:  # the archive only saves time: a dagger starts without it
