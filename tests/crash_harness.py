@@ -737,3 +737,134 @@ class CrashDagger:
             f"after reading {committed_end_offsets(self.checkpoint)} of {records} records"
         )
         self.dagster.stop_run(run_id, timeout_s=90)
+
+
+# --------------------------------------------------------------------------------------------------------
+# A whole crash run: kills as a plan asks, a drain, and both sinks read and tallied
+# --------------------------------------------------------------------------------------------------------
+
+
+UPFRONT_ORDERS = 2_000
+ORDERS_PER_RUN = 150  # produced while each run starts, so that every run has new input to commit
+TAIL_ORDERS = 300  # produced for the last run, which drains everything
+MAX_RECORDS_PER_BATCH = 100  # small batches, run back to back: most moments fall inside one
+MAX_KILL_DELAY_S = 4.0  # after the run's progress (a third of it after a batch starts); batches take ~1.5 s
+
+
+@dataclass(frozen=True)
+class CrashOutcome:
+    """What a crash run did, and what its two sinks committed against what they should hold."""
+
+    seed: int
+    where: str
+    plan: KillPlan
+    kills: list[Kill]
+    orders: int
+    expected: Counter[OutputRow]
+    from_kafka: KafkaOutput
+    from_lake: LakeOutput
+
+    @property
+    def tallies(self) -> list[Tally]:
+        return sink_tallies(self.kills, self.expected, self.from_kafka.committed, self.from_lake.committed)
+
+    def report(self) -> str:
+        mid_lake_write = sum(kill.parquet_mid_write for kill in self.kills)
+        missing = self.expected.keys() - set(self.from_kafka.committed)
+        return "\n".join(
+            [
+                f"crash seed {self.seed} ({SEED_VARIABLE}) {self.where}: {mid_lake_write} kills with a lake "
+                f"batch half-written; {self.orders} orders in, {self.expected.total()} expected out",
+                *(kill.line() for kill in self.kills),
+                *(tally.line() for tally in self.tallies),
+                f"kafka: {self.from_kafka.attempts} transactional attempts wrote rows, "
+                f"{self.from_kafka.cut_short} of them never committed (killed or fenced); read_committed hid "
+                f"{self.from_kafka.hidden} committed rows and showed {self.from_kafka.uncommitted_visible} "
+                "uncommitted ones",
+                *(f"incomplete marker: {line}" for line in self.from_kafka.incomplete_markers),
+                *self.from_kafka.where_missing(missing, self.from_lake),
+            ]
+        )
+
+    def figures(self) -> dict[str, object]:
+        """The soak report's row: kills per moment, and each sink's rows against the expected ones."""
+        figures: dict[str, object] = {
+            "where": self.where,
+            "seed": self.seed,
+            "kills": len(self.kills),
+            **{f"kills {name}": count for name, count in kill_counts(self.kills).items()},
+            "kills with a lake batch half-written": sum(kill.parquet_mid_write for kill in self.kills),
+            "orders in": self.orders,
+            "rows expected per sink": self.expected.total(),
+            "kafka attempts never committed": self.from_kafka.cut_short,
+        }
+        for tally in self.tallies:
+            figures[f"{tally.sink}: committed rows"] = tally.rows
+            figures[f"{tally.sink}: missing"] = tally.missing
+            figures[f"{tally.sink}: duplicated"] = tally.duplicated
+            figures[f"{tally.sink}: unexpected"] = tally.unexpected
+        return figures
+
+    def assert_lost_nothing(self) -> None:
+        """The plan's kills all happened, at the moments it asks for, and both sinks hold every row once."""
+        report, counts = self.report(), kill_counts(self.kills)
+        assert len(self.kills) == self.plan.kills, report
+        assert counts["mid-batch"] >= self.plan.at_kafka_rows, report
+        assert counts["in recovery"] >= self.plan.in_recovery, report
+        assert counts["with workers"] >= self.plan.with_workers, report
+        assert all(tally.exact for tally in self.tallies), report
+        assert self.from_kafka.hidden == self.from_kafka.uncommitted_visible == 0, report
+        assert self.from_kafka.incomplete_markers == [], report
+        assert self.from_lake.uncommitted_files == 0, report
+
+
+def crash_run(
+    dagster: DagsterDeployment,
+    kafka: KafkaHelper,
+    registry: SchemaRegistry,
+    descriptor_set: Path,
+    plan: KillPlan,
+    where: str,
+    upfront_orders: int = UPFRONT_ORDERS,
+    start_timeout_s: float | None = None,
+) -> tuple[CrashDagger, CrashOutcome]:
+    """Deploys the harness's dagger, launches it, kills its driver as `plan` asks (each run restarted by
+    the deployment's sensor), lets the last run drain the input and stop, and reads both sinks. The seed
+    is `$DAGGER_CRASH_SEED` or fresh, printed first so a failure can be replayed."""
+    seed = crash_seed()
+    print(f"\ncrash seed {seed} {where} (replay with {SEED_VARIABLE}={seed})")
+    started = time.monotonic()
+    dagger = CrashDagger.deploy(
+        dagster,
+        kafka,
+        descriptor_set,
+        random.Random(seed),
+        max_records_per_batch=MAX_RECORDS_PER_BATCH,
+        trigger_interval="0s",
+    )
+    if start_timeout_s is not None:
+        dagger.start_timeout_s = start_timeout_s
+    feed = OrderFeed(kafka, registry, dagger.source)
+    feed.produce(upfront_orders)
+    try:
+        run_id = dagger.launch()
+        for number in range(1, plan.kills + 1):
+            kill = dagger.kill_at_random_moment(run_id, feed, ORDERS_PER_RUN, MAX_KILL_DELAY_S, plan)
+            print(f"kill {number} at {time.monotonic() - started:.0f}s: {kill.line()}")
+            run_id = dagger.restart_of(run_id)
+        feed.produce(TAIL_ORDERS)
+        dagger.drain_and_stop(run_id, feed.produced)
+    finally:
+        dagger.watch.close()
+    print(f"drained {feed.produced} orders at {time.monotonic() - started:.0f}s")
+    outcome = CrashOutcome(
+        seed=seed,
+        where=where,
+        plan=plan,
+        kills=list(dagger.kills),
+        orders=feed.produced,
+        expected=expected_output(feed.orders),
+        from_kafka=read_kafka_output(kafka, registry, dagger.output),
+        from_lake=read_lake_output(dagger.lake),
+    )
+    return dagger, outcome

@@ -1,13 +1,17 @@
-"""Crash tests on Apache Kafka: the Spark driver of a running dagger is SIGKILLed at random moments, ten
-times, and Dagster's restart path resumes it from the checkpoint each time; in the end a read_committed
-consumer of the Kafka sink and a reader of the Parquet lake see every expected row exactly once (harness:
-`tests/crash_harness.py`; seed from `$DAGGER_CRASH_SEED` or fresh, printed either way)."""
+"""Crash tests on Apache Kafka: the Spark driver of a running dagger is SIGKILLed at random moments, and
+Dagster's restart path resumes it from the checkpoint each time; in the end a read_committed consumer of
+the Kafka sink and a reader of the Parquet lake see every expected row exactly once (harness:
+`tests/crash_harness.py`; seed from `$DAGGER_CRASH_SEED` or fresh, printed either way).
+
+`make test` kills three times, once at each kind of moment a plan asks for (rows of an open transaction at
+the broker, a restarted run in recovery, the JVM and Python workers with the run worker); `make soak`
+kills twenty times.
+"""
 
 from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,115 +19,40 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import REPORT_PROPERTY
+from tests.conftest import REPORT_PROPERTY, SOAK_PROPERTY
 from tests.crash_harness import (
-    SEED_VARIABLE,
     START_SECONDS,
     CheckpointState,
-    CrashDagger,
-    KafkaOutput,
     Kill,
     KillPlan,
-    LakeOutput,
     Moment,
     Order,
-    OrderFeed,
     Tally,
-    crash_seed,
+    crash_run,
     expected_output,
-    kill_counts,
     order_payloads,
     read_kafka_output,
     read_lake_output,
-    sink_tallies,
 )
 
-PLAN = KillPlan(kills=10, at_kafka_rows=3, in_recovery=2, with_workers=2)
-UPFRONT_ORDERS = 2_000
-ORDERS_PER_RUN = 150  # produced while each run starts, so that every run has new input to commit
-TAIL_ORDERS = 300  # produced for the last run, which drains everything
-MAX_RECORDS_PER_BATCH = 100  # small batches, run back to back: most moments fall inside one
-MAX_KILL_DELAY_S = 4.0  # after the run's progress (a third of it after a batch starts); batches take ~1.5 s
-
-
-def deploy_crash_dagger(dagster, kafka, descriptor_set, seed: int) -> CrashDagger:
-    """The harness's dagger in the deployment: small micro-batches run back to back, kill moments drawn
-    from `seed`."""
-    return CrashDagger.deploy(
-        dagster,
-        kafka,
-        descriptor_set,
-        random.Random(seed),
-        max_records_per_batch=MAX_RECORDS_PER_BATCH,
-        trigger_interval="0s",
-    )
-
-
-def assert_kills_lost_nothing(
-    plan: KillPlan,
-    dagger: CrashDagger,
-    tallies: list[Tally],
-    from_kafka: KafkaOutput,
-    from_lake: LakeOutput,
-    report: str,
-) -> None:
-    """The plan's kills all happened, at the moments it asks for, and both sinks hold every row once."""
-    counts = kill_counts(dagger.kills)
-    assert len(dagger.kills) == plan.kills, report
-    assert counts["mid-batch"] >= plan.at_kafka_rows, report
-    assert counts["in recovery"] >= plan.in_recovery, report
-    assert counts["with workers"] >= plan.with_workers, report
-    assert all(tally.exact for tally in tallies), report
-    assert from_kafka.hidden == from_kafka.uncommitted_visible == 0, report
-    assert from_kafka.incomplete_markers == [], report
-    assert from_lake.uncommitted_files == 0, report
+PLAN = KillPlan(kills=3, at_kafka_rows=1, in_recovery=1, with_workers=1)
+SOAK_PLAN = KillPlan(kills=20, at_kafka_rows=5, in_recovery=4, with_workers=4)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # about 6 minutes on an idle 2-core machine; room for a busy one
+@pytest.mark.soak
+@pytest.mark.timeout(3600)  # a hang guard: the soak's 20 kills take about 20 minutes on a busy machine
 def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
-    dagster, kafka, registry, descriptor_set, record_property
+    dagster, kafka, registry, descriptor_set, soak, record_property
 ):
-    seed = crash_seed()
-    print(f"\ncrash seed {seed} (replay with {SEED_VARIABLE}={seed})")
-    started = time.monotonic()
-    dagger = deploy_crash_dagger(dagster, kafka, descriptor_set, seed)
-    feed = OrderFeed(kafka, registry, dagger.source)
-    feed.produce(UPFRONT_ORDERS)
-    try:
-        run_id = dagger.launch()
-        for number in range(1, PLAN.kills + 1):
-            kill = dagger.kill_at_random_moment(run_id, feed, ORDERS_PER_RUN, MAX_KILL_DELAY_S, PLAN)
-            print(f"kill {number} at {time.monotonic() - started:.0f}s: {kill.line()}")
-            run_id = dagger.restart_of(run_id)
-        feed.produce(TAIL_ORDERS)
-        dagger.drain_and_stop(run_id, feed.produced)
-    finally:
-        dagger.watch.close()
-    print(f"drained {feed.produced} orders at {time.monotonic() - started:.0f}s")
+    plan = SOAK_PLAN if soak else PLAN
+    dagger, outcome = crash_run(dagster, kafka, registry, descriptor_set, plan, "on Apache Kafka")
+    print(outcome.report())
+    record_property(REPORT_PROPERTY, outcome.report())  # printed at the end of the run, passed or failed
+    record_property(SOAK_PROPERTY, outcome.figures())
 
-    expected = expected_output(feed.orders)
-    from_kafka = read_kafka_output(kafka, registry, dagger.output)
-    from_lake = read_lake_output(dagger.lake)
-    tallies = sink_tallies(dagger.kills, expected, from_kafka.committed, from_lake.committed)
-    mid_lake_write = sum(kill.parquet_mid_write for kill in dagger.kills)
-    report = "\n".join(
-        [
-            f"crash seed {seed} on Apache Kafka: {mid_lake_write} kills with a lake batch half-written; "
-            f"{feed.produced} orders in, {sum(expected.values())} expected out",
-            *(tally.line() for tally in tallies),
-            f"kafka: {from_kafka.attempts} transactional attempts wrote rows, {from_kafka.cut_short} of them "
-            f"never committed (killed or fenced); read_committed hid {from_kafka.hidden} committed rows and "
-            f"showed {from_kafka.uncommitted_visible} uncommitted ones",
-            *(f"incomplete marker: {line}" for line in from_kafka.incomplete_markers),
-            *from_kafka.where_missing(expected.keys() - set(from_kafka.committed), from_lake),
-        ]
-    )
-    print(report)
-    record_property(REPORT_PROPERTY, report)  # printed at the end of the run, passed or failed
-
-    assert_kills_lost_nothing(PLAN, dagger, tallies, from_kafka, from_lake, report)
-    assert dagger.restart_attempts() == list(range(PLAN.kills + 1)), report  # every restart by the sensor
+    outcome.assert_lost_nothing()
+    assert dagger.restart_attempts() == list(range(plan.kills + 1)), outcome.report()  # each by the sensor
 
 
 # The harness's own checks, on sink output made by hand: they must see what the crash test looks for.
