@@ -145,9 +145,9 @@ $(FLINK_BENCH_STAMP): $(FLINK_BENCH_POM)
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/flink-bench/libs
 	touch $@
 
-$(FLINK_STAMP): tests/flink/requirements.txt
+$(FLINK_STAMP): tests/flink/requirements.txt $(RUN_STAMP)
 	test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
-	$(FLINK_VENV)/bin/python -m pip install --quiet -r tests/flink/requirements.txt
+	$(BIN)/uv pip install --quiet --python $(FLINK_VENV)/bin/python -r tests/flink/requirements.txt
 	touch $@
 
 clean:

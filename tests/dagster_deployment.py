@@ -170,6 +170,15 @@ class DagsterDeployment:
                 return state.instigator_data.cursor
         return None
 
+    def sensor_ticks(self, name: str, after: float | None = None) -> int:
+        """How many ticks the daemon has evaluated for a sensor (those after the `after` timestamp)."""
+        for state in self.instance.all_instigator_state():
+            if state.instigator_name == name:
+                return len(
+                    self.instance.get_ticks(state.instigator_origin_id, state.selector_id, after=after)
+                )
+        return 0
+
     def logged_rows(self, run_id: str) -> list[dict[str, Any]]:
         """The rows the run's log sink wrote, in log order."""
         messages = [entry.user_message for entry in self.instance.all_logs(run_id)]

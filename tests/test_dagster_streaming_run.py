@@ -1,18 +1,17 @@
 """Streaming runs launched through a real Dagster deployment (`dagster dev`: webserver and daemon).
 
 A run stays in progress while its query streams, processes records as they arrive, records observations,
-and, when terminated, stops gracefully and ends SUCCESS, saying where it stopped; a run whose worker is
-killed is retried from its checkpoint with no gap and no repeat.
+and, when terminated, stops gracefully and ends SUCCESS, saying where it stopped. (A run whose worker is
+killed is retried from its checkpoint with no gap and no repeat: the crash harness proves it, in
+tests/test_crash_kills.py.)
 """
 
 from __future__ import annotations
 
-import os
+import functools
 import re
-import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -20,10 +19,9 @@ import yaml
 from dagster import AssetKey, DagsterRunStatus, RunsFilter
 from google.protobuf import descriptor_pb2
 
-from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_ATTEMPT_TAG, RESTART_OF_TAG
+from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_OF_TAG
 from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG, STOPPED_TAG
 from tests.conftest import REPORT_PROPERTY, order_payloads
-from tests.crash_harness import CheckpointState
 from tests.dagster_deployment import wait_for, write_orders_dagger
 
 
@@ -103,41 +101,6 @@ def test_a_streaming_run_stays_in_progress_and_a_terminate_cancels_it_gracefully
     assert sum(rows) == 15
 
 
-def test_a_run_whose_worker_is_killed_is_restarted_from_its_checkpoint(
-    dagster, kafka, registry, descriptor_set
-):
-    topic = kafka.new_topic("dagster-crash")
-    kafka.produce(topic, order_payloads(registry, 0, 10))
-    dagster.add_orders_dagger("crashing-orders", kafka.bootstrap_servers, topic, descriptor_set)
-    dagster.wait_until_up()
-    first_run = dagster.client.submit_job_execution("crashing_orders_job")
-    wait_for(lambda: dagster.logged_order_ids(first_run) == _ids(10), 120, "the first run's records")
-    # The log sink writes a batch before the checkpoint records it: killed in between, the batch would be
-    # replayed (at least once). This test is about the restart, so it kills after the commit.
-    checkpoint = dagster.daggers / "crashing-orders.checkpoint"
-    wait_for(lambda: CheckpointState.read(checkpoint).committed >= 0, 60, "the first batch's commit")
-
-    worker = dagster.run_worker_pid(first_run)
-    os.kill(worker, signal.SIGKILL)
-    kafka.produce(topic, order_payloads(registry, 10, 5))  # arrives while no run is alive
-
-    def retry_run() -> str | None:
-        runs = dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: first_run}))
-        return runs[0].run_id if runs else None
-
-    wait_for(
-        lambda: retry_run() is not None,
-        120,
-        f"the retry run (first run: {dagster.instance.get_run_by_id(first_run).status})",
-    )
-    second_run = retry_run()
-    wait_for(lambda: dagster.logged_order_ids(second_run) == _ids(5, 10), 180, "the retry's records")
-    assert dagster.instance.get_run_by_id(first_run).status == DagsterRunStatus.FAILURE
-    assert dagster.instance.get_run_by_id(second_run).tags[RESTART_ATTEMPT_TAG] == "1"
-    assert dagster.logged_order_ids(first_run) + dagster.logged_order_ids(second_run) == _ids(15)
-    dagster.stop_run(second_run)
-
-
 def test_a_bad_sql_dagger_fails_once_with_the_sql_error_and_is_not_retried(dagster, kafka, descriptor_set):
     topic = kafka.new_topic("dagster-bad-sql")
     dagster.add_orders_dagger("bad-sql", kafka.bootstrap_servers, topic, descriptor_set)
@@ -189,7 +152,10 @@ def test_a_new_topic_matching_a_template_starts_exactly_one_run_for_it(
     [run] = runs()
     assert run.tags["dagster/partition"] == topic
     wait_for(lambda: dagster.logged_order_ids(run.run_id) == _ids(3), 120, "the new topic's records")
-    time.sleep(25)  # two more ticks of the sensor (every 10 s) launch nothing more
+    # Two more ticks of the sensor, after the one that asked for the run, launch nothing more.
+    launched_at = dagster.instance.get_run_record_by_id(run.run_id).create_timestamp.timestamp()
+    ticks = functools.partial(dagster.sensor_ticks, "regional_new_topics", after=launched_at)
+    wait_for(lambda: ticks() >= 2, 60, "two more ticks of the new-topic sensor")
     assert [other.run_id for other in runs()] == [run.run_id]
     assert dagster.instance.get_dynamic_partitions("regional_topics") == [topic]
     dagster.stop_run(run.run_id)

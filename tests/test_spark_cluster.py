@@ -110,6 +110,9 @@ def orders_dagger(
 class UnboundedRun:
     """`dagger --master spark://... run --unbounded` in its own process group, its output in a log file:
     a run that ends only when stopped, as a user stops it (Ctrl-C), once a test has seen what it waits for.
+
+    Its executors run the hosts' installed Python (`SparkCluster.driver_environment(installed=True)`):
+    what these runs prove is not the shipping, which the example dagger's and the console's tests prove.
     """
 
     def __init__(self, cluster: SparkCluster, dagger_file: Path, log: Path) -> None:
@@ -117,8 +120,8 @@ class UnboundedRun:
         with open(log, "ab") as output:
             self.process = subprocess.Popen(
                 [str(DAGGER), "--master", cluster.master_url, "run", "--unbounded", str(dagger_file)],
-                cwd=PROJECT_ROOT, env=cli_environment(), stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=PROJECT_ROOT, env=SparkCluster.driver_environment(installed=True),
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
     def output(self) -> str:
@@ -194,34 +197,6 @@ def test_the_example_dagger_on_the_cluster(cluster, kafka, registry, tmp_path):
     summary = message_class(registry, "dagger.examples.BookingSummary")
     written = [summary.FromString(record.value()) for record in kafka.read_all(sink)]
     assert summary_rows(written) == expected_summary_rows(bookings)
-
-
-def test_exactly_once_kafka_and_parquet_on_the_cluster(cluster, kafka, registry, descriptor_set, tmp_path):
-    source, output = kafka.new_topic("cl-eo-in", partitions=2), kafka.new_topic("cl-eo-out")
-    feed = OrderFeed(kafka, registry, source)
-    feed.produce(400)
-    lake = tmp_path / "lake"
-    document = orders_dagger(
-        tmp_path, kafka, descriptor_set, source, "cluster-eo", sql=SQL,
-        sinks=[
-            kafka_sink(kafka.bootstrap_servers, output, ORDER, delivery="exactly_once"),
-            {"kind": "parquet", "path": str(lake), "time_column": "created_at"},
-        ],
-    )  # fmt: skip
-    document["streams"][0]["max_records_per_batch"] = 100
-
-    done = dagger_cli(cluster, "run", "--bounded", str(write_dagger(tmp_path, document)))
-    assert done.returncode == 0, done.stderr[-5000:]
-
-    expected = expected_output(feed.orders)
-    from_kafka = read_kafka_output(kafka, registry, output)
-    from_lake = read_lake_output(lake)
-    for tally in (
-        Tally.of("kafka", "no kills", expected, from_kafka.committed),
-        Tally.of("lake", "no kills", expected, from_lake.committed),
-    ):
-        assert tally.exact, tally.line()
-    assert from_kafka.uncommitted_visible == 0 and not from_kafka.incomplete_markers
 
 
 def test_a_window_aggregation_on_the_cluster_writes_each_closed_window_once(
@@ -448,10 +423,10 @@ def deployment_on(
     cluster: SparkCluster, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, **environment: str
 ) -> DagsterDeployment:
     """A Dagster deployment (`dagster dev`) whose runs' sessions use the cluster. Its processes inherit
-    this environment: the master, the driver on loopback as the cluster is, and no $PYSPARK_PYTHON (the
-    suite's local session sets it; on a cluster it would name the executors' Python instead of the
-    shipped environment)."""
-    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    this environment: the master, the driver on loopback as the cluster is, and $PYSPARK_PYTHON naming
+    this interpreter, as on hosts with the project installed (`SparkCluster.driver_environment`): each
+    run is a new application, and these tests prove stops and crashes, not the shipping."""
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     for name, value in {
         "DAGGER_SPARK_MASTER": cluster.master_url,
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -462,10 +437,13 @@ def deployment_on(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # two applications, each unpacking the environment on both executors
-def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui_and_the_next_resumes(
-    cluster, kafka, registry, descriptor_set, monkeypatch, request
+@pytest.mark.soak
+@pytest.mark.timeout(1800)
+def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui(
+    cluster, kafka, registry, descriptor_set, monkeypatch, request, soak
 ):
+    """`make soak` also runs the next run, which resumes from the checkpoint on the cluster (the same
+    resume on `local[2]` is in every run: tests/test_dagster_spark_submit.py)."""
     dagster = deployment_on(
         cluster, monkeypatch, request, **submitting_environment(cluster.master_url, kafka)
     )
@@ -474,7 +452,7 @@ def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui_a
     def terminate_in_the_ui(run_id: str) -> None:  # with a browser, as a user does
         dagster.stop_run_in_browser(run_id, screenshots)
 
-    terminate_then_restart(dagster, kafka, registry, descriptor_set, terminate_in_the_ui)
+    terminate_then_restart(dagster, kafka, registry, descriptor_set, terminate_in_the_ui, restart=soak)
 
 
 # --------------------------------------------------------------------------------------------------------
