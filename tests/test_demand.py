@@ -38,7 +38,7 @@ from dagger_assets.sensors import DEMAND_TAG
 from dagger_assets.stages import DAGGER_TAG
 from jobs.project import PROJECT_ROOT
 from jobs.schema_registry import SchemaRegistry
-from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import SOAK_PROPERTY, KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.dagster_deployment import wait_for
 
 BASE_SECONDS = 1_700_000_000  # `order_payloads`: order i is created at BASE_SECONDS + i, amount i
@@ -207,7 +207,7 @@ def _doubled(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
 @pytest.mark.slow
 @pytest.mark.soak
 def test_instances_run_while_subscribed_resume_when_asked_again_and_chains_start_and_stop_together(
-    dagster, kafka, registry, descriptor_set, soak
+    dagster, kafka, registry, descriptor_set, soak, record_property
 ):
     """An instance's life: subscribed, idle-stopped, resumed from its checkpoint, then asked for by a
     chained instance, which starts and stops it with its own subscriber. `make soak` adds, from the start,
@@ -321,3 +321,5 @@ def test_instances_run_while_subscribed_resume_when_asked_again_and_chains_start
         "poll_interval_s": 2,
     }
     (ARTIFACTS / "demand-latency.json").write_text(json.dumps(figures, indent=2) + "\n")
+    runs_per_instance = {f"runs of {topic}": len(runs(dagger, topic)) for dagger, topic in instances}
+    record_property(SOAK_PROPERTY, {**runs_per_instance, **figures})

@@ -481,7 +481,7 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     commit it meanwhile, which the sink's markers must absorb (or fence, at the restart).
     """
     dagster = deployment_on(cluster, monkeypatch, request)
-    where = f"on a standalone cluster (2 workers x 1 core, {cluster.master_url})"
+    where = "on a standalone cluster (2 workers x 1 core)"
     # Each run is a new application: its executors fetch and unpack the packed environment (and the
     # project's jars) before the first batch, a minute or more on a busy 2-core machine.
     _, outcome = crash_run(
