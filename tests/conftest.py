@@ -4,17 +4,13 @@ Tests talk to Apache Kafka and real Spark; the helpers here only produce, consum
 smoke set that proves `make run`'s path is parametrized with `on_both_brokers` and also runs on the
 embedded broker.
 
-Two tiers share the tests. `make test` proves every claim once. `make soak` (`pytest --soak`) runs only
-the tests marked `soak`, at their long lengths (the `soak` fixture tells a test which run it is in: the
-crash harnesses' kill plans, for one), and writes what they recorded (`SOAK_PROPERTY`) to
-`docs/soak-report.md`.
+Two tiers share the tests: `make test` proves every claim once, `make soak` repeats the long proofs
+(`tests/soak.py`).
 """
 
 from __future__ import annotations
 
-import datetime
 import itertools
-import json
 import os
 import subprocess
 import sys
@@ -41,6 +37,7 @@ from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.protoc import compile_descriptor_set
 
 pytest_plugins = [
+    "tests.soak",  # `--soak`, the `soak` fixture and the soak report
     "tests.servers.apicurio",  # `apicurio`: Apicurio Registry's Confluent-compatible API
     "tests.collector",  # `collector`: the Collection API on the test PostgreSQL and Apache Kafka
     "tests.dagster_deployment",  # the `dagster` deployment fixture
@@ -59,85 +56,23 @@ pytest_plugins = [
 
 REPORT_PROPERTY = "report"
 """A test's `record_property(REPORT_PROPERTY, text)`: shown in the run's summary, passed or failed."""
-SOAK_PROPERTY = "soak"
-"""A soak test's `record_property(SOAK_PROPERTY, {figure: value})`: a row of the soak report."""
-SOAK_REPORT = PROJECT_ROOT / "docs" / "soak-report.md"
-_STARTED_AT = pytest.StashKey[float]()
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[_STARTED_AT] = time.time()
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--soak",
-        action="store_true",
-        default=False,
-        help=f"the soak run: only tests marked `soak`, at their long lengths; writes {SOAK_REPORT.name}",
-    )
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In the soak run, only the tests marked `soak`. Files with the most tests marked `slow` run first:
-    `make test` hands whole files to its two processes in this order (`--dist loadfile
-    --no-loadscope-reorder`), and a long file handed out last would keep one process busy while the other
-    has nothing left to run."""
-    if config.getoption("--soak"):
-        deselected = [item for item in items if not item.get_closest_marker("soak")]
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if item.get_closest_marker("soak")]
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with the most tests marked `slow` run first. `make test` hands whole files to its two
+    processes in this order (`--dist loadfile --no-loadscope-reorder`): a long file handed out last would
+    keep one process busy while the other has nothing left to run."""
     slow_tests = Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow_tests[item.path])  # stable: files tied, and a file's tests, keep order
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for outcome in ("passed", "failed"):
         for report in terminalreporter.stats.get(outcome, []):
             for name, text in getattr(report, "user_properties", []):
                 if name == REPORT_PROPERTY and report.when == "call":
                     terminalreporter.write_sep("-", f"{report.nodeid} ({outcome})")
                     terminalreporter.write_line(str(text))
-    if config.getoption("--soak") and not config.option.collectonly and not hasattr(config, "workerinput"):
-        write_soak_report(terminalreporter, config.stash[_STARTED_AT])
-        terminalreporter.write_sep("-", f"soak report written to {SOAK_REPORT.relative_to(PROJECT_ROOT)}")
-
-
-def write_soak_report(terminalreporter: pytest.TerminalReporter, started_at: float) -> None:
-    """docs/soak-report.md: each soak test's outcome, time and recorded figures, with the commit tested."""
-    commit = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], cwd=PROJECT_ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    started = datetime.datetime.fromtimestamp(started_at, datetime.UTC)
-    outcomes = {name: len(terminalreporter.stats.get(name, [])) for name in ("passed", "failed", "error")}
-    lines = [
-        "# Soak report",
-        "",
-        "Written by `make soak` (`pytest --soak`, the long versions of the tests marked `soak`; "
-        "[Operations](operations.md#which-run-proves-what) says what each proves). Do not edit: the next "
-        "soak run writes it again.",
-        "",
-        f"- commit `{commit or 'unknown'}`, started {started:%Y-%m-%d %H:%M} UTC, "
-        f"{time.time() - started_at:.0f} s in all",
-        f"- {outcomes['passed']} passed, {outcomes['failed']} failed, {outcomes['error']} errors",
-    ]
-    for outcome in ("passed", "failed"):
-        for report in terminalreporter.stats.get(outcome, []):
-            if report.when != "call":
-                continue
-            figures = [value for name, value in report.user_properties if name == SOAK_PROPERTY]
-            lines += ["", f"## `{report.nodeid}`", "", f"{outcome}, in {report.duration:.0f} s", ""]
-            for recorded in figures:
-                lines += ["| figure | value |", "|---|---|"]
-                lines += [f"| {name} | {json.dumps(value) if not isinstance(value, str) else value} |"
-                          for name, value in recorded.items()]  # fmt: skip
-    SOAK_REPORT.write_text("\n".join(lines) + "\n")
-
-
-@pytest.fixture(scope="session")
-def soak(request: pytest.FixtureRequest) -> bool:
-    """Whether this is the soak run (`make soak`), where tests marked `soak` take their long lengths."""
-    return bool(request.config.getoption("--soak"))
 
 
 @pytest.fixture(scope="session")

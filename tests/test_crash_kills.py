@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import REPORT_PROPERTY, SOAK_PROPERTY
+from tests.conftest import REPORT_PROPERTY
 from tests.crash_harness import (
     START_SECONDS,
     CheckpointState,
@@ -34,6 +34,7 @@ from tests.crash_harness import (
     read_kafka_output,
     read_lake_output,
 )
+from tests.soak import SOAK_PROPERTY
 
 PLAN = KillPlan(kills=3, at_kafka_rows=1, in_recovery=1, with_workers=1)
 SOAK_PLAN = KillPlan(kills=20, at_kafka_rows=5, in_recovery=4, with_workers=4)

@@ -38,8 +38,9 @@ from dagger_assets.sensors import DEMAND_TAG
 from dagger_assets.stages import DAGGER_TAG
 from jobs.project import PROJECT_ROOT
 from jobs.schema_registry import SchemaRegistry
-from tests.conftest import SOAK_PROPERTY, KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
+from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.dagster_deployment import wait_for
+from tests.soak import SOAK_PROPERTY
 
 BASE_SECONDS = 1_700_000_000  # `order_payloads`: order i is created at BASE_SECONDS + i, amount i
 ARTIFACTS = PROJECT_ROOT / "test-artifacts"

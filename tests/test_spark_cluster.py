@@ -33,7 +33,6 @@ from jobs.project import EXAMPLE_DAGGER, PROJECT_ROOT
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
 from tests.conftest import (
     REPORT_PROPERTY,
-    SOAK_PROPERTY,
     KafkaHelper,
     kafka_sink,
     kafka_stream,
@@ -56,6 +55,7 @@ from tests.crash_harness import (
 from tests.dagster_deployment import DagsterDeployment
 from tests.servers.kafka import ApacheKafka
 from tests.servers.spark_cluster import SparkCluster
+from tests.soak import SOAK_PROPERTY
 from tests.test_dagster_spark_submit import submitting_environment, terminate_then_restart
 from tests.test_example_dagger import expected_summary_rows, summary_rows
 
