@@ -3,6 +3,7 @@ a temporary `DAGSTER_HOME` and its own dagger folder."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -91,12 +92,64 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, poll_s:
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
+@functools.cache
+def _graphql_client(port: int) -> DagsterGraphQLClient:
+    return DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
+
+
+class DagsterDev:
+    """`dagster dev` (webserver, daemon, code server) on a free port, its output appended to `log`.
+
+    A port `free_port` found free can be taken by another process before the webserver binds it; the
+    webserver then exits with "address already in use". `start` again picks another port."""
+
+    def __init__(self, log: Path, daggers: Path, environment: dict[str, str]) -> None:
+        self._log, self._daggers, self._environment = log, daggers, environment
+        self._log_start = 0
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.stop()
+        self.port = free_port()
+        self._log_start = self._log.stat().st_size if self._log.exists() else 0
+        with open(self._log, "ab") as output:
+            self.process = subprocess.Popen(
+                [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml",
+                 "-h", "127.0.0.1", "-p", str(self.port)],
+                cwd=PROJECT_ROOT, env={**os.environ, "DAGGER_DIR": str(self._daggers), **self._environment},
+                stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def lost_its_port(self) -> bool:
+        """Whether the webserver of this start found its port taken."""
+        with open(self._log, "rb") as output:
+            output.seek(self._log_start)
+            return b"address already in use" in output.read()
+
+    def stop(self) -> None:
+        """dagster dev and every process it started, at once: a SIGTERM never ended it within 30 s
+        (measured), and the instance's files are thrown away with the test's folder."""
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+
+
 @dataclass
 class DagsterDeployment:
-    client: DagsterGraphQLClient
-    port: int
+    server: DagsterDev
     daggers: Path
     instance: DagsterInstance
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def client(self) -> DagsterGraphQLClient:
+        return _graphql_client(self.port)
 
     def add_orders_dagger(
         self, name: str, bootstrap_servers: str, topic: str, descriptor_set: Path, **fields: Any
@@ -107,6 +160,8 @@ class DagsterDeployment:
 
     def wait_until_up(self) -> None:
         def up() -> bool:
+            if self.server.lost_its_port():
+                self.server.start()  # on another port; the daggers are written by now, it loads them too
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/server_info", timeout=2):
                     return True
@@ -208,20 +263,8 @@ def dagster(
     # The instance's storage is created here, before `dagster dev` starts: two processes creating the same
     # new SQLite database at once can record two schema heads, and `dagster dev` then refuses to start.
     instance = DagsterInstance.get()
-    port = free_port()
-    log = open(tmp_path / "dagster-dev.log", "wb")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-         "-p", str(port)],
-        cwd=PROJECT_ROOT, env={**os.environ, "DAGGER_DIR": str(daggers), **dagster_env},
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+    server = DagsterDev(tmp_path / "dagster-dev.log", daggers, dagster_env)
     try:
-        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-        yield DagsterDeployment(client, port, daggers, instance)
+        yield DagsterDeployment(server, daggers, instance)
     finally:
-        # dagster dev and every process it started, at once: a SIGTERM never ended it within 30 s (measured),
-        # and the instance's files are thrown away with the test's folder.
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        log.close()
+        server.stop()

