@@ -4,6 +4,7 @@ a temporary `DAGSTER_HOME` and its own dagger folder."""
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import os
 import re
@@ -165,7 +166,7 @@ class DagsterDeployment:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/server_info", timeout=2):
                     return True
-            except OSError:
+            except (OSError, http.client.HTTPException):  # the latter: another server holds the port
                 return False
 
         wait_for(up, 120, "the Dagster webserver")

@@ -8,11 +8,13 @@ tests/test_crash_kills.py.)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -252,10 +254,20 @@ def test_a_new_version_of_an_avro_streams_subject_restarts_the_dagger_with_the_n
 
 
 def test_a_deployment_whose_port_was_taken_meanwhile_starts_on_another(tmp_path, monkeypatch):
-    """`free_port` finds a port free, another process takes it before the webserver binds it."""
+    """`free_port` finds a port free, another process takes it before the webserver binds it: here a
+    server that answers every connection with bytes that are not HTTP, as the soak run once met."""
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
+
+    def answer_with_junk() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                connection, _ = taken.accept()
+                connection.sendall(b"  x\r\n")
+                connection.close()
+
+    threading.Thread(target=answer_with_junk, daemon=True).start()
     ports = iter([taken.getsockname()[1]])
     monkeypatch.setattr("tests.dagster_deployment.free_port", lambda: next(ports, None) or free_port())
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
