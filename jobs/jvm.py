@@ -1,9 +1,10 @@
 """The project's JVM side: its classes, and the driver JVM's class-data-sharing archive.
 
-The classes: Java sources kept beside the Python that calls them (`jobs/**/*.java`), compiled against the
-pinned PySpark's own jars into one jar that every classic session loads. `python -m jobs.jvm` (run by
-make) builds the jar; `jobs_jar()` builds it when it is missing or older than a source, so a checkout
-without make works too. Building needs a JDK's `javac` (17 or later).
+The classes: Java sources kept beside the Python that calls them (`jobs/**/*.java`), built by Maven
+(`jobs/pom.xml`) into one jar, with the connectors Spark does not bundle (its Kafka connector,
+protobuf-java) beside it; every classic session loads both. `python -m jobs.jvm` (run by make) builds
+them; `jobs_jar()` builds them when the jar is missing or older than a source or the pom, so a checkout
+without make works too. Building needs a JDK (17 or later) and Maven.
 
 The archive (`python -m jobs.tools.jvm_archive` makes it) holds the classes a driver loads at start, for a
 faster start. The JVM maps it only when it was made by the same JVM for the same class path; otherwise the
@@ -13,12 +14,11 @@ what it was made for, and `driver_java_options` hands the archive only to a driv
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
-import tempfile
-import zipfile
 from pathlib import Path
 
 import pyspark
@@ -26,6 +26,8 @@ import pyspark
 from jobs.project import BUILD_DIR, PROJECT_ROOT
 
 JAR = BUILD_DIR / "jvm" / "dagger-jobs.jar"
+LIBS = BUILD_DIR / "jvm" / "libs"
+POM = PROJECT_ROOT / "jobs" / "pom.xml"
 SOURCES_ROOT = PROJECT_ROOT / "jobs"
 _SPARK_JARS = Path(pyspark.__file__).parent / "jars"
 
@@ -41,33 +43,48 @@ class JvmBuildError(RuntimeError):
     """The project's Java sources could not be compiled."""
 
 
+def _jar_is_current() -> bool:
+    if not JAR.is_file() or not LIBS.is_dir():
+        return False
+    inputs = [POM, *SOURCES_ROOT.rglob("*.java")]
+    return all(path.stat().st_mtime <= JAR.stat().st_mtime for path in inputs)
+
+
 def jobs_jar() -> Path:
-    """The jar of the project's JVM classes, (re)built first when a source is newer than it."""
-    sources = sorted(SOURCES_ROOT.rglob("*.java"))
-    if JAR.is_file() and all(source.stat().st_mtime <= JAR.stat().st_mtime for source in sources):
-        return JAR
-    compile_jar(sources, f"{_SPARK_JARS}/*", JAR)
+    """The jar of the project's JVM classes, (re)built first when a source or the pom is newer than it."""
+    if not _jar_is_current():
+        build_jvm_module()
     return JAR
 
 
-def compile_jar(sources: list[Path], classpath: str, jar: Path) -> None:
-    """Compiles `sources` against `classpath` with javac (Java 17) into `jar`."""
-    javac = shutil.which("javac")
-    if javac is None:
-        raise JvmBuildError(f"building {jar.name} needs a JDK's javac (17 or later) on the PATH; none found")
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="dagger-jvm-") as classes:
-        command = [javac, "--release", "17", "-nowarn", "-d", classes, "-cp", classpath]
-        compiled = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
-        if compiled.returncode != 0:
-            raise JvmBuildError(f"javac failed on the sources of {jar.name}:\n{compiled.stderr}")
-        # Written aside and renamed: a session starting meanwhile sees the old jar or the new one, whole.
-        partial = jar.with_name(f".{jar.name}.{os.getpid()}.tmp")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
-            for path in sorted(Path(classes).rglob("*.class")):
-                archive.write(path, path.relative_to(classes).as_posix())
-        partial.replace(jar)
+def project_jars() -> list[Path]:
+    """Every jar a classic session loads: the project's, then those Maven resolved beside it (Spark's Kafka
+    connector, protobuf-java); built first when stale."""
+    return [jobs_jar(), *sorted(LIBS.glob("*.jar"))]
+
+
+def project_class_path() -> str:
+    """`project_jars()` as a class path."""
+    return os.pathsep.join(map(str, project_jars()))
+
+
+def build_jvm_module() -> None:
+    """`mvn package` of `jobs/pom.xml`: compiles and tests the Java sources, copies the connectors."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JvmBuildError(f"building {JAR.name} needs Maven (`mvn`) and a JDK 17 or later; no mvn found")
+    # Several sessions (pytest workers) may find the jar stale at once: one builds, the others wait.
+    JAR.parent.mkdir(parents=True, exist_ok=True)
+    with open(JAR.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _jar_is_current():
+            return
+        built = subprocess.run(
+            [mvn, "--batch-mode", "--quiet", "-f", str(POM), "package"], capture_output=True, text=True
+        )
+        if built.returncode != 0:
+            raise JvmBuildError(f"mvn package of {POM} failed:\n{built.stdout[-4000:]}{built.stderr[-2000:]}")
+        JAR.touch()  # Maven leaves an up-to-date jar's time alone; the check above compares with it
 
 
 def archive_manifest(archive: Path) -> Path:
@@ -114,4 +131,4 @@ def driver_java_options(base: str, class_path: str) -> str:
 
 
 if __name__ == "__main__":
-    print(jobs_jar())
+    print(project_class_path())

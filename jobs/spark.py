@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.jvm import JVM_LOGGING, driver_java_options, jobs_jar
+from jobs.jvm import JVM_LOGGING, driver_java_options, project_class_path
 from jobs.object_store import connector_conf
 from jobs.project import BUILD_DIR
 from jobs.registry import STREAM_KINDS
@@ -144,12 +144,12 @@ def shipment_conf(conf: Mapping[str, str]) -> dict[str, str]:
 
 
 def class_path_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
-    """The jar settings of a classic session: the project's jar, and the s3a connector when `make s3a`
+    """The jar settings of a classic session: the project's jars, and the s3a connector when `make s3a`
     resolved it."""
-    jar = str(jobs_jar())
-    added = {"spark.jars": ",".join(filter(None, [jar, conf.get("spark.jars")]))}
+    jars = project_class_path()
+    added = {"spark.jars": ",".join(filter(None, [*jars.split(os.pathsep), conf.get("spark.jars")]))}
     if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are
-        classpath = [jar, conf.get("spark.driver.extraClassPath")]
+        classpath = [jars, conf.get("spark.driver.extraClassPath")]
         added["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, classpath))
     return {**added, **connector_conf(master, {**conf, **added})}
 

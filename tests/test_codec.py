@@ -16,6 +16,12 @@ import pytest
 from google.protobuf import descriptor_pb2, json_format, message_factory
 from google.protobuf.message import Message
 
+from google.protobuf.descriptor import Descriptor
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import EncodeError, ProtoDecoder, ProtoEncoder
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 
@@ -153,9 +159,37 @@ DECODED_FIELDS = [
 MAP_FIELDS = {"labels", "points_by_id"}
 
 
-@pytest.fixture(scope="module")
-def all_types_decoder(registry: SchemaRegistry) -> ProtoDecoder:
-    return ProtoDecoder(registry.message(ALL_TYPES))
+class JvmDecoder:
+    """The JVM decoder (`jobs.codec.jvm_protobuf`) behind ProtoDecoder's interface: the payloads go through
+    a Spark query that applies it, and come back as Arrow. An invalid payload is a NULL row there; here it
+    is reported by index, as ProtoDecoder reports it, and its row is all nulls."""
+
+    def __init__(self, spark: SparkSession, descriptor: Descriptor) -> None:
+        self.descriptor = descriptor
+        self.schema = ProtoDecoder(descriptor).schema  # the columns it is asked for: the native decoder's
+        self._spark = spark
+        self._function = f"decode_{descriptor.name.lower()}"
+        register_decoder(spark, self._function, descriptor, from_arrow_schema(self.schema))
+
+    def decode(self, payloads: list[bytes]) -> tuple[pa.RecordBatch, dict[int, str]]:
+        frame = self._spark.createDataFrame(list(enumerate(payloads)), "position int, payload binary")
+        decoded = frame.select("position", F.call_function(self._function, "payload").alias("record"))
+        errors = F.call_function(f"{self._function}_error", "payload").alias("error")
+        table = decoded.join(frame.select("position", errors), "position").orderBy("position").toArrow()
+        records = table.column("record").combine_chunks()
+        if not isinstance(records, pa.StructArray):  # no rows: Spark's Arrow gives the type only
+            records = pa.array([], pa.struct(list(self.schema)))
+        reasons = table.column("error").to_pylist()
+        invalid = {index: reasons[index] for index, valid in enumerate(records.is_valid().to_pylist()) if not valid}
+        columns = [records.field(name) for name in self.schema.names]
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema), invalid
+
+
+@pytest.fixture(scope="module", params=["native", "jvm"])
+def all_types_decoder(request: pytest.FixtureRequest, registry: SchemaRegistry) -> ProtoDecoder | JvmDecoder:
+    if request.param == "native":
+        return ProtoDecoder(registry.message(ALL_TYPES))
+    return JvmDecoder(request.getfixturevalue("spark"), registry.message(ALL_TYPES))
 
 
 @pytest.fixture(scope="module")
@@ -403,16 +437,23 @@ def test_invalid_payloads_are_reported_by_index_and_the_rest_decodes(
     batch, invalid = all_types_decoder.decode(payloads)
 
     assert sorted(invalid) == [1, 3, 4, 5]
-    assert invalid[1] == "failed to decode Protobuf message: unexpected EOF"  # truncated inside `elapsed`
-    assert invalid[3] == "failed to decode Protobuf message: unsupported wire type"
-    assert invalid[4] == "failed to decode Protobuf message: unexpected EOF in varint"
-    assert invalid[5] == "failed to decode Protobuf message: unexpected EOF in varint"
     rows = batch.to_pylist()
     assert len(rows) == len(payloads)
     assert rows[0] == _row(all_types_decoder, full)
     assert rows[2] == _row(all_types_decoder, second)
-    empty = _row(all_types_decoder, b"")
-    assert [rows[index] for index in (1, 3, 4, 5, 6)] == [empty] * 5  # invalid rows hold defaults
+    assert rows[6] == _row(all_types_decoder, b"")
+    if isinstance(all_types_decoder, JvmDecoder):  # protobuf-java's reasons; an invalid row is NULL
+        truncated = "While parsing a protocol message, the input ended unexpectedly in the middle of a field."
+        assert [invalid[index].split("  ")[0] for index in (1, 3, 4, 5)] == [
+            truncated, "Protocol message tag had invalid wire type.", truncated, truncated
+        ]
+        assert [rows[index] for index in (1, 3, 4, 5)] == [dict.fromkeys(all_types_decoder.schema.names)] * 4
+    else:
+        assert invalid[1] == "failed to decode Protobuf message: unexpected EOF"  # truncated inside `elapsed`
+        assert invalid[3] == "failed to decode Protobuf message: unsupported wire type"
+        assert invalid[4] == "failed to decode Protobuf message: unexpected EOF in varint"
+        assert invalid[5] == "failed to decode Protobuf message: unexpected EOF in varint"
+        assert [rows[index] for index in (1, 3, 4, 5)] == [rows[6]] * 4  # invalid rows hold defaults
 
 
 def _row(decoder: ProtoDecoder, payload: bytes) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PARTITIONS
-from jobs.jvm import compile_jar
 from jobs.project import BUILD_DIR, PROJECT_ROOT
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import producer_settings
@@ -92,6 +91,17 @@ def message_jar() -> Path:
         _run([str(protoc), f"-I{PROTOS_ROOT}", f"-I{well_known}", f"--java_out={sources}", *map(str, PROTOS)])
         compile_jar(sorted(Path(sources).rglob("*.java")), str(runtime), MESSAGE_JAR)
     return MESSAGE_JAR
+
+
+def compile_jar(sources: list[Path], classpath: str, jar: Path) -> None:
+    """Compiles `sources` against `classpath` with javac (Java 17) into `jar`."""
+    with tempfile.TemporaryDirectory(prefix="flink-classes-") as classes:
+        _run(["javac", "--release", "17", "-nowarn", "-d", classes, "-cp", classpath, *map(str, sources)])
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+            for path in sorted(Path(classes).rglob("*.class")):
+                archive.write(path, path.relative_to(classes).as_posix())
 
 
 def _message_jar_is_current() -> bool:

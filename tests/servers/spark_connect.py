@@ -5,7 +5,7 @@ in the foreground (rather than `sbin/start-connect-server.sh`, which daemonizes 
 and leaves a pid file behind), so the test session owns the process and ends it. The Connect jar ships in
 pyspark's `jars/`; nothing is downloaded. The server runs Spark in local mode on loopback, with:
 
-* the project's jar (`jobs.jvm.jobs_jar()`) on the driver's class path: its local file system class is
+* the project's jars (`jobs.jvm.project_class_path()`) on the driver's class path: its local file system class is
   loaded before `spark.jars` are, and the JVM-side processors (deduplicate) and the progress feed live there;
 * `PYSPARK_PYTHON` (and `spark.pyspark.python`) set to this interpreter: the daggers' Python data sources,
   UDFs, `mapInArrow` writers and the `foreachBatch` function run in Python workers of the server, which
@@ -29,7 +29,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from jobs.jvm import jobs_jar
+from jobs.jvm import project_class_path
 from jobs.spark import JAVA_OPTIONS
 from jobs.tools.broker import free_port
 from jobs.tools.processes import end_process
@@ -60,7 +60,7 @@ class SparkConnectServer:
         return self.work_dir / "connect-server.out"
 
     def command(self) -> list[str]:
-        jar = str(jobs_jar())
+        jar = project_class_path()
         conf = {
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
@@ -77,7 +77,7 @@ class SparkConnectServer:
             "spark.hadoop.fs.file.impl": "dagger.jobs.ForklessLocalFileSystem",
         }
         command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", f"local[{self.cores}]"]
-        command += ["--name", "dagger-connect-tests", "--jars", jar, "--class", SERVER_CLASS]
+        command += ["--name", "dagger-connect-tests", "--jars", jar.replace(os.pathsep, ","), "--class", SERVER_CLASS]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
         return command
