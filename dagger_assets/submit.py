@@ -68,7 +68,9 @@ def submit_command(spark: SparkResource, master: str) -> list[str]:
     """The spark-submit command line of a driver. Settings the driver's JVM needs at its start go on the
     command line; the rest of the resource's `conf` the driver's session sets as an in-process one does."""
     conf = dict(spark.conf)
-    class_path = os.pathsep.join(filter(None, [project_class_path(), conf.get("spark.driver.extraClassPath")]))
+    class_path = os.pathsep.join(
+        filter(None, [project_class_path(), conf.get("spark.driver.extraClassPath")])
+    )
     java_options = conf.get("spark.driver.extraJavaOptions", driver_java_options(JAVA_OPTIONS, class_path))
     return [
         spark.spark_submit_executable(),

@@ -14,9 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from google.protobuf import descriptor_pb2, json_format, message_factory
-from google.protobuf.message import Message
-
 from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import Message
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -180,7 +179,8 @@ class JvmDecoder:
         if not isinstance(records, pa.StructArray):  # no rows: Spark's Arrow gives the type only
             records = pa.array([], pa.struct(list(self.schema)))
         reasons = table.column("error").to_pylist()
-        invalid = {index: reasons[index] for index, valid in enumerate(records.is_valid().to_pylist()) if not valid}
+        valid = records.is_valid().to_pylist()
+        invalid = {index: reasons[index] for index in range(len(valid)) if not valid[index]}
         columns = [records.field(name) for name in self.schema.names]
         return pa.RecordBatch.from_arrays(columns, schema=self.schema), invalid
 
@@ -445,7 +445,10 @@ def test_invalid_payloads_are_reported_by_index_and_the_rest_decodes(
     if isinstance(all_types_decoder, JvmDecoder):  # protobuf-java's reasons; an invalid row is NULL
         truncated = "While parsing a protocol message, the input ended unexpectedly in the middle of a field."
         assert [invalid[index].split("  ")[0] for index in (1, 3, 4, 5)] == [
-            truncated, "Protocol message tag had invalid wire type.", truncated, truncated
+            truncated,
+            "Protocol message tag had invalid wire type.",
+            truncated,
+            truncated,
         ]
         assert [rows[index] for index in (1, 3, 4, 5)] == [dict.fromkeys(all_types_decoder.schema.names)] * 4
     else:
