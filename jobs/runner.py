@@ -47,8 +47,9 @@ from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
+from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.reader import GroupOffsetCommitter
-from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN
+from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 from jobs.spec import DaggerSpec
 from jobs.udfs import FunctionsError, register_functions
 
@@ -262,7 +263,40 @@ def _stream_frame(
     except (LookupError, ValueError) as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
-    frame = (
+    if isinstance(stream, KafkaStream) and stream.connector == "spark":
+        frame = _jvm_kafka_frame(spark, spec, stream, layout, descriptor_sets)
+    else:
+        frame = _python_source_frame(spark, spec, stream, descriptor_sets, columns)
+    frame = _without_flags(spec, stream, frame)
+    position = spec.streams.index(stream)
+    for index, step in enumerate(stream.pre_processors):
+        key = f"streams[{position}].pre_processors[{index}]"
+        with _processor_errors():
+            frame = apply_transformer(
+                frame, step, _transform_context(spark, spec, registry, key, stream.table)
+            )
+    return frame
+
+
+def _jvm_kafka_frame(
+    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream, layout: StreamLayout, descriptor_sets: str
+) -> DataFrame:
+    if is_spark_connect(spark):
+        raise DaggerBuildError(
+            f"dagger {spec.name}: stream {stream.table!r}: connector 'spark' registers its decoder in the "
+            "session's JVM, which a Spark Connect session does not reach; use connector 'python'"
+        )
+    try:
+        return kafka_connector.stream_frame(spark, stream, layout, descriptor_sets, spec.rowtime_column)
+    except kafka_connector.ConnectorConfigError as error:
+        raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
+
+
+def _python_source_frame(
+    spark: SparkSession, spec: DaggerSpec, stream: StreamConfig, descriptor_sets: str, columns: _ColumnsRead
+) -> DataFrame:
+    data_source = STREAM_KINDS[stream.kind].data_source_class()
+    return (
         spark.readStream.format(data_source.name())
         .option("stream", stream.model_dump_json())
         .option("descriptor_sets", descriptor_sets)
@@ -273,6 +307,10 @@ def _stream_frame(
         .option("object_store", json.dumps(s3a_settings(spark)))
         .load()
     )
+
+
+def _without_flags(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> DataFrame:
+    """The stream's rows for the SQL: invalid and late ones counted, then removed with their flags."""
     # Counted here (visible in every progress report), then removed with the flags before SQL sees them.
     frame = frame.observe(
         f"{INVALID_RECORDS_METRIC}.{stream.table}",
@@ -285,15 +323,7 @@ def _stream_frame(
         frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
     else:
         frame = frame.drop(VALID_RECORD_COLUMN)
-    frame = frame.withWatermark(spec.rowtime_column, _interval(spec.watermark_delay))
-    position = spec.streams.index(stream)
-    for index, step in enumerate(stream.pre_processors):
-        key = f"streams[{position}].pre_processors[{index}]"
-        with _processor_errors():
-            frame = apply_transformer(
-                frame, step, _transform_context(spark, spec, registry, key, stream.table)
-            )
-    return frame
+    return frame.withWatermark(spec.rowtime_column, _interval(spec.watermark_delay))
 
 
 def _transform_context(

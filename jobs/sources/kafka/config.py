@@ -54,6 +54,10 @@ class KafkaStream(StreamConfig):
     """How long the source rides out a broker that does not answer (metadata, offsets, records), retrying,
     before the query fails and the restart policy takes over."""
     invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
+    connector: Literal["python", "spark"] = "python"
+    """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they never
+    enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, and takes neither
+    dead-letter routing nor late-record policies yet. `python`: the project's Python data source."""
 
     def asset_metadata(self) -> dict[str, str | int]:
         where: dict[str, str | int] = (
@@ -103,6 +107,24 @@ class KafkaStream(StreamConfig):
                 object.__setattr__(self, "invalid_records", InvalidRecordPolicy(action="drop"))
             elif self.invalid_records.action == "fail":
                 raise ValueError("an invalid_record_filter pre-processor needs invalid_records.action 'drop'")
+        return self
+
+    @model_validator(mode="after")
+    def _connector_takes_the_settings(self) -> KafkaStream:
+        if self.connector == "spark":
+            needs_python = [
+                reason
+                for reason, present in (
+                    (f"format {self.format!r} (it decodes protobuf)", self.format != "protobuf"),
+                    ("invalid_records.action 'dead_letter'", self.invalid_records.action == "dead_letter"),
+                    (f"late_records.action {self.late_records.action!r}", self.late_records.action != "keep"),
+                )
+                if present
+            ]
+            if needs_python:
+                raise ValueError(
+                    f"connector 'spark' does not take {', '.join(needs_python)}; use connector 'python'"
+                )
         return self
 
     @model_validator(mode="after")
