@@ -46,8 +46,8 @@ from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sources.config import StreamConfig
-from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka import spark_connector as kafka_connector
+from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 from jobs.spec import DaggerSpec

@@ -55,8 +55,8 @@ class KafkaStream(StreamConfig):
     before the query fails and the restart policy takes over."""
     invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
     connector: Literal["python", "spark"] = "python"
-    """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they never
-    enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, and takes neither
+    """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they
+    never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, and takes neither
     dead-letter routing nor late-record policies yet. `python`: the project's Python data source."""
 
     def asset_metadata(self) -> dict[str, str | int]:
