@@ -30,6 +30,7 @@ from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.codec.formats import column_names, pinned
 from jobs.connect import is_spark_connect
+from jobs.kafka_java_client import JavaClientSettingError
 from jobs.metrics.exporter import (
     INVALID_RECORDS_METRIC,
     DaggerMetrics,
@@ -45,6 +46,7 @@ from jobs.processors.transformers import apply_transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
+from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
@@ -72,6 +74,14 @@ class BuiltDagger:
     registry: SchemaRegistry
     result: DataFrame
     sinks: list[SinkWriter]
+
+    @property
+    def connector_sink(self) -> ConnectorRecords | None:
+        """The dagger's one sink when Spark's Kafka connector writes it, and nothing must see each micro-batch
+        in Python (ordered output holds rows back there)."""
+        if len(self.sinks) != 1 or self.spec.ordered_output:
+            return None
+        return getattr(self.sinks[0], "connector_records", None)
 
     @property
     def bounded(self) -> bool:
@@ -149,7 +159,59 @@ def build_dagger(
         _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store))
         for index in range(len(spec.sinks))
     ]
-    return BuiltDagger(spec, registry, result, sinks)
+    built = BuiltDagger(spec, registry, result, sinks)
+    if spec.execution == "real_time":
+        _require_real_time_stages(built)
+    return built
+
+
+def _require_real_time_stages(built: BuiltDagger) -> None:
+    """Real-time mode reads only Spark's Kafka source and writes only its Kafka sink, with no Python in
+    between: anything else is refused here, naming the stage, instead of failing once started."""
+    spec = built.spec
+    refused = [
+        f"streams[{index}] ({stream.table}): it reads through connector 'python'"
+        for index, stream in enumerate(spec.streams)
+        if not (isinstance(stream, KafkaStream) and stream.connector == "spark")
+    ]
+    refused += [
+        f"streams[{index}].pre_processors[{step}] ({type(processor).__name__})"
+        for index, stream in enumerate(spec.streams)
+        for step, processor in enumerate(stream.pre_processors)
+    ]
+    if spec.post_processors.reshapes_output or spec.post_processors.transformers:
+        refused.append("post_processors")
+    if built.connector_sink is None:
+        refused.append("sinks: real-time mode writes one Kafka sink with connector 'spark'")
+    python_functions = _python_functions_called(built.result)
+    if python_functions:
+        refused.append(f"sql: it calls Python function(s) {', '.join(python_functions)}")
+    if refused:
+        raise DaggerBuildError(
+            f"dagger {spec.name}: execution 'real_time' cannot run {'; '.join(refused)} "
+            "(use execution 'micro_batch')"
+        )
+
+
+def _python_functions_called(result: DataFrame) -> list[str]:
+    """The Python UDFs the result's plan calls, by name (the JVM's view of the analysed plan)."""
+    plan = result._jdf.queryExecution().analyzed()  # type: ignore[attr-defined]
+    names: set[str] = set()
+    nodes = [plan]
+    while nodes:
+        node = nodes.pop()
+        expressions = node.expressions()
+        for index in range(expressions.size()):
+            pending = [expressions.apply(index)]
+            while pending:
+                expression = pending.pop()
+                if expression.getClass().getSimpleName() == "PythonUDF":
+                    names.add(expression.name())
+                children = expression.children()
+                pending.extend(children.apply(child) for child in range(children.size()))
+        children = node.children()
+        nodes.extend(children.apply(child) for child in range(children.size()))
+    return sorted(names)
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
@@ -288,7 +350,7 @@ def _jvm_kafka_frame(
         )
     try:
         return kafka_connector.stream_frame(spark, stream, layout, descriptor_sets, spec.rowtime_column)
-    except kafka_connector.ConnectorConfigError as error:
+    except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
 
 
@@ -544,14 +606,22 @@ class DaggerRun:
     def start(self) -> StreamingQuery:
         spec = self.built.spec
         self._progress.attach()
+        connector = self.built.connector_sink
+        if connector is not None:  # straight from the query to Spark's Kafka sink: no Python per batch
+            writer = (
+                connector.records(self.built.result).writeStream.format("kafka").options(**connector.options)
+            )
+        else:
+            writer = self.built.result.writeStream.foreachBatch(self._batch_writer())
         writer = (
-            self.built.result.writeStream.queryName(spec.name)
+            writer.queryName(spec.name)
             .outputMode(spec.output_mode)
             .option("checkpointLocation", self.checkpoint_location)
-            .foreachBatch(self._batch_writer())
         )
         if self.bounded:
             writer = writer.trigger(availableNow=True)
+        elif spec.execution == "real_time":
+            writer = writer.trigger(realTime=_interval(spec.real_time_checkpoint_interval))
         elif spec.trigger_interval.total_seconds() > 0:
             writer = writer.trigger(processingTime=_interval(spec.trigger_interval))
         try:
@@ -665,6 +735,12 @@ class DaggerRun:
             return
         for progress in self._progress.take(self.query):
             batch_id = int(progress.get("batchId", -1))
+            if self.built.connector_sink is not None:  # written by the query itself, not by `_fan_out`
+                rows = int((progress.get("sink") or {}).get("numOutputRows", 0))
+                seconds = int((progress.get("durationMs") or {}).get("addBatch", 0)) / 1000
+                self.metrics.record_sink_write(
+                    sink_label(self.built.spec, 0), batch_id, seconds, Written(max(rows, 0))
+                )
             report = ProgressReport.from_progress(progress, self.metrics.take_written(batch_id))
             self.reports.append(report)
             self.metrics.record_progress(progress)

@@ -113,6 +113,14 @@ class DaggerSpec(_Model):
     """How late an event may arrive (relative to the latest event time seen) and still count."""
     trigger_interval: Duration = timedelta(seconds=0)
     """Time between micro-batch starts; 0 starts the next one as soon as the last one ends."""
+    execution: Literal["micro_batch", "real_time"] = "micro_batch"
+    """`real_time`: Spark's real-time mode, each record processed as it arrives (milliseconds) rather than
+    in micro-batches. It takes Kafka streams and one Kafka sink on Spark's connector (`connector: spark`,
+    at-least-once), SQL with JVM functions only, and no processors; a dagger that needs more is refused
+    before it starts, naming the stage (docs/operations.md, "Delivery guarantees")."""
+    real_time_checkpoint_interval: Duration = timedelta(seconds=5)
+    """`real_time` only: how often the progress so far is checkpointed (a restart replays at most this much
+    of the input, at least once)."""
     checkpoint_location: str | None = None
     """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working
     folder."""

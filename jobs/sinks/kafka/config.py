@@ -41,6 +41,10 @@ class KafkaSink(SinkConfig):
     delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
     a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka/exactly_once.py`)."""
+    connector: Literal["python", "spark"] = "python"
+    """`spark`: the records are encoded by a JVM codec and written by Spark's own Kafka connector, so they
+    never enter Python (at-least-once; protobuf or JSON). `python`: the project's writer, which also does
+    Avro and exactly-once delivery."""
     marker_topic: str | None = Field(default=None, min_length=1)
     """exactly_once only: topic of the commit markers, on the same cluster; default
     `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
@@ -70,6 +74,20 @@ class KafkaSink(SinkConfig):
         if self.format == "avro":
             return f"Avro {self.resolved_schema_subject}"
         return "JSON objects"
+
+    @model_validator(mode="after")
+    def _connector_takes_the_settings(self) -> KafkaSink:
+        if self.connector == "spark":
+            if self.delivery == "exactly_once":
+                raise ValueError(
+                    "connector 'spark' delivers at least once; delivery 'exactly_once' needs connector "
+                    "'python'"
+                )
+            if self.format == "avro":
+                raise ValueError(
+                    "connector 'spark' writes protobuf or JSON; format 'avro' needs connector 'python'"
+                )
+        return self
 
     @model_validator(mode="after")
     def _delivery_settings(self) -> KafkaSink:

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -51,6 +51,7 @@ from jobs.sinks.kafka.producers import (
     producer_settings,
     settings_key,
 )
+from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sinks.partitions import write_partitions
 
 log = logging.getLogger(__name__)
@@ -66,12 +67,23 @@ class KafkaSinkWriter:
         self._index = context.index
         self._checkpoint = context.spec.resolved_checkpoint_location
         self._markers: MarkerLog | None = None
+        self.connector_records: ConnectorRecords | None = None
+        """With `connector: spark`: the rows as Spark's connector writes them (see `spark_connector`)."""
+        if sink.connector == "spark":
+            spark = SparkSession.getActiveSession()
+            if spark is None or context.result_schema is None:
+                raise ValueError("connector 'spark' needs the dagger's session and result columns")
+            name = f"dagger_encode_{context.index}"
+            registry = context.schema_registry()
+            self.connector_records = ConnectorRecords(sink, registry, spark, context.result_schema, name)
 
     @property
     def reads_whole_batch(self) -> bool:
         return True
 
     def write(self, batch: DataFrame, batch_id: int) -> Written:
+        if self.connector_records is not None:
+            return self._write_with_connector(batch, self.connector_records)
         if self.sink.format == "json":  # JSON text made by Spark, in the JVM, before the tasks run
             columns = [F.col(f"`{name}`") for name in batch.columns]
             as_json = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})  # every key in every row
@@ -79,6 +91,12 @@ class KafkaSinkWriter:
         if self.sink.delivery == "exactly_once":
             return self._write_exactly_once(batch, batch_id)
         return write_partitions(batch, KafkaPartitionWriter(self.sink, self._encoding, batch_id).write)
+
+    def _write_with_connector(self, batch: DataFrame, connector: ConnectorRecords) -> Written:
+        rows = Observation()
+        records = connector.records(batch).observe(rows, F.count(F.lit(1)).alias("rows"))
+        records.write.format("kafka").options(**connector.options).save()
+        return Written(rows=int(rows.get["rows"]))
 
     def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> Written:
         query_id = streaming_query_id(batch, self._checkpoint)

@@ -14,7 +14,6 @@ policies need the Python source for now.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -23,6 +22,7 @@ from pyspark.sql.types import StructType, TimestampType
 
 from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import ProtoDecoder
+from jobs.kafka_java_client import java_client_settings
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import KafkaStreamReader
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
@@ -34,100 +34,6 @@ _METADATA_COLUMNS = {
     "kafka_timestamp": "timestamp",
     "kafka_key": "key",
 }
-
-# librdkafka settings (what `consumer_config` takes, as the Python source does) and the Java client's names.
-_SAME_NAME = frozenset(
-    {
-        "security.protocol",
-        "ssl.endpoint.identification.algorithm",
-        "ssl.key.password",
-        "client.id",
-        "client.rack",
-        "fetch.min.bytes",
-        "fetch.max.bytes",
-        "max.partition.fetch.bytes",
-        "receive.buffer.bytes",
-        "send.buffer.bytes",
-        "request.timeout.ms",
-        "reconnect.backoff.ms",
-        "reconnect.backoff.max.ms",
-        "retry.backoff.ms",
-        "isolation.level",
-        "socket.connection.setup.timeout.ms",
-    }
-)
-_RENAMED = {
-    "sasl.mechanisms": "sasl.mechanism",
-    "sasl.mechanism": "sasl.mechanism",
-    "fetch.wait.max.ms": "fetch.max.wait.ms",
-}
-# Settings of the Python client alone (its queues, logging): they have no meaning for the Java client.
-_PYTHON_CLIENT_ONLY = frozenset(
-    {
-        "queued.min.messages",
-        "queued.max.messages.kbytes",
-        "fetch.queue.backoff.ms",
-        "log_level",
-        "socket.keepalive.enable",
-    }
-)
-_LOGIN_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-
-
-class ConnectorConfigError(ValueError):
-    """A stream setting Spark's Kafka connector cannot honour."""
-
-
-def java_client_settings(stream: KafkaStream) -> dict[str, str]:
-    """`consumer_config` (librdkafka's names, as the Python source takes them) in the Java client's names.
-
-    SASL credentials become a JAAS line, and PEM files (`ssl.ca.location`, `ssl.certificate.location`,
-    `ssl.key.location`) the Java client's PEM trust and key stores. A key with no Java equivalent is refused
-    by name rather than dropped."""
-    config = {key.strip(): str(value) for key, value in stream.consumer_config.items()}
-    settings: dict[str, str] = {}
-    username, password = config.pop("sasl.username", None), config.pop("sasl.password", None)
-    certificate, key = config.pop("ssl.certificate.location", None), config.pop("ssl.key.location", None)
-    for name, value in config.items():
-        if name in _SAME_NAME:
-            settings[name] = value
-        elif name in _RENAMED:
-            settings[_RENAMED[name]] = value
-        elif name == "ssl.ca.location":
-            settings.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": value})
-        elif name not in _PYTHON_CLIENT_ONLY:
-            raise ConnectorConfigError(
-                f"consumer_config {name!r} has no equivalent in Spark's Kafka connector (connector: spark); "
-                "remove it or use connector: python"
-            )
-    if username is not None:
-        mechanism = settings.get("sasl.mechanism", "PLAIN").upper()
-        module = _LOGIN_MODULES.get(mechanism)
-        if module is None:
-            raise ConnectorConfigError(
-                f"consumer_config 'sasl.mechanism' {mechanism!r}: not supported with connector: spark"
-            )
-        quote = json.dumps  # JAAS options are double-quoted strings with backslash escapes
-        settings["sasl.jaas.config"] = (
-            f"{module} required username={quote(username)} password={quote(password or '')};"
-        )
-    if certificate is not None or key is not None:
-        if certificate is None or key is None:
-            raise ConnectorConfigError(
-                "consumer_config needs both 'ssl.certificate.location' and 'ssl.key.location'"
-            )
-        settings.update(
-            {
-                "ssl.keystore.type": "PEM",
-                "ssl.keystore.certificate.chain": Path(certificate).read_text(),
-                "ssl.keystore.key": Path(key).read_text(),
-            }
-        )
-    return settings
 
 
 def connector_options(stream: KafkaStream, starting_offsets: dict[str, dict[str, int]]) -> dict[str, str]:
@@ -147,7 +53,8 @@ def connector_options(stream: KafkaStream, starting_offsets: dict[str, dict[str,
         options["subscribePattern"] = str(stream.topic_pattern)
     if stream.max_records_per_batch:
         options["maxOffsetsPerTrigger"] = str(stream.max_records_per_batch)
-    options.update({f"kafka.{name}": value for name, value in java_client_settings(stream).items()})
+    java_settings = java_client_settings(stream.consumer_config, "consumer_config")
+    options.update({f"kafka.{name}": value for name, value in java_settings.items()})
     return options
 
 
