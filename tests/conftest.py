@@ -226,6 +226,23 @@ def make_dagger(descriptor_set: Path, tmp_path: Path) -> Callable[..., DaggerSpe
     return make
 
 
+_kafka_connector = "python"
+"""The `connector` of the Kafka streams and at-least-once sinks `kafka_stream` and `kafka_sink` make; the
+`kafka_connector` fixture runs a test once with each."""
+
+
+@pytest.fixture(params=["python", "spark"])
+def kafka_connector(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs the test once on the project's Python source and writer, once on Spark's Kafka connector with
+    the JVM codec: the same rows must come out of both."""
+    global _kafka_connector
+    _kafka_connector = request.param
+    try:
+        yield request.param
+    finally:
+        _kafka_connector = "python"
+
+
 def kafka_stream(
     bootstrap_servers: str, table: str, message: str, event_time_field: str, **fields: Any
 ) -> dict:
@@ -236,6 +253,7 @@ def kafka_stream(
         "event_time_field": event_time_field,
         "bootstrap_servers": bootstrap_servers,
         "auto_offset_reset": "earliest",
+        "connector": _kafka_connector,
         **fields,
     }
 
@@ -252,11 +270,13 @@ def run_bounded_in_own_process(dagger: Path, **environment: str) -> subprocess.C
 
 
 def kafka_sink(bootstrap_servers: str, topic: str, message: str, **fields: Any) -> dict:
+    at_least_once = fields.get("delivery", "at_least_once") == "at_least_once"
     return {
         "kind": "kafka",
         "bootstrap_servers": bootstrap_servers,
         "topic": topic,
         "proto_message": message,
+        "connector": _kafka_connector if at_least_once else "python",
         **fields,
     }
 

@@ -10,7 +10,15 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from jobs.runner import DaggerBuildError, DaggerQueryError
-from tests.conftest import kafka_sink, kafka_stream, message_class, on_both_brokers, order_payloads
+from tests.conftest import (
+    APACHE_KAFKA,
+    EMBEDDED,
+    kafka_sink,
+    kafka_stream,
+    message_class,
+    on_both_brokers,
+    order_payloads,
+)
 
 ALL_TYPES = "dagger.testing.AllTypes"
 ALL_TYPE_COLUMNS = [
@@ -61,6 +69,7 @@ def all_types_message(registry, index: int):
     return message
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_every_protobuf_type_comes_out_as_it_went_in(kafka, registry, make_dagger, start_dagger):
     source, sink = kafka.new_topic("all-types", partitions=2), kafka.new_topic("all-types-out")
     sent = [all_types_message(registry, index) for index in range(40)]
@@ -86,6 +95,7 @@ def test_every_protobuf_type_comes_out_as_it_went_in(kafka, registry, make_dagge
         assert actual == expected
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_filter_projects_nested_fields_by_dotted_columns_and_writes_keys(
     kafka, registry, make_dagger, start_dagger
 ):
@@ -143,6 +153,7 @@ def test_filter_projects_nested_fields_by_dotted_columns_and_writes_keys(
     ]
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_dotted_columns_fill_nested_output_fields(kafka, registry, make_dagger, start_dagger):
     source, sink = kafka.new_topic("points"), kafka.new_topic("projections")
     sent = [all_types_message(registry, index) for index in range(5)]
@@ -169,6 +180,7 @@ def test_dotted_columns_fill_nested_output_fields(kafka, registry, make_dagger, 
     assert received == expected
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_two_streams_joined_in_one_query(kafka, registry, make_dagger, start_dagger):
     orders_topic, customers_topic, sink = (
         kafka.new_topic("orders"),
@@ -229,6 +241,7 @@ def _logged_order_ids(logged: list[str]) -> list[str]:
     return [json.loads(line.split(" | ", 1)[1])["order_id"] for line in logged]
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_new_topic_matching_the_pattern_joins_while_running(kafka, registry, make_dagger, start_dagger):
     prefix = kafka.new_topic("pattern")  # a unique prefix; this topic itself matches too
     kafka.produce(prefix, order_payloads(registry, 0, 3))
@@ -252,6 +265,7 @@ def test_new_topic_matching_the_pattern_joins_while_running(kafka, registry, mak
     assert sorted(_logged_order_ids(running.logged)) == [f"o{index}" for index in range(7)]
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(
     kafka, registry, make_dagger, start_dagger
 ):
@@ -277,9 +291,15 @@ def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(
     assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(12, 20)]
 
 
-@on_both_brokers
+# Spark's connector takes each micro-batch's end from ListOffsets, which the embedded broker answers wrongly
+# (the start of the last record batch): it would see the last records of a produce late (docs/limits.md).
+@pytest.mark.parametrize(
+    ("kafka", "kafka_connector"),
+    [(APACHE_KAFKA, "python"), (EMBEDDED, "python"), (APACHE_KAFKA, "spark")],
+    indirect=True,
+)
 def test_restart_from_checkpoint_continues_without_gap_or_repeat(
-    kafka, registry, make_dagger, start_dagger, spark
+    kafka, kafka_connector, registry, make_dagger, start_dagger, spark
 ):
     topic = kafka.new_topic("restart", partitions=2)
     kafka.produce(topic, order_payloads(registry, 0, 30), partition=lambda index: index % 2)
@@ -300,6 +320,7 @@ def test_restart_from_checkpoint_continues_without_gap_or_repeat(
     assert sorted(after, key=lambda i: int(i[1:])) == [f"o{index}" for index in range(30, 50)]
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_max_records_per_batch_is_honoured_and_offsets_are_committed_to_the_group(
     kafka, registry, make_dagger, start_dagger
 ):
@@ -352,6 +373,7 @@ def _mixed_payloads(registry) -> tuple[list[bytes], list[int]]:
     return payloads, bad_positions
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_invalid_records_fail_the_query_naming_topic_partition_and_offset(
     kafka, registry, make_dagger, start_dagger
 ):
@@ -371,6 +393,7 @@ def test_invalid_records_fail_the_query_naming_topic_partition_and_offset(
     assert running.logged == []
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_invalid_records_dropped_and_counted(kafka, registry, make_dagger, start_dagger):
     topic = kafka.new_topic("drop")
     payloads, _ = _mixed_payloads(registry)
@@ -517,6 +540,7 @@ def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger
     assert not running.run.query.isActive
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_a_new_checkpoint_starts_at_the_groups_committed_offsets(
     kafka, registry, make_dagger, start_dagger, tmp_path
 ):
@@ -541,6 +565,7 @@ def test_a_new_checkpoint_starts_at_the_groups_committed_offsets(
     ]
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_latest_without_a_group_reads_only_what_arrives_after_start(
     kafka, registry, make_dagger, start_dagger
 ):
