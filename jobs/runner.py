@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -174,18 +175,20 @@ def _require_real_time_stages(built: BuiltDagger) -> None:
         for index, stream in enumerate(spec.streams)
         if not (isinstance(stream, KafkaStream) and stream.connector == "spark")
     ]
-    refused += [
-        f"streams[{index}].pre_processors[{step}] ({type(processor).__name__})"
-        for index, stream in enumerate(spec.streams)
-        for step, processor in enumerate(stream.pre_processors)
-    ]
-    if spec.post_processors.reshapes_output or spec.post_processors.transformers:
-        refused.append("post_processors")
     if built.connector_sink is None:
         refused.append("sinks: real-time mode writes one Kafka sink with connector 'spark'")
-    python_functions = _python_functions_called(built.result)
+    python_functions, python_steps = _python_in_plan(built.result)
     if python_functions:
-        refused.append(f"sql: it calls Python function(s) {', '.join(python_functions)}")
+        refused.append(
+            f"the query (SQL or processors) calls Python function(s) {', '.join(python_functions)}"
+        )
+    if python_steps:
+        refused.append(f"the query runs Python steps ({', '.join(python_steps)}: processors or plugins)")
+    if spec.output_mode == "append" and not is_stateless(built.result):
+        # Real-time mode emits a window's or a key's row as it changes (update), never once when closed.
+        refused.append(
+            "output_mode 'append' of an aggregation, join or deduplicate (use output_mode 'update')"
+        )
     if refused:
         raise DaggerBuildError(
             f"dagger {spec.name}: execution 'real_time' cannot run {'; '.join(refused)} "
@@ -193,25 +196,49 @@ def _require_real_time_stages(built: BuiltDagger) -> None:
         )
 
 
-def _python_functions_called(result: DataFrame) -> list[str]:
-    """The Python UDFs the result's plan calls, by name (the JVM's view of the analysed plan)."""
-    plan = result._jdf.queryExecution().analyzed()  # type: ignore[attr-defined]
-    names: set[str] = set()
-    nodes = [plan]
-    while nodes:
-        node = nodes.pop()
-        expressions = node.expressions()
-        for index in range(expressions.size()):
-            pending = [expressions.apply(index)]
-            while pending:
-                expression = pending.pop()
-                if expression.getClass().getSimpleName() == "PythonUDF":
-                    names.add(expression.name())
-                children = expression.children()
-                pending.extend(children.apply(child) for child in range(children.size()))
+def _python_in_plan(result: DataFrame) -> tuple[list[str], list[str]]:
+    """What of the result's plan runs in Python: the UDFs it calls, by name, and its plan steps that hand
+    rows to Python (`mapInArrow`, pandas functions)."""
+    functions, steps = set(), set()
+    for node in _plan_nodes(result):
+        kind = node.getClass().getSimpleName()
+        if any(marker in kind for marker in ("Python", "InArrow", "InPandas")):
+            steps.add(kind)
+        functions.update(
+            expression.name()
+            for expression in _expressions(node)
+            if expression.getClass().getSimpleName() == "PythonUDF"
+        )
+    return sorted(functions), sorted(steps)
+
+
+_STATEFUL_OPERATORS = frozenset({"Aggregate", "Join", "Deduplicate", "DeduplicateWithinWatermark"})
+
+
+def is_stateless(result: DataFrame) -> bool:
+    """Whether the result's plan holds no stateful streaming operator (aggregation, join, deduplicate)."""
+    return not any(node.getClass().getSimpleName() in _STATEFUL_OPERATORS for node in _plan_nodes(result))
+
+
+def _plan_nodes(result: DataFrame) -> Iterator[Any]:
+    """The nodes of the result's analysed plan, as the JVM holds them (classic sessions)."""
+    pending = [result._jdf.queryExecution().analyzed()]  # type: ignore[attr-defined]
+    while pending:
+        node = pending.pop()
+        yield node
         children = node.children()
-        nodes.extend(children.apply(child) for child in range(children.size()))
-    return sorted(names)
+        pending.extend(children.apply(index) for index in range(children.size()))
+
+
+def _expressions(node: Any) -> Iterator[Any]:
+    """Every expression of a plan node, nested ones included."""
+    top = node.expressions()
+    pending = [top.apply(index) for index in range(top.size())]
+    while pending:
+        expression = pending.pop()
+        yield expression
+        children = expression.children()
+        pending.extend(children.apply(index) for index in range(children.size()))
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
@@ -613,14 +640,18 @@ class DaggerRun:
             )
         else:
             writer = self.built.result.writeStream.foreachBatch(self._batch_writer())
+        # Real-time mode takes no `append`; for the stateless queries it runs with `append` (build_dagger
+        # refuses the others) every row is emitted once either way.
+        real_time = spec.execution == "real_time" and not self.bounded
+        output_mode = "update" if real_time and spec.output_mode == "append" else spec.output_mode
         writer = (
             writer.queryName(spec.name)
-            .outputMode(spec.output_mode)
+            .outputMode(output_mode)
             .option("checkpointLocation", self.checkpoint_location)
         )
         if self.bounded:
             writer = writer.trigger(availableNow=True)
-        elif spec.execution == "real_time":
+        elif real_time:
             writer = writer.trigger(realTime=_interval(spec.real_time_checkpoint_interval))
         elif spec.trigger_interval.total_seconds() > 0:
             writer = writer.trigger(processingTime=_interval(spec.trigger_interval))

@@ -120,7 +120,7 @@ class DaggerSpec(_Model):
     before it starts, naming the stage (docs/operations.md, "Delivery guarantees")."""
     real_time_checkpoint_interval: Duration = timedelta(seconds=5)
     """`real_time` only: how often the progress so far is checkpointed (a restart replays at most this much
-    of the input, at least once)."""
+    of the input, at least once); at least 5 seconds, Spark's minimum."""
     checkpoint_location: str | None = None
     """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working
     folder."""
@@ -173,6 +173,16 @@ class DaggerSpec(_Model):
         if protobuf:
             raise ValueError(
                 f"schema_registry.descriptor_sets is needed: {', '.join(protobuf)} read or write protobuf"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _real_time_checkpoints_at_spark_s_pace(self) -> DaggerSpec:
+        if self.execution == "real_time" and self.real_time_checkpoint_interval < timedelta(seconds=5):
+            raise ValueError("'real_time_checkpoint_interval' must be at least 5s (Spark's minimum)")
+        if self.execution == "real_time" and self.ordered_output:
+            raise ValueError(
+                "'ordered_output' holds rows back for the watermark; it needs execution 'micro_batch'"
             )
         return self
 

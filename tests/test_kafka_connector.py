@@ -1,29 +1,150 @@
-"""Kafka streams read by Spark's own Kafka connector and decoded in the JVM (`connector: spark`), on Apache
-Kafka: the same rows out as the Python source gives, every position and policy kept."""
+"""What only Spark's Kafka connector does (`connector: spark`): real-time mode, its refusals, and the Java
+client settings it takes. The rows it gives are proven by the Kafka pipeline tests, which run on both
+connectors (`kafka_connector` fixture)."""
 
 from __future__ import annotations
 
-from tests.conftest import kafka_sink, kafka_stream, message_class
-from tests.test_kafka_pipeline import ALL_TYPE_COLUMNS, ALL_TYPES, all_types_message
+import time
+
+import pytest
+
+from jobs.kafka_java_client import JavaClientSettingError, java_client_settings
+from jobs.runner import DaggerBuildError
+from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
+
+ORDER = "dagger.testing.Order"
 
 
-def test_every_protobuf_type_comes_out_as_it_went_in(kafka, registry, make_dagger, start_dagger):
-    source, sink = kafka.new_topic("jvm-all-types", partitions=2), kafka.new_topic("jvm-all-types-out")
-    sent = [all_types_message(registry, index) for index in range(40)]
-    kafka.produce(
-        source, [message.SerializeToString() for message in sent], partition=lambda index: index % 2
+def spark_stream(kafka, topic: str, **fields) -> dict:
+    return kafka_stream(
+        kafka.bootstrap_servers, "orders", ORDER, "created_at", topics=[topic], connector="spark", **fields
     )
 
-    stream = kafka_stream(kafka.bootstrap_servers, "things", ALL_TYPES, "event_time", topics=[source])
+
+def spark_sink(kafka, topic: str, **fields) -> dict:
+    return kafka_sink(kafka.bootstrap_servers, topic, ORDER, connector="spark", **fields)
+
+
+def wait_for_records(kafka, topic: str, count: int, running, patience_s: float = 180.0) -> list:
+    """The topic's records once it holds `count` (failing at once if the dagger's query ended)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        records = kafka.read_all(topic)
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        running.assert_still_running(poll_s=0.5)
+
+
+def test_a_filter_in_real_time_mode_writes_each_record_as_it_arrives(
+    kafka, registry, make_dagger, start_dagger
+):
+    source, sink = kafka.new_topic("rt-orders", partitions=2), kafka.new_topic("rt-big-orders")
+    kafka.produce(source, order_payloads(registry, 0, 40), partition=lambda index: index % 2)
     spec = make_dagger(
-        streams=[{**stream, "connector": "spark"}],
-        sql=f"SELECT {', '.join(ALL_TYPE_COLUMNS)} FROM things",
-        sinks=[kafka_sink(kafka.bootstrap_servers, sink, ALL_TYPES)],
+        streams=[spark_stream(kafka, source)],
+        sql="SELECT order_id, customer_id, amount, created_at FROM orders WHERE amount >= 10",
+        sinks=[spark_sink(kafka, sink)],
+        execution="real_time",
+        real_time_checkpoint_interval="5s",
     )
-    start_dagger(spec).process_available()
+    running = start_dagger(spec)
+    first = wait_for_records(kafka, sink, 30, running)
+    kafka.produce(
+        source, order_payloads(registry, 40, 20), partition=lambda index: index % 2
+    )  # while it runs
+    records = wait_for_records(kafka, sink, 50, running)
 
-    decode = message_class(registry, ALL_TYPES).FromString
+    order = message_class(registry, ORDER)
+    assert len(first) == 30
     received = sorted(
-        (decode(record.value()) for record in kafka.read_all(sink)), key=lambda m: int(m.id[3:])
+        (order.FromString(record.value()) for record in records), key=lambda m: int(m.order_id[1:])
     )
-    assert received == sent
+    expected = [order.FromString(payload) for payload in order_payloads(registry, 10, 50)]
+    assert received == expected
+
+
+DOUBLED = "py_double(amount)"
+CALLS_PYTHON = "the query (SQL or processors) calls Python function(s) py_double"
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"streams": "python"}, "streams[0] (orders): it reads through connector 'python'"),
+        ({"sink": "python"}, "sinks: real-time mode writes one Kafka sink with connector 'spark'"),
+        ({"sql": f"SELECT order_id, created_at, {DOUBLED} AS amount FROM orders"}, CALLS_PYTHON),
+        (
+            {
+                "pre_processors": [
+                    {"kind": "sql", "sql": f"SELECT order_id, created_at, {DOUBLED} AS amount FROM orders"}
+                ]
+            },
+            CALLS_PYTHON,
+        ),
+    ],
+    ids=["python-stream", "python-sink", "python-udf", "python-udf-in-a-pre-processor"],
+)
+def test_a_dagger_real_time_mode_cannot_run_is_refused_before_start_naming_the_stage(
+    kafka, registry, make_dagger, spark, change, named
+):
+    from jobs.runner import build_dagger
+
+    spark.udf.register("py_double", lambda value: value * 2, "double")
+    topic = kafka.new_topic("rt-refused")
+    stream = spark_stream(kafka, topic, pre_processors=change.get("pre_processors", []))
+    if change.get("streams") == "python":
+        stream["connector"] = "python"
+    sink = spark_sink(kafka, f"{topic}-out")
+    if change.get("sink") == "python":
+        sink["connector"] = "python"
+    spec = make_dagger(
+        streams=[stream],
+        sql=change.get("sql", "SELECT order_id, created_at, amount FROM orders"),
+        sinks=[sink],
+        execution="real_time",
+    )
+    with pytest.raises(DaggerBuildError) as refused:
+        build_dagger(spark, spec, registry)
+    assert named in str(refused.value)
+    assert "execution 'real_time' cannot run" in str(refused.value)
+
+
+def test_librdkafka_settings_become_the_java_clients(tmp_path):
+    certificate, key = tmp_path / "client.pem", tmp_path / "client.key"
+    certificate.write_text("CERTIFICATE")
+    key.write_text("KEY")
+    settings = java_client_settings(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "dagger",
+            "sasl.password": 'p"w',
+            "ssl.ca.location": "/etc/ca.pem",
+            "ssl.certificate.location": str(certificate),
+            "ssl.key.location": str(key),
+            "fetch.wait.max.ms": 5,
+            "queued.min.messages": 1000,
+        },
+        "consumer_config",
+    )
+    assert settings == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="dagger" password="p\\"w";'
+        ),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/etc/ca.pem",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": "CERTIFICATE",
+        "ssl.keystore.key": "KEY",
+        "fetch.max.wait.ms": "5",
+    }
+
+
+def test_a_setting_the_java_client_has_no_equivalent_for_is_refused_by_name():
+    with pytest.raises(
+        JavaClientSettingError, match=r"producer_config 'sticky\.partitioning\.linger\.ms' has no equivalent"
+    ):
+        java_client_settings({"sticky.partitioning.linger.ms": 10}, "producer_config")

@@ -16,7 +16,6 @@ from tests.conftest import (
     kafka_sink,
     kafka_stream,
     message_class,
-    on_both_brokers,
     order_payloads,
 )
 
