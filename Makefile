@@ -53,14 +53,14 @@ APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 
 # Everything the tests talk to, and what they read from the build.
 TEST_SETUP := $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) \
-	$(FLINK_STAMP) protos $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
+	$(FLINK_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
 PYTEST := $(BIN)/python -m pytest --numprocesses 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: run test soak lint bench protos s3a jvm-archive clean
+.PHONY: run test soak lint bench protos jvm s3a jvm-archive clean
 
 # The class archive only saves the driver a few seconds of start-up and takes a minute to make: a first
 # run starts without it, and makes it in the background, at low priority, for the runs after.
-run: $(RUN_STAMP) protos
+run: $(RUN_STAMP) protos jvm
 	$(JVM_ARCHIVE) --background
 	$(BIN)/python -m jobs demo
 
@@ -85,9 +85,13 @@ bench: $(STAMP) $(INFLUXD) protos jvm-archive $(KAFKA_STAMP) $(FLINK_STAMP) $(FL
 protos: $(RUN_STAMP)
 	$(BIN)/python -m jobs.tools.protoc
 
+# The project's JVM side (jobs/pom.xml): its jar, its Java tests, and the connectors Spark does not bundle.
+jvm: $(RUN_STAMP)
+	$(BIN)/python -m jobs.jvm
+
 # In `test` and `bench`, listed after the s3a connector: an archive made before its jars were on the class
 # path would be made again at the next command.
-jvm-archive: $(RUN_STAMP)
+jvm-archive: $(RUN_STAMP) jvm
 	$(JVM_ARCHIVE)
 
 # `--if-stale`: make's timestamps aside, the archive's manifest says whether it already holds this code.

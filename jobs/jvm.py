@@ -69,7 +69,8 @@ def project_class_path() -> str:
 
 
 def build_jvm_module() -> None:
-    """`mvn package` of `jobs/pom.xml`: compiles and tests the Java sources, copies the connectors."""
+    """`mvn package` of `jobs/pom.xml`: compiles the Java sources, tests them on the pinned PySpark's jars
+    (tests/jvm), copies the connectors."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JvmBuildError(f"building {JAR.name} needs Maven (`mvn`) and a JDK 17 or later; no mvn found")
@@ -79,9 +80,8 @@ def build_jvm_module() -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _jar_is_current():
             return
-        built = subprocess.run(
-            [mvn, "--batch-mode", "--quiet", "-f", str(POM), "package"], capture_output=True, text=True
-        )
+        command = [mvn, "--batch-mode", "--quiet", "-f", str(POM), f"-Dspark.jars={_SPARK_JARS}", "package"]
+        built = subprocess.run(command, capture_output=True, text=True)
         if built.returncode != 0:
             raise JvmBuildError(f"mvn package of {POM} failed:\n{built.stdout[-4000:]}{built.stderr[-2000:]}")
         JAR.touch()  # Maven leaves an up-to-date jar's time alone; the check above compares with it

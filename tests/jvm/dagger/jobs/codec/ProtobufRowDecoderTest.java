@@ -1,0 +1,62 @@
+package dagger.jobs.codec;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import com.google.protobuf.DescriptorProtos.FileDescriptorSet;
+import com.google.protobuf.Timestamp;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.junit.jupiter.api.Test;
+
+/** The decoder without Spark running: the well-known types of protobuf-java itself as the messages. */
+class ProtobufRowDecoderTest {
+  private static final byte[] TIMESTAMP_SET =
+      FileDescriptorSet.newBuilder().addFile(Timestamp.getDescriptor().getFile().toProto()).build().toByteArray();
+
+  private static StructType secondsAndNanos() {
+    return new StructType().add("seconds", DataTypes.LongType).add("nanos", DataTypes.IntegerType);
+  }
+
+  @Test
+  void decodesOnlyTheFieldsOfTheTargetType() {
+    ProtobufRowDecoder decoder = new ProtobufRowDecoder(
+        TIMESTAMP_SET, "google.protobuf.Timestamp", new StructType().add("nanos", DataTypes.IntegerType));
+    byte[] payload = Timestamp.newBuilder().setSeconds(1_700_000_000L).setNanos(5).build().toByteArray();
+
+    Row row = decoder.call(payload);
+
+    assertEquals(1, row.length());
+    assertEquals(5, row.getInt(0));
+  }
+
+  @Test
+  void anInvalidPayloadIsNullAndItsReasonIsProtobufs() {
+    ProtobufRowDecoder decoder = new ProtobufRowDecoder(TIMESTAMP_SET, "google.protobuf.Timestamp", secondsAndNanos());
+    byte[] truncated = {0x08, (byte) 0x80};
+
+    assertNull(decoder.call(truncated));
+    assertEquals(
+        "While parsing a protocol message, the input ended unexpectedly in the middle of a field.",
+        new ProtobufParseError(TIMESTAMP_SET, "google.protobuf.Timestamp").call(truncated).split("  ")[0]);
+    assertNull(new ProtobufParseError(TIMESTAMP_SET, "google.protobuf.Timestamp").call(new byte[0]));
+  }
+
+  @Test
+  void aFieldTheMessageLacksIsRefusedWhenTheDecoderIsMade() {
+    IllegalArgumentException refused = assertThrows(IllegalArgumentException.class, () -> new ProtobufRowDecoder(
+        TIMESTAMP_SET, "google.protobuf.Timestamp", new StructType().add("millis", DataTypes.LongType)));
+
+    assertEquals("google.protobuf.Timestamp has no field millis", refused.getMessage());
+  }
+
+  @Test
+  void anUnknownMessageIsNamed() {
+    IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+        () -> new ProtobufRowDecoder(TIMESTAMP_SET, "google.protobuf.Nothing", secondsAndNanos()));
+
+    assertEquals("no message google.protobuf.Nothing in the descriptor set", refused.getMessage());
+  }
+}
