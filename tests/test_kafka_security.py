@@ -243,6 +243,44 @@ def test_a_dagger_reads_dead_letters_and_writes_exactly_once_as_a_user_limited_b
     assert_no_secret(dagger_logs.text, *capfd.readouterr())
 
 
+def test_spark_s_connector_reads_and_writes_as_a_user_limited_by_acls_with_the_same_settings(
+    secured, registry, dagger_logs, capfd, make_dagger, start_dagger
+):
+    """The librdkafka settings of the dagger file, as Spark's Kafka connector takes them (a JAAS line for
+    SCRAM, the CA file as a PEM trust store): its consumers and producers log in as the limited user."""
+    run = uuid.uuid4().hex[:8]
+    sources = [secured.new_topic(name=f"secure-{run}-jvm-a"), secured.new_topic(name=f"secure-{run}-jvm-b")]
+    output = secured.new_topic("secure-jvm-out")
+    secured.produce(sources[0], order_payloads(registry, 0, 8))
+    secured.produce(sources[1], order_payloads(registry, 8, 7))
+    settings = secured.settings(secured.dagger)
+    group = f"dagger-{run}"
+    stream = orders_stream(
+        secured,
+        topic_pattern=f"secure-{run}-jvm-.*",
+        group_id=group,
+        consumer_config=settings,
+        connector="spark",
+    )
+    spec = make_dagger(
+        streams=[stream],
+        sql=SQL,
+        sinks=[orders_sink(secured, output, producer_config=settings, connector="spark")],
+    )
+    running = start_dagger(spec)
+    running.process_available()
+
+    assert order_ids(registry, secured.read_committed(output)) == expected_ids(15)
+    ends = {(sources[0], 0): 8, (sources[1], 0): 7}
+
+    def group_caught_up() -> bool:
+        running.run.wait(0.1)
+        return secured.committed_offsets(group) == ends
+
+    wait_for(group_caught_up, 60, f"group {group} to commit the end offsets {ends}")
+    assert_no_secret(dagger_logs.text, *capfd.readouterr())
+
+
 def refused_source(
     secured: SecuredKafka, make_dagger, start_dagger, consumer_config: dict[str, str]
 ) -> tuple[RunningDagger, str]:
