@@ -342,16 +342,22 @@ def hand_loop(bootstrap_servers: str, input_topic: str, output_topic: str, read_
 
 
 def dagger_file(
-    folder: Path, bootstrap_servers: str, descriptor_set: Path, topics: tuple[str, str], trigger: str
+    folder: Path,
+    bootstrap_servers: str,
+    descriptor_set: Path,
+    topics: tuple[str, str],
+    args: argparse.Namespace,
 ) -> Path:
+    stream = kafka_stream("bookings", topics[0], bootstrap_servers, None, auto_offset_reset="latest")
     spec = {
         "name": "bench-live",
         "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
-        "streams": [kafka_stream("bookings", topics[0], bootstrap_servers, None, auto_offset_reset="latest")],
+        "streams": [{**stream, "connector": args.connector}],
         "sql": SQL,
-        "trigger_interval": trigger,
+        "trigger_interval": args.trigger_interval,
+        "execution": args.execution,
         "checkpoint_location": str(folder / "checkpoint"),
-        "sinks": [kafka_sink(bootstrap_servers, topics[1], SUMMARY_MESSAGE)],
+        "sinks": [{**kafka_sink(bootstrap_servers, topics[1], SUMMARY_MESSAGE), "connector": args.connector}],
     }
     path = folder / "bench-live.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -394,7 +400,7 @@ def launch_command(
     env["PYSPARK_SUBMIT_ARGS"] = (
         " ".join(f"--conf {key}={value}" for key, value in conf.items()) + " pyspark-shell"
     )
-    path = dagger_file(folder, servers, descriptor_set, topics, args.trigger_interval)
+    path = dagger_file(folder, servers, descriptor_set, topics, args)
     profile = ["-m", "cProfile", "-o", str(folder / "dagger.prof")] if args.profile_start_up else []
     command = [
         sys.executable,
@@ -646,6 +652,18 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup-seconds", type=float, default=70, help="after the first output, not measured"
     )
     parser.add_argument("--trigger-interval", default="100ms", help="the dagger's trigger_interval")
+    parser.add_argument(
+        "--connector",
+        choices=["python", "spark"],
+        default="python",
+        help="the dagger's Kafka stream and sink",
+    )
+    parser.add_argument(
+        "--execution",
+        choices=["micro_batch", "real_time"],
+        default="micro_batch",
+        help="the dagger's execution",
+    )
     parser.add_argument("--read-chunk", type=int, default=50_000, help="records per hand-loop consume()")
     parser.add_argument("--sample-interval", type=float, default=0.5, help="seconds between process samples")
     parser.add_argument("--launch-timeout", type=float, default=180)
@@ -696,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": args.seconds,
             "warmup_seconds": args.warmup_seconds,
             "trigger_interval": args.trigger_interval,
+            "connector": args.connector,
+            "execution": args.execution,
             "master": args.master,
             "broker": args.broker,
             "spark_conf": spark_conf(args.conf),

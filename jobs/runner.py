@@ -742,7 +742,10 @@ class DaggerRun:
         but wastes its work and logs cancelled tasks, so the in-flight batch gets `drain_timeout_s`.
         """
         if self.query is not None and self.query.isActive:
-            deadline = time.monotonic() + drain_timeout_s
+            # A real-time batch runs for the whole checkpoint interval while records flow: it is not waited
+            # for; stopping it replays its input from the last checkpoint, at least once.
+            real_time = self.built.spec.execution == "real_time" and not self.bounded
+            deadline = time.monotonic() + (0 if real_time else drain_timeout_s)
             while (
                 self.query.isActive
                 and self.query.status.get("isTriggerActive")

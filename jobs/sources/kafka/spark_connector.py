@@ -40,11 +40,15 @@ def connector_options(stream: KafkaStream, starting_offsets: dict[str, dict[str,
     """The connector's options for `stream`, starting (in a new checkpoint) at `starting_offsets`."""
     options = {
         "kafka.bootstrap.servers": str(stream.bootstrap_servers),
-        # The group the Python source reads as; the connector's consumers only assign(), never commit.
-        "kafka.group.id": stream.group_id or f"dagger-{stream.table}",
+        # The connector's consumers only assign() and never commit; each query names its groups
+        # `<prefix>-<unique id>`, so ACLs granted on the prefix of the Python source's group cover them.
+        "groupIdPrefix": stream.group_id or f"dagger-{stream.table}",
         "kafka.default.api.timeout.ms": str(int(stream.broker_timeout.total_seconds() * 1000)),
         "kafkaConsumer.pollTimeoutMs": str(int(stream.broker_timeout.total_seconds() * 1000)),
         "startingOffsets": json.dumps(starting_offsets),
+        # The Java client's default (500 ms) would hold every fetch of a quiet topic that long; the Python
+        # source waits 10 ms too.
+        "kafka.fetch.max.wait.ms": "10",
         "includeHeaders": "false",
     }
     if stream.topics is not None:
