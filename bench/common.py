@@ -120,6 +120,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
+    parser.add_argument(
+        "--connector",
+        choices=["python", "spark"],
+        default="python",
+        help="the dagger's Kafka streams and sink",
+    )
     parser.add_argument("--output", type=Path, default=results)
 
 
@@ -762,12 +768,22 @@ class KafkaDagger:
     settings: dict[str, Any]
 
     def run(
-        self, spark: SparkSession, registry: SchemaRegistry, records: int, output_topic: str
+        self,
+        spark: SparkSession,
+        registry: SchemaRegistry,
+        records: int,
+        output_topic: str,
+        connector: str = "python",
     ) -> PipelineResult:
-        """`run_to_end` into `output_topic` (created here)."""
+        """`run_to_end` into `output_topic` (created here), its Kafka streams and sink on `connector`."""
         ensure_topic(self.bootstrap_servers, output_topic, PARTITIONS)
-        sink = kafka_sink(self.bootstrap_servers, output_topic, self.output_message)
-        spec = dagger_spec(self.name, self.descriptor_set, sinks=[sink], **self.settings)
+        sink = {
+            **kafka_sink(self.bootstrap_servers, output_topic, self.output_message),
+            "connector": connector,
+        }
+        streams = [{**stream, "connector": connector} for stream in self.settings["streams"]]
+        settings = {**self.settings, "streams": streams}
+        spec = dagger_spec(self.name, self.descriptor_set, sinks=[sink], **settings)
         return run_to_end(spark, spec, registry, records)
 
 
@@ -778,6 +794,7 @@ def run_fresh_and_warm(
     output_topics: Mapping[str, str],
     master: str,
     spark_conf: Mapping[str, str],
+    connector: str = "python",
 ) -> dict[str, PipelineResult]:
     """The dagger over its whole input in each of `output_topics`' sessions in turn, into that topic:
     first in a fresh Spark session, its JVM still compiling (JIT) through the whole run; then again in the
@@ -787,7 +804,7 @@ def run_fresh_and_warm(
     try:
         for session, topic in output_topics.items():
             print(f"dagger pipeline, {session} ...", flush=True)
-            runs[session] = dagger.run(spark, registry, records, topic)
+            runs[session] = dagger.run(spark, registry, records, topic, connector)
             for report in runs[session].batches:
                 print(f"  {report.summary()}", flush=True)
     finally:

@@ -237,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         "orders": args.orders,
         "minutes": args.minutes,
         "max_records_per_batch_per_topic": args.max_records_per_batch,
+        "connector": args.connector,
         "baseline_read_chunk": args.baseline_read_chunk,
         "watermark_delay_s": WATERMARK_DELAY.total_seconds(),
         "spark_conf": conf,
@@ -266,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {baseline.events_per_s:,.0f} events/s, {baseline.written} joined rows", flush=True)
 
         dagger = join_dagger(servers, descriptor_set, args.max_records_per_batch)
-        runs = run_fresh_and_warm(dagger, registry, records, PIPELINE_TOPICS, args.master, conf)
+        runs = run_fresh_and_warm(
+            dagger, registry, records, PIPELINE_TOPICS, args.master, conf, args.connector
+        )
 
         expected = read_joined(servers, BASELINE_TOPIC, registry, args.orders)
         for topic in PIPELINE_TOPICS.values():

@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         "master": args.master,
         "broker": args.broker,
         "max_records_per_batch": args.max_records_per_batch,
+        "connector": args.connector,
         "baseline_read_chunk": args.baseline_read_chunk,
         "spark_conf": conf,
     }
@@ -305,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {baseline.events_per_s:,.0f} events/s", flush=True)
 
         dagger = filter_dagger(servers, descriptor_set, args.max_records_per_batch)
-        runs = run_fresh_and_warm(dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf)
+        runs = run_fresh_and_warm(
+            dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf, args.connector
+        )
         metrics_cost, metrics_topics = (
             measure_metrics_cost(dagger, registry, args.records, args.metrics_rounds, args.master, conf)
             if args.metrics_rounds

@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "broker": args.broker,
         "minutes": args.minutes,
         "max_records_per_batch": args.max_records_per_batch,
+        "connector": args.connector,
         "baseline_read_chunk": args.baseline_read_chunk,
         "watermark_delay_s": WATERMARK_DELAY.total_seconds(),
         "spark_conf": conf,
@@ -255,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {baseline.events_per_s:,.0f} events/s, {baseline.written} windows", flush=True)
 
         dagger = window_dagger(servers, descriptor_set, args.max_records_per_batch)
-        runs = run_fresh_and_warm(dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf)
+        runs = run_fresh_and_warm(
+            dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf, args.connector
+        )
 
         expected = read_windows(servers, BASELINE_TOPIC, registry)
         if not expected:
