@@ -182,6 +182,16 @@ def orders_sink(secured: SecuredKafka, topic: str, **fields) -> dict:
     return kafka_sink(secured.bootstrap_servers, topic, ORDER, **fields)
 
 
+def wait_for_group_offsets(
+    secured: SecuredKafka, running: RunningDagger, group: str, ends: dict[tuple[str, int], int]
+) -> None:
+    def group_caught_up() -> bool:
+        running.run.wait(0.1)  # serves the query's progress events, which drive the committer
+        return secured.committed_offsets(group) == ends
+
+    wait_for(group_caught_up, 60, f"group {group} to commit the end offsets {ends}")
+
+
 # ---- end to end ----------------------------------------------------------------------------------------
 
 
@@ -233,12 +243,7 @@ def test_a_dagger_reads_dead_letters_and_writes_exactly_once_as_a_user_limited_b
     origins = {dict(letter.headers())["dagger.source.topic"].decode() for letter in letters}
     assert origins == set(sources)
     ends = {(sources[0], 0): 16, (sources[1], 0): 5, (sources[1], 1): 6}  # records and dead letters
-
-    def group_caught_up() -> bool:
-        running.run.wait(0.1)  # serves the query's progress events, which drive the committer
-        return secured.committed_offsets(group) == ends
-
-    wait_for(group_caught_up, 60, f"group {group} to commit the end offsets {ends}")
+    wait_for_group_offsets(secured, running, group, ends)
     assert list_matching_topics(spec.streams[0]) == sorted(sources)  # the sensors' admin client
     assert_no_secret(dagger_logs.text, *capfd.readouterr())
 
@@ -271,13 +276,7 @@ def test_spark_s_connector_reads_and_writes_as_a_user_limited_by_acls_with_the_s
     running.process_available()
 
     assert order_ids(registry, secured.read_committed(output)) == expected_ids(15)
-    ends = {(sources[0], 0): 8, (sources[1], 0): 7}
-
-    def group_caught_up() -> bool:
-        running.run.wait(0.1)
-        return secured.committed_offsets(group) == ends
-
-    wait_for(group_caught_up, 60, f"group {group} to commit the end offsets {ends}")
+    wait_for_group_offsets(secured, running, group, {(sources[0], 0): 8, (sources[1], 0): 7})
     assert_no_secret(dagger_logs.text, *capfd.readouterr())
 
 
