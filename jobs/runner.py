@@ -51,7 +51,7 @@ from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import GroupOffsetCommitter
+from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 from jobs.spec import DaggerSpec
 from jobs.udfs import FunctionsError, register_functions
@@ -379,6 +379,8 @@ def _jvm_kafka_frame(
         return kafka_connector.stream_frame(spark, stream, layout, descriptor_sets, spec.rowtime_column)
     except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
+    except KafkaSourceError as error:  # its starting offsets are planned now, on the broker
+        raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
 
 
 def _python_source_frame(
