@@ -284,6 +284,25 @@ def read_values(bootstrap_servers: str, topic: str, timeout_s: float = 300.0) ->
         consumer.close()
 
 
+def first_to_last_output(bootstrap_servers: str, records: int, topics: Mapping[str, str]) -> dict[str, int]:
+    """Input records per second from each run's first output record to its last (`topics`: run -> its
+    output topic), by the records' Kafka timestamps: one cut for every engine, start-up left out alike."""
+    rates = {}
+    for run, topic in topics.items():
+        consumer = fast_consumer(bootstrap_servers, f"bench-span-{topic}")
+        try:
+            stamps = [
+                message.timestamp()[1]
+                for messages in consume_to_end(consumer, [topic])
+                for message in messages
+            ]
+        finally:
+            consumer.close()
+        span_s = (max(stamps) - min(stamps)) / 1000 if stamps else 0.0
+        rates[run] = round(records / span_s) if span_s > 0 else 0
+    return rates
+
+
 def read_decoded(
     bootstrap_servers: str, topic: str, registry: SchemaRegistry, message: str
 ) -> pa.RecordBatch:

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
 from bench.common import (
+    first_to_last_output,
     FRESH_SESSION,
     PARTITIONS,
     WARMED_SESSION,
@@ -288,11 +289,16 @@ def main(argv: list[str] | None = None) -> int:
             if read_joined(servers, FLINK_TOPIC, registry, args.orders) != expected:
                 raise RuntimeError(f"{FLINK_TOPIC}: the joined rows differ from the baseline's")
             print(f"verified {FLINK_TOPIC}: each of the {args.orders:,} orders once, rows equal", flush=True)
+        spans = first_to_last_output(
+            servers, records, {**PIPELINE_TOPICS, **({"Flink": FLINK_TOPIC} if args.flink else {})}
+        )
 
     summary = throughput_summary(records, settings, machine, TARGETS, produce_rate, baseline, runs)
     flink.add_to_summary(summary, flink_result)
     summary["verified"] = "every order joined exactly once, rows equal to the hand-written loop's"
+    summary["first_to_last_output_events_per_s"] = spans
     print_throughput_summary(summary)
+    print(f"input events/s from the first output record to the last: {spans}")
     write_summary(args.output, summary)
     return 0
 

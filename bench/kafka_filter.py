@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
 from bench.common import (
+    first_to_last_output,
     FRESH_SESSION,
     WARMED_SESSION,
     BaselineResult,
@@ -340,12 +341,17 @@ def main(argv: list[str] | None = None) -> int:
         for topic in (BASELINE_TOPIC, *PIPELINE_TOPICS.values(), *metrics_topics):
             count = verify_output(servers, topic, registry, args.records)
             print(f"verified {topic}: {count:,} GO_RIDE records, each once", flush=True)
+        spans = first_to_last_output(
+            servers, args.records, {**PIPELINE_TOPICS, **({"Flink": FLINK_TOPIC} if args.flink else {})}
+        )
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     summary["metrics_cost"] = metrics_cost
     summary["avro"] = avro
     flink.add_to_summary(summary, flink_result)
+    summary["first_to_last_output_events_per_s"] = spans
     print_throughput_summary(summary)
+    print(f"input events/s from the first output record to the last: {spans}")
     if avro is not None:
         print(
             f"Avro input, warmed steady state: {avro['steady_state_events_per_s']:,} events/s "
