@@ -44,7 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
 from bench.common import (
-    first_to_last_output,
     FRESH_SESSION,
     PARTITIONS,
     WARMED_SESSION,
@@ -57,6 +56,7 @@ from bench.common import (
     bench_broker,
     booking_decoder,
     event_time_chunk,
+    first_to_last_output,
     kafka_stream,
     local_parallelism,
     machine_description,

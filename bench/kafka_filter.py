@@ -46,7 +46,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
 from bench.common import (
-    first_to_last_output,
     FRESH_SESSION,
     WARMED_SESSION,
     BaselineResult,
@@ -55,6 +54,7 @@ from bench.common import (
     add_run_arguments,
     bench_broker,
     booking_decoder,
+    first_to_last_output,
     kafka_stream,
     local_parallelism,
     machine_description,
