@@ -1,15 +1,19 @@
 package dagger.jobs.codec;
 
 import com.google.protobuf.ByteString;
+import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.DescriptorProtos.FileDescriptorProto;
 import com.google.protobuf.DescriptorProtos.FileDescriptorSet;
 import com.google.protobuf.Descriptors.Descriptor;
 import com.google.protobuf.Descriptors.DescriptorValidationException;
+import com.google.protobuf.Descriptors.EnumDescriptor;
 import com.google.protobuf.Descriptors.EnumValueDescriptor;
 import com.google.protobuf.Descriptors.FieldDescriptor;
 import com.google.protobuf.Descriptors.FileDescriptor;
 import com.google.protobuf.DynamicMessage;
 import com.google.protobuf.InvalidProtocolBufferException;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -39,8 +43,10 @@ import org.apache.spark.sql.types.StructType;
  * and the target's type says how its value is shaped. So the same message field becomes a TIMESTAMP in
  * one layout and a {@code STRUCT<seconds, nanos>} in the other, and unread fields cost no conversion.
  *
- * <p>Descriptors are not serializable: the decoder ships the descriptor set's bytes to the executors
- * and builds its converters there once, on first use.
+ * <p>The fields are read straight from the wire ({@link WireFields}): those the target does not name are
+ * skipped unparsed, and nested messages are read only for the fields asked of them. Descriptors are not
+ * serializable: the decoder ships the descriptor set's bytes to the executors and plans its readers
+ * there once, on first use.
  */
 public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
   private static final long serialVersionUID = 1L;
@@ -48,8 +54,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
   private final byte[] descriptorSet;
   private final String messageName;
   private final StructType rowType;
-  private transient Descriptor descriptor;
-  private transient Function<DynamicMessage, Row> toRow;
+  private transient MessageReader reader;
 
   public ProtobufRowDecoder(byte[] descriptorSet, String messageName, StructType rowType) {
     this.descriptorSet = descriptorSet;
@@ -63,19 +68,18 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
     if (payload == null) {
       return null;
     }
-    if (toRow == null) {
+    if (reader == null) {
       prepare();
     }
     try {
-      return toRow.apply(DynamicMessage.parseFrom(descriptor, payload));
-    } catch (InvalidProtocolBufferException e) {
+      return reader.read(CodedInputStream.newInstance(payload));
+    } catch (IOException | UncheckedIOException e) { // malformed, at the top or in a nested message read
       return null;
     }
   }
 
   private void prepare() {
-    descriptor = findMessage(descriptorSet, messageName);
-    toRow = messageConverter(descriptor, rowType);
+    reader = messageReader(findMessage(descriptorSet, messageName), rowType);
   }
 
   /** The message named {@code fullName} in a serialized {@code FileDescriptorSet} (with its imports). */
@@ -134,43 +138,56 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
   }
 
   // ---------------------------------------------------------------------------------------------------
-  // Converters, planned once per target type
+  // Readers and converters, planned once per target type
   // ---------------------------------------------------------------------------------------------------
 
-  static Function<DynamicMessage, Row> messageConverter(Descriptor message, StructType target) {
-    StructField[] targetFields = target.fields();
-    FieldDescriptor[] fields = new FieldDescriptor[targetFields.length];
-    List<Function<DynamicMessage, Object>> readers = new ArrayList<>();
-    for (int i = 0; i < targetFields.length; i++) {
-      FieldDescriptor field = message.findFieldByName(targetFields[i].name());
-      if (field == null) {
-        throw new IllegalArgumentException(
-            message.getFullName() + " has no field " + targetFields[i].name());
-      }
-      fields[i] = field;
-      readers.add(fieldReader(field, targetFields[i].dataType()));
+  /** One message type read into a row of the target type: the wire plan of its fields, and the row. */
+  record MessageReader(WireFields.Plan plan, Function<WireFields, Row> toRow) {
+    Row read(CodedInputStream in) throws IOException {
+      return toRow.apply(plan.read(in));
     }
-    return value -> {
-      Object[] values = new Object[fields.length];
-      for (int i = 0; i < values.length; i++) {
-        values[i] = readers.get(i).apply(value);
-      }
-      return RowFactory.create(values);
-    };
+
+    Row read(ByteString message) {
+      return toRow.apply(plan.read(message));
+    }
   }
 
-  private static Function<DynamicMessage, Object> fieldReader(FieldDescriptor field, DataType target) {
+  static MessageReader messageReader(Descriptor message, StructType target) {
+    StructField[] targetFields = target.fields();
+    List<FieldDescriptor> fields = new ArrayList<>();
+    for (StructField targetField : targetFields) {
+      FieldDescriptor field = message.findFieldByName(targetField.name());
+      if (field == null) {
+        throw new IllegalArgumentException(message.getFullName() + " has no field " + targetField.name());
+      }
+      fields.add(field);
+    }
+    WireFields.Plan plan = new WireFields.Plan(fields);
+    List<Function<WireFields, Object>> readers = new ArrayList<>();
+    for (int i = 0; i < targetFields.length; i++) {
+      readers.add(fieldReader(fields.get(i), plan.slot(fields.get(i)), targetFields[i].dataType()));
+    }
+    return new MessageReader(plan, read -> {
+      Object[] values = new Object[readers.size()];
+      for (int i = 0; i < values.length; i++) {
+        values[i] = readers.get(i).apply(read);
+      }
+      return RowFactory.create(values);
+    });
+  }
+
+  private static Function<WireFields, Object> fieldReader(FieldDescriptor field, int slot, DataType target) {
     if (field.isMapField()) {
       Function<Object, Object> entries = mapConverter(field, target);
-      return message -> entries.apply(message.getField(field));
+      return read -> entries.apply(read.get(slot, field));
     }
     if (field.isRepeated()) {
       if (!(target instanceof ArrayType array)) {
         throw mismatch(field, target);
       }
       Function<Object, Object> element = valueConverter(field, array.elementType());
-      return message -> {
-        List<?> values = (List<?>) message.getField(field);
+      return read -> {
+        List<?> values = (List<?>) read.get(slot, field);
         List<Object> converted = new ArrayList<>(values.size());
         for (Object value : values) {
           converted.add(element.apply(value));
@@ -180,8 +197,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
     }
     Function<Object, Object> convert = valueConverter(field, target);
     boolean nullWhenUnset = field.getJavaType() == FieldDescriptor.JavaType.MESSAGE || field.hasPresence();
-    return message ->
-        nullWhenUnset && !message.hasField(field) ? null : convert.apply(message.getField(field));
+    return read -> nullWhenUnset && !read.has(slot) ? null : convert.apply(read.get(slot, field));
   }
 
   private static Function<Object, Object> mapConverter(FieldDescriptor field, DataType target) {
@@ -189,24 +205,25 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
     FieldDescriptor keyField = entry.findFieldByName("key");
     FieldDescriptor valueField = entry.findFieldByName("value");
     if (target instanceof MapType map) {
+      WireFields.Plan plan = new WireFields.Plan(List.of(keyField, valueField));
       Function<Object, Object> key = valueConverter(keyField, map.keyType());
       Function<Object, Object> value = valueConverter(valueField, map.valueType());
       return entries -> {
         Map<Object, Object> converted = new LinkedHashMap<>();
         for (Object item : (List<?>) entries) {
-          DynamicMessage pair = (DynamicMessage) item;
-          converted.put(key.apply(pair.getField(keyField)), value.apply(pair.getField(valueField)));
+          WireFields pair = plan.read((ByteString) item);
+          converted.put(key.apply(pair.get(0, keyField)), value.apply(pair.get(1, valueField)));
         }
         return converted;
       };
     }
     // Dagger's layout: ARRAY<STRUCT<key, value>>, in the order the record holds the entries
     if (target instanceof ArrayType array && array.elementType() instanceof StructType struct) {
-      Function<DynamicMessage, Row> pair = messageConverter(entry, struct);
+      MessageReader pair = messageReader(entry, struct);
       return entries -> {
         List<Object> converted = new ArrayList<>();
         for (Object item : (List<?>) entries) {
-          converted.add(pair.apply((DynamicMessage) item));
+          converted.add(pair.read((ByteString) item));
         }
         return converted;
       };
@@ -230,7 +247,8 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
       case BYTE_STRING:
         return value -> ((ByteString) value).toByteArray();
       case ENUM:
-        return value -> enumName((EnumValueDescriptor) value);
+        EnumDescriptor type = field.getEnumType();
+        return value -> enumName(type, (Integer) value);
       case MESSAGE:
         return messageValueConverter(field, target);
       default:
@@ -238,10 +256,10 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
     }
   }
 
-  private static String enumName(EnumValueDescriptor value) {
+  private static String enumName(EnumDescriptor type, int number) {
     // A number the enum does not define (a newer writer) reads as its digits.
-    EnumValueDescriptor known = value.getType().findValueByNumber(value.getNumber());
-    return known == null ? Integer.toString(value.getNumber()) : value.getName();
+    EnumValueDescriptor known = type.findValueByNumber(number);
+    return known == null ? Integer.toString(number) : known.getName();
   }
 
   private static Function<Object, Object> messageValueConverter(FieldDescriptor field, DataType target) {
@@ -256,48 +274,59 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
         if (!target.equals(DataTypes.StringType)) {
           throw mismatch(field, target);
         }
-        return value -> WellKnownJson.write((DynamicMessage) value);
+        return value -> {
+          try {
+            return WellKnownJson.write(DynamicMessage.parseFrom(message, (ByteString) value));
+          } catch (InvalidProtocolBufferException e) {
+            throw new UncheckedIOException(e);
+          }
+        };
       default:
         break;
     }
     if (WRAPPERS.contains(message.getFullName())) {
       FieldDescriptor wrapped = message.findFieldByName("value");
       if (target instanceof StructType struct) { // Dagger's layout: STRUCT<value>
-        Function<DynamicMessage, Row> row = messageConverter(message, struct);
-        return value -> row.apply((DynamicMessage) value);
+        MessageReader row = messageReader(message, struct);
+        return value -> row.read((ByteString) value);
       }
+      WireFields.Plan plan = new WireFields.Plan(List.of(wrapped));
       Function<Object, Object> scalar = valueConverter(wrapped, target);
-      return value -> scalar.apply(((DynamicMessage) value).getField(wrapped));
+      return value -> scalar.apply(plan.read((ByteString) value).get(0, wrapped));
     }
     if (!(target instanceof StructType struct)) {
       throw mismatch(field, target);
     }
-    Function<DynamicMessage, Row> row = messageConverter(message, struct);
-    return value -> row.apply((DynamicMessage) value);
+    MessageReader row = messageReader(message, struct);
+    return value -> row.read((ByteString) value);
   }
 
   private static Function<Object, Object> secondsNanosConverter(
       Descriptor message, DataType target, FieldDescriptor field) {
-    FieldDescriptor seconds = message.findFieldByName("seconds");
-    FieldDescriptor nanos = message.findFieldByName("nanos");
+    FieldDescriptor secondsField = message.findFieldByName("seconds");
+    FieldDescriptor nanosField = message.findFieldByName("nanos");
+    WireFields.Plan plan = new WireFields.Plan(List.of(secondsField, nanosField));
+    Function<Object, long[]> secondsNanos = value -> {
+      WireFields read = plan.read((ByteString) value);
+      return new long[] {(Long) read.get(0, secondsField), (Integer) read.get(1, nanosField)};
+    };
     if (target.equals(DataTypes.TimestampType)) {
       return value -> {
-        DynamicMessage m = (DynamicMessage) value;
-        return Instant.ofEpochSecond((Long) m.getField(seconds), (Integer) m.getField(nanos));
+        long[] parts = secondsNanos.apply(value);
+        return Instant.ofEpochSecond(parts[0], parts[1]);
       };
     }
     if (target instanceof DayTimeIntervalType) {
       return value -> {
-        DynamicMessage m = (DynamicMessage) value;
-        return Duration.ofSeconds((Long) m.getField(seconds), (Integer) m.getField(nanos));
+        long[] parts = secondsNanos.apply(value);
+        return Duration.ofSeconds(parts[0], parts[1]);
       };
     }
     if (target instanceof StructType) { // Dagger's layout, at microsecond precision like the native one
       boolean floor = message.getFullName().equals("google.protobuf.Timestamp");
       return value -> {
-        DynamicMessage m = (DynamicMessage) value;
-        long micros = Math.addExact(
-            Math.multiplyExact((Long) m.getField(seconds), 1_000_000L), (Integer) m.getField(nanos) / 1000);
+        long[] parts = secondsNanos.apply(value);
+        long micros = Math.addExact(Math.multiplyExact(parts[0], 1_000_000L), parts[1] / 1000);
         long wholeSeconds = floor ? Math.floorDiv(micros, 1_000_000L) : micros / 1_000_000L;
         long remainder = micros - wholeSeconds * 1_000_000L;
         return RowFactory.create(wholeSeconds, (int) (remainder * 1000));
