@@ -284,7 +284,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
       default:
         break;
     }
-    if (WRAPPERS.contains(message.getFullName())) {
+    if (WellKnownTypes.WRAPPERS.contains(message.getFullName())) {
       FieldDescriptor wrapped = message.findFieldByName("value");
       if (target instanceof StructType struct) { // Dagger's layout: STRUCT<value>
         MessageReader row = messageReader(message, struct);
@@ -323,7 +323,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
       };
     }
     if (target instanceof StructType) { // Dagger's layout, at microsecond precision like the native one
-      boolean floor = message.getFullName().equals("google.protobuf.Timestamp");
+      boolean floor = message.getFullName().equals(WellKnownTypes.TIMESTAMP);
       return value -> {
         long[] parts = secondsNanos.apply(value);
         long micros = Math.addExact(Math.multiplyExact(parts[0], 1_000_000L), parts[1] / 1000);
@@ -334,11 +334,6 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
     }
     throw mismatch(field, target);
   }
-
-  private static final java.util.Set<String> WRAPPERS = java.util.Set.of(
-      "google.protobuf.DoubleValue", "google.protobuf.FloatValue", "google.protobuf.Int64Value",
-      "google.protobuf.UInt64Value", "google.protobuf.Int32Value", "google.protobuf.UInt32Value",
-      "google.protobuf.BoolValue", "google.protobuf.StringValue", "google.protobuf.BytesValue");
 
   private static IllegalArgumentException mismatch(FieldDescriptor field, DataType target) {
     return new IllegalArgumentException(

@@ -1,5 +1,10 @@
 package dagger.jobs.codec;
 
+import static dagger.jobs.codec.WellKnownTypes.DURATION;
+import static dagger.jobs.codec.WellKnownTypes.JSON_TYPES;
+import static dagger.jobs.codec.WellKnownTypes.TIMESTAMP;
+import static dagger.jobs.codec.WellKnownTypes.WRAPPERS;
+
 import com.google.protobuf.ByteString;
 import com.google.protobuf.CodedOutputStream;
 import com.google.protobuf.Descriptors.Descriptor;
@@ -889,14 +894,6 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     };
   }
 
-  private static final String TIMESTAMP = "google.protobuf.Timestamp";
-  private static final String DURATION = "google.protobuf.Duration";
-  private static final Set<String> JSON_TYPES =
-      Set.of("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue");
-  private static final Set<String> WRAPPERS = Set.of(
-      "google.protobuf.DoubleValue", "google.protobuf.FloatValue", "google.protobuf.Int64Value",
-      "google.protobuf.UInt64Value", "google.protobuf.Int32Value", "google.protobuf.UInt32Value",
-      "google.protobuf.BoolValue", "google.protobuf.StringValue", "google.protobuf.BytesValue");
 
   // ---------------------------------------------------------------------------------------------------
   // JSON text into Struct / Value / ListValue
