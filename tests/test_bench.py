@@ -184,17 +184,30 @@ def test_time_shares_split_the_summed_trigger_time() -> None:
 
 
 def test_snapshot_counts_a_child_process_cpu_and_memory() -> None:
-    burn = "import time\nwhile time.process_time() < 0.3: pass\nprint('done', flush=True)\ntime.sleep(30)\n"
-    before = snapshot(os.getpid(), "test")
-    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE)
+    # A tree of its own: the test process's other children (Spark's workers, server connections) come
+    # and go while the suite runs, and would change the counts between the two snapshots.
+    burn = (
+        "import sys, time\nwhile time.process_time() < 0.3: pass\nprint('done', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    spawn_on_go = (
+        f"import subprocess, sys\nsys.stdin.readline()\nsubprocess.run([sys.executable, '-c', {burn!r}])\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", spawn_on_go], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert parent.stdin is not None and parent.stdout is not None
     try:
-        assert child.stdout is not None and child.stdout.readline() == b"done\n"
-        after = snapshot(os.getpid(), "test")
+        before = snapshot(parent.pid, "test")
+        parent.stdin.write(b"go\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline() == b"done\n"
+        after = snapshot(parent.pid, "test")
     finally:
-        child.kill()
-        child.wait()
+        parent.stdin.close()  # the child reads to the end of the same stdin, so both end
+        parent.wait()
 
-    assert after.processes == before.processes + 1
+    assert (before.processes, after.processes) == (1, 2)
     assert after.rss_by_kind["python workers"] > 5 * 2**20  # an interpreter holds a few MiB at least
     cpu = cpu_between(before, after)
     assert cpu["cpu_s_by_process_kind"]["python workers"] >= 0.29
