@@ -53,6 +53,7 @@ from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
+from jobs.spark import register_data_source
 from jobs.spec import DaggerSpec
 from jobs.udfs import FunctionsError, register_functions
 
@@ -387,6 +388,7 @@ def _python_source_frame(
     spark: SparkSession, spec: DaggerSpec, stream: StreamConfig, descriptor_sets: str, columns: _ColumnsRead
 ) -> DataFrame:
     data_source = STREAM_KINDS[stream.kind].data_source_class()
+    register_data_source(spark, data_source)
     return (
         spark.readStream.format(data_source.name())
         .option("stream", stream.model_dump_json())

@@ -9,12 +9,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource
 
 from jobs.jvm import JVM_LOGGING, driver_java_options, project_class_path
 from jobs.object_store import connector_conf
 from jobs.project import BUILD_DIR
-from jobs.registry import STREAM_KINDS
 
 DEFAULT_MASTER = "local[*]"
 
@@ -164,7 +165,7 @@ def _restore_variable(name: str, value: str | None) -> None:
 def spark_session(
     master: str | None = None, app_name: str = "dagger", extra_conf: Mapping[str, str] | None = None
 ) -> SparkSession:
-    """Get or create the session and register the dagger data sources on it.
+    """Get or create the session (a dagger registers the data sources it reads: `register_data_source`).
 
     `master` falls back to $DAGGER_SPARK_MASTER, then `local[*]`; an `sc://` URL connects to Spark Connect.
     A cluster master (`spark://`, `yarn`, `k8s://`) ships the packed environment to its executors
@@ -213,6 +214,20 @@ def spark_session(
         session.sparkContext.setLogLevel(os.environ.get("DAGGER_SPARK_LOG_LEVEL", "WARN"))
     # PySpark logs every SQL analysis error with a JVM stack trace; daggers report them with the position.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    for kind in STREAM_KINDS.values():
-        session.dataSource.register(kind.data_source_class())
     return session
+
+
+def register_data_source(session: SparkSession, data_source: type[DataSource]) -> None:
+    """Register a dagger data source on `session`, when a dagger first reads through it.
+
+    Not at session start: the first registration starts Spark's lookup of installed Python data sources (a
+    Python process, about a second), which a dagger reading only through the JVM (Spark's Kafka connector)
+    never needs. Registering a name again on the same session replaces it. Spark checks the name against
+    the *active* session, so a second session of the same context (a test's `newSession`) is refused a name
+    the active one knows: it must have registered its own while it was active, and keeps it.
+    """
+    try:
+        session.dataSource.register(data_source)
+    except AnalysisException as error:
+        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
