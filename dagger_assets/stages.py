@@ -52,18 +52,13 @@ from dagger_assets.submit import SubmittedRun
 from jobs.demand import DemandSubscription, demand_group
 from jobs.launch import configured_instance, open_session, spark_ui_url, start_run
 from jobs.registry import SINK_KINDS, STREAM_KINDS
-from jobs.runner import (
-    DaggerBuildError,
-    DaggerRun,
-    ProgressReport,
-    sink_label,
-    stream_view_schema,
-)
+from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, sink_label
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.sinks.base import Written
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
 from jobs.spec import DaggerConfigError, DaggerSpec
+from jobs.stream_tables import stream_view_schema
 from jobs.tools.protoc import compile_descriptor_set
 from resources import default_resources
 from resources.spark import SparkLaunch

@@ -15,23 +15,20 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
-from pyspark.sql.types import StructField, StructType
 
 from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
-from jobs.codec.formats import column_names, pinned
+from jobs.codec.formats import pinned
 from jobs.connect import is_spark_connect
-from jobs.kafka_java_client import JavaClientSettingError
+from jobs.dagger_errors import DaggerBuildError, DaggerQueryError
 from jobs.metrics.exporter import (
     INVALID_RECORDS_METRIC,
     DaggerMetrics,
@@ -41,33 +38,19 @@ from jobs.metrics.exporter import (
 )
 from jobs.object_store import ObjectStoreError, require_connector, s3a_settings
 from jobs.ordering import BatchWriter, OrderedOutput
-from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.post import POST_TABLE, apply_post_processors
-from jobs.processors.transformers import apply_transformer
+from jobs.real_time import require_real_time_stages
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
-from jobs.sources.config import StreamConfig
-from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError
-from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
-from jobs.spark import register_data_source
+from jobs.sources.kafka.reader import GroupOffsetCommitter
 from jobs.spec import DaggerSpec
+from jobs.stream_tables import interval, processor_errors, stream_frame, transform_context
 from jobs.udfs import FunctionsError, register_functions
 
 log = logging.getLogger(__name__)
-
-DAGGER_VALIDATION_COLUMN = "__internal_validation_field__"
-
-
-class DaggerBuildError(ValueError):
-    """A dagger that cannot start: the message names the stream, sink or SQL position at fault."""
-
-
-class DaggerQueryError(RuntimeError):
-    """The streaming query stopped with an error."""
 
 
 @dataclass
@@ -127,7 +110,7 @@ def build_dagger(
 
     def register_streams(project: bool) -> None:
         for stream in spec.streams:
-            frame = _stream_frame(spark, spec, stream, registry, descriptor_sets, project)
+            frame = stream_frame(spark, spec, stream, registry, descriptor_sets, project)
             frame.createOrReplaceTempView(stream.table)
 
     try:
@@ -148,8 +131,8 @@ def build_dagger(
         raise
     post = spec.post_processors
     if post.reshapes_output or post.transformers:
-        with _processor_errors():
-            context = _transform_context(spark, spec, registry, "post_processors", POST_TABLE)
+        with processor_errors():
+            context = transform_context(spark, spec, registry, "post_processors", POST_TABLE)
             result = apply_post_processors(result, post, context)
     if spec.ordered_output and spec.rowtime_column not in result.columns:
         raise DaggerBuildError(
@@ -163,83 +146,8 @@ def build_dagger(
     ]
     built = BuiltDagger(spec, registry, result, sinks)
     if spec.execution == "real_time":
-        _require_real_time_stages(built)
+        require_real_time_stages(spec, result, built.connector_sink is not None)
     return built
-
-
-def _require_real_time_stages(built: BuiltDagger) -> None:
-    """Real-time mode reads only Spark's Kafka source and writes only its Kafka sink, with no Python in
-    between: anything else is refused here, naming the stage, instead of failing once started."""
-    spec = built.spec
-    refused = [
-        f"streams[{index}] ({stream.table}): it reads through connector 'python'"
-        for index, stream in enumerate(spec.streams)
-        if not (isinstance(stream, KafkaStream) and stream.connector == "spark")
-    ]
-    if built.connector_sink is None:
-        refused.append("sinks: real-time mode writes one Kafka sink with connector 'spark'")
-    python_functions, python_steps = _python_in_plan(built.result)
-    if python_functions:
-        refused.append(
-            f"the query (SQL or processors) calls Python function(s) {', '.join(python_functions)}"
-        )
-    if python_steps:
-        refused.append(f"the query runs Python steps ({', '.join(python_steps)}: processors or plugins)")
-    if spec.output_mode == "append" and not is_stateless(built.result):
-        # Real-time mode emits a window's or a key's row as it changes (update), never once when closed.
-        refused.append(
-            "output_mode 'append' of an aggregation, join or deduplicate (use output_mode 'update')"
-        )
-    if refused:
-        raise DaggerBuildError(
-            f"dagger {spec.name}: execution 'real_time' cannot run {'; '.join(refused)} "
-            "(use execution 'micro_batch')"
-        )
-
-
-def _python_in_plan(result: DataFrame) -> tuple[list[str], list[str]]:
-    """What of the result's plan runs in Python: the UDFs it calls, by name, and its plan steps that hand
-    rows to Python (`mapInArrow`, pandas functions)."""
-    functions, steps = set(), set()
-    for node in _plan_nodes(result):
-        kind = node.getClass().getSimpleName()
-        if any(marker in kind for marker in ("Python", "InArrow", "InPandas")):
-            steps.add(kind)
-        functions.update(
-            expression.name()
-            for expression in _expressions(node)
-            if expression.getClass().getSimpleName() == "PythonUDF"
-        )
-    return sorted(functions), sorted(steps)
-
-
-_STATEFUL_OPERATORS = frozenset({"Aggregate", "Join", "Deduplicate", "DeduplicateWithinWatermark"})
-
-
-def is_stateless(result: DataFrame) -> bool:
-    """Whether the result's plan holds no stateful streaming operator (aggregation, join, deduplicate)."""
-    return not any(node.getClass().getSimpleName() in _STATEFUL_OPERATORS for node in _plan_nodes(result))
-
-
-def _plan_nodes(result: DataFrame) -> Iterator[Any]:
-    """The nodes of the result's analysed plan, as the JVM holds them (classic sessions)."""
-    pending = [result._jdf.queryExecution().analyzed()]  # type: ignore[attr-defined]
-    while pending:
-        node = pending.pop()
-        yield node
-        children = node.children()
-        pending.extend(children.apply(index) for index in range(children.size()))
-
-
-def _expressions(node: Any) -> Iterator[Any]:
-    """Every expression of a plan node, nested ones included."""
-    top = node.expressions()
-    pending = [top.apply(index) for index in range(top.size())]
-    while pending:
-        expression = pending.pop()
-        yield expression
-        children = expression.children()
-        pending.extend(children.apply(index) for index in range(children.size()))
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
@@ -278,164 +186,6 @@ def _require_deployment_keys(spec: DaggerSpec) -> None:
                     f"dagger {spec.name}: {component.describe()}: {key} is not set (set it in the dagger "
                     f"file, or in the {resource_key} resource of the Dagster deployment)"
                 )
-
-
-def stream_view_schema(spec: DaggerSpec, stream: StreamConfig, registry: SchemaRegistry) -> StructType:
-    """The columns the SQL sees for `stream`: every message field, the source's metadata, the rowtime."""
-    descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
-    reader = (
-        STREAM_KINDS[stream.kind]
-        .data_source_class()
-        .reader_class(stream, descriptor_sets, spec.rowtime_column)
-    )
-    if stream.row_layout == "dagger":  # Dagger shows its validity flag (always true once invalid rows stop)
-        return StructType(
-            [
-                StructField(DAGGER_VALIDATION_COLUMN, field.dataType, field.nullable)
-                if field.name == VALID_RECORD_COLUMN
-                else field
-                for field in reader.layout.spark_schema
-                if field.name != LATE_RECORD_COLUMN
-            ]
-        )
-    return StructType(
-        [
-            field
-            for field in reader.layout.spark_schema
-            if field.name not in (VALID_RECORD_COLUMN, LATE_RECORD_COLUMN)
-        ]
-    )
-
-
-@dataclass(frozen=True)
-class _ColumnsRead:
-    """What a stream's source must produce: the message fields to decode and the metadata columns to
-    emit (None: all of them)."""
-
-    fields: list[str] | None = None
-    metadata: list[str] | None = None
-
-
-def _columns_read(descriptor_sets: str, sql: str, stream: StreamConfig) -> _ColumnsRead:
-    """Only the columns the query and the stream's pre-processors may read are built and passed to Spark."""
-    fields = column_names(stream, descriptor_sets)
-    metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
-    names = [*fields, *metadata]
-    read = sql_stage.referenced_fields(sql, names)
-    for step in stream.pre_processors:
-        read_by_step = step.columns_read(names)
-        if read is None or read_by_step is None:
-            return _ColumnsRead()
-        read = [*read, *read_by_step]
-    if read is None:
-        return _ColumnsRead()
-    event_time = stream.event_time_field.split(".")[0]
-    return _ColumnsRead(
-        fields=[name for name in fields if name in read or name == event_time],
-        metadata=[name for name in metadata if name in read],
-    )
-
-
-def _stream_frame(
-    spark: SparkSession,
-    spec: DaggerSpec,
-    stream: StreamConfig,
-    registry: SchemaRegistry,
-    descriptor_sets: str,
-    project: bool,
-) -> DataFrame:
-    data_source = STREAM_KINDS[stream.kind].data_source_class()
-    try:  # message, event-time field and column names are checked here, not in a failing task
-        columns = _columns_read(descriptor_sets, spec.sql, stream) if project else _ColumnsRead()
-        layout = data_source.reader_class(
-            stream, descriptor_sets, spec.rowtime_column, columns.fields, columns.metadata
-        ).layout
-    except (LookupError, ValueError) as error:
-        raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
-    log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
-    if isinstance(stream, KafkaStream) and stream.connector == "spark":
-        frame = _jvm_kafka_frame(spark, spec, stream, layout, descriptor_sets)
-    else:
-        frame = _python_source_frame(spark, spec, stream, descriptor_sets, columns)
-    frame = _without_flags(spec, stream, frame)
-    position = spec.streams.index(stream)
-    for index, step in enumerate(stream.pre_processors):
-        key = f"streams[{position}].pre_processors[{index}]"
-        with _processor_errors():
-            frame = apply_transformer(
-                frame, step, _transform_context(spark, spec, registry, key, stream.table)
-            )
-    return frame
-
-
-def _jvm_kafka_frame(
-    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream, layout: StreamLayout, descriptor_sets: str
-) -> DataFrame:
-    if is_spark_connect(spark):
-        raise DaggerBuildError(
-            f"dagger {spec.name}: stream {stream.table!r}: connector 'spark' registers its decoder in the "
-            "session's JVM, which a Spark Connect session does not reach; use connector 'python'"
-        )
-    try:
-        return kafka_connector.stream_frame(spark, stream, layout, descriptor_sets, spec.rowtime_column)
-    except JavaClientSettingError as error:
-        raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
-    except KafkaSourceError as error:  # its starting offsets are planned now, on the broker
-        raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
-
-
-def _python_source_frame(
-    spark: SparkSession, spec: DaggerSpec, stream: StreamConfig, descriptor_sets: str, columns: _ColumnsRead
-) -> DataFrame:
-    data_source = STREAM_KINDS[stream.kind].data_source_class()
-    register_data_source(spark, data_source)
-    return (
-        spark.readStream.format(data_source.name())
-        .option("stream", stream.model_dump_json())
-        .option("descriptor_sets", descriptor_sets)
-        .option("rowtime_column", spec.rowtime_column)
-        .option("fields", json.dumps(columns.fields))
-        .option("metadata", json.dumps(columns.metadata))
-        .option("checkpoint", spec.resolved_checkpoint_location)
-        .option("object_store", json.dumps(s3a_settings(spark)))
-        .load()
-    )
-
-
-def _without_flags(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> DataFrame:
-    """The stream's rows for the SQL: invalid and late ones counted, then removed with their flags."""
-    # Counted here (visible in every progress report), then removed with the flags before SQL sees them.
-    frame = frame.observe(
-        f"{INVALID_RECORDS_METRIC}.{stream.table}",
-        F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count"),
-        F.count(F.lit(1)).alias("records"),
-        F.count(F.when(F.col(LATE_RECORD_COLUMN), 1)).alias("late"),
-    )
-    frame = frame.where(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN)).drop(LATE_RECORD_COLUMN)
-    if stream.row_layout == "dagger":  # Dagger's rows keep the flag, just before the rowtime
-        frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
-    else:
-        frame = frame.drop(VALID_RECORD_COLUMN)
-    return frame.withWatermark(spec.rowtime_column, _interval(spec.watermark_delay))
-
-
-def _transform_context(
-    spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, key: str, table: str
-) -> TransformContext:
-    return TransformContext(spark, spec.name, key, table, spec.rowtime_column, registry)
-
-
-@contextlib.contextmanager
-def _processor_errors() -> Iterator[None]:
-    """A processor that cannot be applied makes the dagger unable to start (a deterministic failure)."""
-    try:
-        yield
-    except ProcessorError as error:
-        raise DaggerBuildError(str(error)) from None
-
-
-def _interval(delay: timedelta) -> str:
-    return f"{int(delay.total_seconds() * 1000)} milliseconds"
 
 
 def _sink_writer(context: SinkContext) -> SinkWriter:
@@ -656,9 +406,9 @@ class DaggerRun:
         if self.bounded:
             writer = writer.trigger(availableNow=True)
         elif real_time:
-            writer = writer.trigger(realTime=_interval(spec.real_time_checkpoint_interval))
+            writer = writer.trigger(realTime=interval(spec.real_time_checkpoint_interval))
         elif spec.trigger_interval.total_seconds() > 0:
-            writer = writer.trigger(processingTime=_interval(spec.trigger_interval))
+            writer = writer.trigger(processingTime=interval(spec.trigger_interval))
         try:
             self._checkpoint_lock.acquire()
         except CheckpointInUseError as error:

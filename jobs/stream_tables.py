@@ -1,0 +1,202 @@
+"""Each stream as the table the dagger's SQL reads.
+
+In the order data flows: the source (Spark's Kafka connector, or the project's Python data source for Kafka
+and Parquet) -> the type handler (decoding, only the fields the SQL and pre-processors read) -> invalid and
+late records counted and removed -> pre-processors -> the event-time watermark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from jobs import sql as sql_stage
+from jobs.codec.formats import column_names
+from jobs.connect import is_spark_connect
+from jobs.dagger_errors import DaggerBuildError
+from jobs.kafka_java_client import JavaClientSettingError
+from jobs.metrics.exporter import INVALID_RECORDS_METRIC
+from jobs.object_store import s3a_settings
+from jobs.processors.context import ProcessorError, TransformContext
+from jobs.processors.transformers import apply_transformer
+from jobs.registry import STREAM_KINDS
+from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
+from jobs.sources.config import StreamConfig
+from jobs.sources.kafka import spark_connector as kafka_connector
+from jobs.sources.kafka.config import KafkaStream
+from jobs.sources.kafka.reader import KafkaSourceError
+from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
+from jobs.spark import register_data_source
+from jobs.spec import DaggerSpec
+
+log = logging.getLogger(__name__)
+
+DAGGER_VALIDATION_COLUMN = "__internal_validation_field__"
+
+
+def stream_view_schema(spec: DaggerSpec, stream: StreamConfig, registry: SchemaRegistry) -> StructType:
+    """The columns the SQL sees for `stream`: every message field, the source's metadata, the rowtime."""
+    descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+    reader = (
+        STREAM_KINDS[stream.kind]
+        .data_source_class()
+        .reader_class(stream, descriptor_sets, spec.rowtime_column)
+    )
+    if stream.row_layout == "dagger":  # Dagger shows its validity flag (always true once invalid rows stop)
+        return StructType(
+            [
+                StructField(DAGGER_VALIDATION_COLUMN, field.dataType, field.nullable)
+                if field.name == VALID_RECORD_COLUMN
+                else field
+                for field in reader.layout.spark_schema
+                if field.name != LATE_RECORD_COLUMN
+            ]
+        )
+    return StructType(
+        [
+            field
+            for field in reader.layout.spark_schema
+            if field.name not in (VALID_RECORD_COLUMN, LATE_RECORD_COLUMN)
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class _ColumnsRead:
+    """What a stream's source must produce: the message fields to decode and the metadata columns to
+    emit (None: all of them)."""
+
+    fields: list[str] | None = None
+    metadata: list[str] | None = None
+
+
+def _columns_read(descriptor_sets: str, sql: str, stream: StreamConfig) -> _ColumnsRead:
+    """Only the columns the query and the stream's pre-processors may read are built and passed to Spark."""
+    fields = column_names(stream, descriptor_sets)
+    metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
+    names = [*fields, *metadata]
+    read = sql_stage.referenced_fields(sql, names)
+    for step in stream.pre_processors:
+        read_by_step = step.columns_read(names)
+        if read is None or read_by_step is None:
+            return _ColumnsRead()
+        read = [*read, *read_by_step]
+    if read is None:
+        return _ColumnsRead()
+    event_time = stream.event_time_field.split(".")[0]
+    return _ColumnsRead(
+        fields=[name for name in fields if name in read or name == event_time],
+        metadata=[name for name in metadata if name in read],
+    )
+
+
+def stream_frame(
+    spark: SparkSession,
+    spec: DaggerSpec,
+    stream: StreamConfig,
+    registry: SchemaRegistry,
+    descriptor_sets: str,
+    project: bool,
+) -> DataFrame:
+    data_source = STREAM_KINDS[stream.kind].data_source_class()
+    try:  # message, event-time field and column names are checked here, not in a failing task
+        columns = _columns_read(descriptor_sets, spec.sql, stream) if project else _ColumnsRead()
+        layout = data_source.reader_class(
+            stream, descriptor_sets, spec.rowtime_column, columns.fields, columns.metadata
+        ).layout
+    except (LookupError, ValueError) as error:
+        raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
+    log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
+    if isinstance(stream, KafkaStream) and stream.connector == "spark":
+        frame = _jvm_kafka_frame(spark, spec, stream, layout, descriptor_sets)
+    else:
+        frame = _python_source_frame(spark, spec, stream, descriptor_sets, columns)
+    frame = _without_flags(spec, stream, frame)
+    position = spec.streams.index(stream)
+    for index, step in enumerate(stream.pre_processors):
+        key = f"streams[{position}].pre_processors[{index}]"
+        with processor_errors():
+            frame = apply_transformer(
+                frame, step, transform_context(spark, spec, registry, key, stream.table)
+            )
+    return frame
+
+
+def _jvm_kafka_frame(
+    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream, layout: StreamLayout, descriptor_sets: str
+) -> DataFrame:
+    if is_spark_connect(spark):
+        raise DaggerBuildError(
+            f"dagger {spec.name}: stream {stream.table!r}: connector 'spark' registers its decoder in the "
+            "session's JVM, which a Spark Connect session does not reach; use connector 'python'"
+        )
+    try:
+        return kafka_connector.stream_frame(spark, stream, layout, descriptor_sets, spec.rowtime_column)
+    except JavaClientSettingError as error:
+        raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
+    except KafkaSourceError as error:  # its starting offsets are planned now, on the broker
+        raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
+
+
+def _python_source_frame(
+    spark: SparkSession, spec: DaggerSpec, stream: StreamConfig, descriptor_sets: str, columns: _ColumnsRead
+) -> DataFrame:
+    data_source = STREAM_KINDS[stream.kind].data_source_class()
+    register_data_source(spark, data_source)
+    return (
+        spark.readStream.format(data_source.name())
+        .option("stream", stream.model_dump_json())
+        .option("descriptor_sets", descriptor_sets)
+        .option("rowtime_column", spec.rowtime_column)
+        .option("fields", json.dumps(columns.fields))
+        .option("metadata", json.dumps(columns.metadata))
+        .option("checkpoint", spec.resolved_checkpoint_location)
+        .option("object_store", json.dumps(s3a_settings(spark)))
+        .load()
+    )
+
+
+def _without_flags(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> DataFrame:
+    """The stream's rows for the SQL: invalid and late ones counted, then removed with their flags."""
+    # Counted here (visible in every progress report), then removed with the flags before SQL sees them.
+    frame = frame.observe(
+        f"{INVALID_RECORDS_METRIC}.{stream.table}",
+        F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count"),
+        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(F.col(LATE_RECORD_COLUMN), 1)).alias("late"),
+    )
+    frame = frame.where(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN)).drop(LATE_RECORD_COLUMN)
+    if stream.row_layout == "dagger":  # Dagger's rows keep the flag, just before the rowtime
+        frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
+    else:
+        frame = frame.drop(VALID_RECORD_COLUMN)
+    return frame.withWatermark(spec.rowtime_column, interval(spec.watermark_delay))
+
+
+def transform_context(
+    spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, key: str, table: str
+) -> TransformContext:
+    """What a processor at `key` (in the dagger file) over `table` gets to work with."""
+    return TransformContext(spark, spec.name, key, table, spec.rowtime_column, registry)
+
+
+@contextlib.contextmanager
+def processor_errors() -> Iterator[None]:
+    """A processor that cannot be applied makes the dagger unable to start (a deterministic failure)."""
+    try:
+        yield
+    except ProcessorError as error:
+        raise DaggerBuildError(str(error)) from None
+
+
+def interval(delay: timedelta) -> str:
+    """A duration as Spark's interval text (watermarks, triggers)."""
+    return f"{int(delay.total_seconds() * 1000)} milliseconds"
