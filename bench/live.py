@@ -356,6 +356,11 @@ def dagger_file(
         "sql": SQL,
         "trigger_interval": args.trigger_interval,
         "execution": args.execution,
+        **(
+            {"real_time_checkpoint_interval": args.real_time_checkpoint_interval}
+            if args.real_time_checkpoint_interval
+            else {}
+        ),
         "checkpoint_location": str(folder / "checkpoint"),
         "sinks": [{**kafka_sink(bootstrap_servers, topics[1], SUMMARY_MESSAGE), "connector": args.connector}],
     }
@@ -664,6 +669,10 @@ def main(argv: list[str] | None = None) -> int:
         default="micro_batch",
         help="the dagger's execution",
     )
+    parser.add_argument(
+        "--real-time-checkpoint-interval",
+        help="the dagger's real_time_checkpoint_interval (default: the dagger's default)",
+    )
     parser.add_argument("--read-chunk", type=int, default=50_000, help="records per hand-loop consume()")
     parser.add_argument("--sample-interval", type=float, default=0.5, help="seconds between process samples")
     parser.add_argument("--launch-timeout", type=float, default=180)
@@ -716,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             "trigger_interval": args.trigger_interval,
             "connector": args.connector,
             "execution": args.execution,
+            "real_time_checkpoint_interval": args.real_time_checkpoint_interval,
             "master": args.master,
             "broker": args.broker,
             "spark_conf": spark_conf(args.conf),

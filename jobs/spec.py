@@ -118,9 +118,11 @@ class DaggerSpec(_Model):
     in micro-batches. It takes Kafka streams and one Kafka sink on Spark's connector (`connector: spark`,
     at-least-once), SQL with JVM functions only, and no processors; a dagger that needs more is refused
     before it starts, naming the stage (docs/operations.md, "Delivery guarantees")."""
-    real_time_checkpoint_interval: Duration = timedelta(seconds=5)
-    """`real_time` only: how often the progress so far is checkpointed (a restart replays at most this much
-    of the input, at least once); at least 5 seconds, Spark's minimum."""
+    real_time_checkpoint_interval: Duration = timedelta(seconds=30)
+    """`real_time` only: how often the progress so far is checkpointed. A real-time batch ends there, and
+    records arriving while the next one starts wait for it (tens of milliseconds): a longer interval makes
+    that rarer, a shorter one replays less input after a restart (at least once), and commits group offsets
+    and reports progress more often. At least 5 seconds, Spark's minimum."""
     checkpoint_location: str | None = None
     """Folder (or URI) of the query's checkpoint; default `.dagger/checkpoints/<name>` in the working
     folder."""
