@@ -183,14 +183,16 @@ CLICK_SCHEMAS = {
 
 @pytest.mark.parametrize("schema_file", sorted(CLICK_SCHEMAS))
 def test_json_records_are_read_into_the_columns_of_a_schema_file(
-    schema_file, tmp_path, kafka, make_dagger, start_dagger
+    schema_file, tmp_path, kafka, kafka_connector, make_dagger, start_dagger
 ):
     path = tmp_path / schema_file
     path.write_text(json.dumps(CLICK_SCHEMAS[schema_file]))
     topic = kafka.new_topic("clicks")
     kafka.produce(topic, CLICKS)
     spec = make_dagger(
-        streams=[json_stream(kafka, topic, path, invalid_records={"action": "drop"})],
+        streams=[
+            json_stream(kafka, topic, path, invalid_records={"action": "drop"}, connector=kafka_connector)
+        ],
         sql="SELECT user, page.path AS path, page.ms AS ms, ids, rowtime FROM clicks",
         sinks=[{"kind": "log", "max_rows_per_batch": 100}],
     )
@@ -202,6 +204,26 @@ def test_json_records_are_read_into_the_columns_of_a_schema_file(
         {"user": "u4", "path": None, "ms": None, "ids": None, "rowtime": "2026-11-26T10:00:03+00:00"},
     ]
     assert sum(report.invalid_records.get("clicks", 0) for report in running.run.reports) == 2
+
+
+def test_a_json_record_that_is_not_an_object_of_the_schema_fails_the_dagger_naming_its_offset(
+    tmp_path, kafka, kafka_connector, make_dagger, start_dagger
+):
+    path = tmp_path / "clicks.json"
+    path.write_text(json.dumps(CLICK_SCHEMAS["clicks.json"]))
+    topic = kafka.new_topic("clicks")
+    kafka.produce(topic, CLICKS)
+    spec = make_dagger(
+        streams=[json_stream(kafka, topic, path, connector=kafka_connector)],
+        sql="SELECT user FROM clicks",
+        sinks=[{"kind": "log"}],
+    )
+    with pytest.raises(
+        DaggerQueryError,
+        match=rf"stream 'clicks': {topic}\[0\]@2: record is not a valid JSON of {path}: "
+        r"not (a|one) JSON object",
+    ):
+        start_dagger(spec).process_available()
 
 
 @pytest.mark.parametrize(

@@ -6,19 +6,20 @@ only plans it: the starting offsets are worked out once, on the driver, by the P
 (rewinds, the group's committed offsets, `auto_offset_reset`), and handed to the connector, which keeps
 every later position in the checkpoint.
 
-Chosen per stream with `connector: spark`. What it does not do yet is refused by name when the dagger file
-is validated (`KafkaStream.connector`): other formats than protobuf, dead-letter routing and late-record
-policies need the Python source for now.
+Chosen per stream with `connector: spark`, for protobuf and JSON records. What it does not do yet is
+refused by name when the dagger file is validated (`KafkaStream.connector`): Avro records, dead-letter
+routing and late-record policies need the Python source for now.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType, TimestampType
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import ProtoDecoder
@@ -68,26 +69,55 @@ def stream_frame(
     """The stream's rows, in the columns of `layout.spark_schema`, read and decoded in the JVM."""
     starting = KafkaStreamReader(stream, descriptor_sets, rowtime_column).initialOffset()
     raw = spark.readStream.format("kafka").options(**connector_options(stream, starting)).load()
-    decoder = layout.decoder
-    assert isinstance(decoder, ProtoDecoder)
-    spark_schema = layout.spark_schema
-    record_type = StructType(spark_schema.fields[: len(decoder.schema)])
-    function = f"dagger_decode_{stream.table}"
-    register_decoder(spark, function, decoder.descriptor, record_type)
-    record = F.call_function(function, F.col("value"))
-    decoded = raw.select(record.alias("__record"), *map(F.col, ("value", *_METADATA_COLUMNS.values())))
-    valid = _valid(stream, function)
+    record_type = StructType(layout.spark_schema.fields[: len(layout.decoder.schema)])
+    record = _record_decoder(spark, stream, layout, record_type)
+    decoded = raw.select(record.value.alias("__record"), *map(F.col, ("value", *_METADATA_COLUMNS.values())))
     columns = [F.col(f"__record.{field.name}").alias(field.name) for field in record_type]
     columns += [F.col(_METADATA_COLUMNS[name]).alias(name) for name in layout.metadata.names]
     columns += [
-        valid.alias(VALID_RECORD_COLUMN),
+        _valid(stream, record.error).alias(VALID_RECORD_COLUMN),
         F.lit(False).alias(LATE_RECORD_COLUMN),
         _rowtime(record_type, stream.event_time_field).alias(rowtime_column),
     ]
     return decoded.select(*columns)
 
 
-def _valid(stream: KafkaStream, function: str) -> Column:
+@dataclass(frozen=True)
+class _RecordDecoder:
+    value: Column
+    """The record of `value` as a struct of the stream's columns; NULL when it is not a valid record."""
+    error: Column
+    """Why `value` is not a valid record (evaluated only for those, under the `fail` policy)."""
+
+
+def _record_decoder(
+    spark: SparkSession, stream: KafkaStream, layout: StreamLayout, record_type: StructType
+) -> _RecordDecoder:
+    """Decoding in the JVM: protobuf by the project's codec (a function registered per stream), JSON by
+    Spark's `from_json` in the columns of the stream's schema file."""
+    if stream.format == "json":
+        # A record that is not a JSON object of these types keeps its text in the corrupt-record column.
+        corrupt = "__corrupt_record"
+        parsed = F.from_json(
+            F.col("value").cast("string"),
+            StructType([*record_type.fields, StructField(corrupt, StringType())]),
+            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": corrupt},
+        )
+        valid = parsed.isNotNull() & parsed[corrupt].isNull()
+        return _RecordDecoder(
+            F.when(valid, parsed.dropFields(corrupt)),
+            F.lit("not one JSON object with values of the schema's types"),
+        )
+    decoder = layout.decoder
+    assert isinstance(decoder, ProtoDecoder)
+    function = f"dagger_decode_{stream.table}"
+    register_decoder(spark, function, decoder.descriptor, record_type)
+    return _RecordDecoder(
+        F.call_function(function, F.col("value")), F.call_function(f"{function}_error", F.col("value"))
+    )
+
+
+def _valid(stream: KafkaStream, error: Column) -> Column:
     """Whether a record decoded (and is within `max_record_bytes`); under the `fail` policy, an invalid record
     fails the query, naming where it is and why."""
     limit = stream.invalid_records.max_record_bytes
@@ -100,7 +130,7 @@ def _valid(stream: KafkaStream, function: str) -> Column:
         F.format_string(
             f"record of %d bytes is larger than invalid_records.max_record_bytes ({limit})", F.length("value")
         ),
-    ).otherwise(F.call_function(f"{function}_error", F.col("value")))
+    ).otherwise(error)
     message = F.format_string(
         f"stream {stream.table!r}: %s[%d]@%d: record is not a valid {stream.records()}: %s (set "
         "invalid_records.action to 'drop' or 'dead_letter' to skip such records)",
