@@ -46,6 +46,7 @@ from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter
+from jobs.spark import jvm_loggers_off
 from jobs.spec import DaggerSpec
 from jobs.stream_tables import interval, processor_errors, stream_frame, transform_context
 from jobs.udfs import FunctionsError, register_functions
@@ -506,7 +507,11 @@ class DaggerRun:
                 and time.monotonic() < deadline
             ):
                 time.sleep(0.05)
-            self.query.stop()
+            # Stopping a real-time batch aborts its tasks and their writes, which Spark logs as errors with
+            # stack traces: on a stop the user asked for, that is noise (the checkpoint replays the batch).
+            quiet = jvm_loggers_off(self.spark, _CANCELLED_BATCH_LOGGERS) if real_time else None
+            with quiet or contextlib.nullcontext():
+                self.query.stop()
         # The listener may not have delivered the last batch's progress yet: its report (and the Dagster
         # observation made of it) would be lost.
         self._await_progress_of_last_batch()
@@ -571,6 +576,16 @@ class DaggerRun:
             raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {_root_cause(str(error))}")
 
 
+_CANCELLED_BATCH_LOGGERS = [
+    f"org.apache.spark.{name}"
+    for name in (
+        "sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+        "sql.execution.datasources.v2.DataWritingSparkTask",
+        "util.Utils",
+        "scheduler.TaskSetManager",
+        "scheduler.DAGScheduler",
+    )
+]
 _PYTHON_WORKER_LATE = "Python worker failed to connect back"
 _CONNECT_START_ATTEMPTS = 5
 LATE_WORKER_RESTARTS = 3

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource
 
+from jobs.connect import is_spark_connect
 from jobs.jvm import JVM_LOGGING, driver_java_options, project_class_path
 from jobs.object_store import connector_conf
 from jobs.project import BUILD_DIR
@@ -231,3 +233,23 @@ def register_data_source(session: SparkSession, data_source: type[DataSource]) -
     except AnalysisException as error:
         if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
             raise
+
+
+@contextlib.contextmanager
+def jvm_loggers_off(session: SparkSession, names: Sequence[str]) -> Iterator[None]:
+    """The driver JVM's `names` loggers off for the block, then at their levels again (a classic session's
+    driver only: a Spark Connect client has no JVM of its own, and its server keeps its log)."""
+    if is_spark_connect(session):
+        yield
+        return
+    jvm = session.sparkContext._jvm  # type: ignore[attr-defined]
+    configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+    log_manager = jvm.org.apache.logging.log4j.LogManager
+    levels = {name: log_manager.getLogger(name).getLevel() for name in names}
+    for name in names:
+        configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            configurator.setLevel(name, level)

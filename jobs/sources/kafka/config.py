@@ -57,7 +57,8 @@ class KafkaStream(StreamConfig):
     connector: Literal["python", "spark"] = "python"
     """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they
     never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf and JSON (not Avro),
-    and takes neither dead-letter routing nor late-record policies yet. `python`: the project's Python data source."""
+    and takes neither dead-letter routing nor late-record policies yet. `python`: the project's Python
+    data source."""
 
     def asset_metadata(self) -> dict[str, str | int]:
         where: dict[str, str | int] = (
