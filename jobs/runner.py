@@ -142,7 +142,7 @@ def build_dagger(
         )
     object_store = s3a_settings(spark)
     sinks = [
-        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store))
+        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store, spark))
         for index in range(len(spec.sinks))
     ]
     built = BuiltDagger(spec, registry, result, sinks)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from jobs.schema_registry import SchemaRegistry
@@ -57,6 +57,8 @@ class SinkContext:
     """The columns of the rows `write` gets (None: not known, e.g. a sink checked alone)."""
     object_store: Mapping[str, str] = field(default_factory=dict)
     """The session's `fs.s3a.*` settings (`jobs.object_store.s3a_settings`), for targets on `s3a://`."""
+    session: SparkSession | None = None
+    """The dagger's session, for writers that register JVM functions in it (None: a sink checked alone)."""
 
     def schema_registry(self) -> SchemaRegistry:
         if self.registry is not None:

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -70,12 +70,13 @@ class KafkaSinkWriter:
         self.connector_records: ConnectorRecords | None = None
         """With `connector: spark`: the rows as Spark's connector writes them (see `spark_connector`)."""
         if sink.connector == "spark":
-            spark = SparkSession.getActiveSession()
-            if spark is None or context.result_schema is None:
+            if context.session is None or context.result_schema is None:
                 raise ValueError("connector 'spark' needs the dagger's session and result columns")
             name = f"dagger_encode_{context.index}"
             registry = context.schema_registry()
-            self.connector_records = ConnectorRecords(sink, registry, spark, context.result_schema, name)
+            self.connector_records = ConnectorRecords(
+                sink, registry, context.session, context.result_schema, name
+            )
 
     @property
     def reads_whole_batch(self) -> bool:
