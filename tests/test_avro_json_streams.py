@@ -52,10 +52,10 @@ def heartbeats(collector, apache_kafka) -> str:
 
 
 def test_collected_events_are_a_stream_and_old_records_read_a_later_field_as_null(
-    collector, heartbeats, kafka, make_dagger, start_dagger
+    collector, heartbeats, kafka, kafka_connector, make_dagger, start_dagger
 ):
     spec = make_dagger(
-        streams=[avro_stream(kafka, heartbeats, collector.database_url)],
+        streams=[avro_stream(kafka, heartbeats, collector.database_url, connector=kafka_connector)],
         sql="SELECT user_id, ms * 2 AS doubled, tags['screen'] AS screen, app_version AS v, rowtime AS t "
         "FROM heartbeats",
         sinks=[{"kind": "log", "max_rows_per_batch": 100}],
@@ -70,10 +70,10 @@ def test_collected_events_are_a_stream_and_old_records_read_a_later_field_as_nul
 
 
 def test_a_pinned_version_through_the_confluent_registry_api_gives_that_versions_columns(
-    collector, heartbeats, kafka, make_dagger, start_dagger
+    collector, heartbeats, kafka, kafka_connector, make_dagger, start_dagger
 ):
     spec = make_dagger(
-        streams=[avro_stream(kafka, heartbeats, collector.url, schema_version=1)],
+        streams=[avro_stream(kafka, heartbeats, collector.url, schema_version=1, connector=kafka_connector)],
         sql="SELECT * FROM heartbeats",
         sinks=[{"kind": "log", "max_rows_per_batch": 100}],
     )
@@ -110,6 +110,50 @@ def test_records_an_avro_stream_cannot_read_follow_its_invalid_record_policy(
     )
     with pytest.raises(DaggerQueryError, match=rf"record is not a valid Avro {heartbeats}-value version 2: "):
         start_dagger(failing).process_available()
+
+
+def test_on_spark_s_connector_unreadable_avro_records_follow_the_policy_and_an_unknown_schema_id_stops(
+    collector, heartbeats, kafka, make_dagger, start_dagger
+):
+    """The JVM knows the subject's versions as the dagger started: a record of another id stops the query
+    under every policy (a restart reads it), where the Python source asks the registry."""
+    good = kafka.read_all(heartbeats)[0].value()
+    kafka.produce(heartbeats, [b"{not avro}", good[:6]])
+    stream = avro_stream(
+        kafka, heartbeats, collector.url, connector="spark", invalid_records={"action": "drop"}
+    )
+    dropping = make_dagger(
+        streams=[stream],
+        sql="SELECT user_id FROM heartbeats",
+        sinks=[{"kind": "log", "max_rows_per_batch": 100}],
+    )
+    running = start_dagger(dropping)
+    running.process_available()
+    assert sorted(row["user_id"] for row in logged_rows(running.logged)) == ["u1", "u2", "u3"]
+    assert sum(report.invalid_records.get("heartbeats", 0) for report in running.run.reports) == 2
+
+    failing = make_dagger(
+        name="failing",
+        streams=[avro_stream(kafka, heartbeats, collector.url, connector="spark")],
+        sql="SELECT user_id FROM heartbeats",
+        sinks=[{"kind": "log"}],
+        checkpoint_location=str(Path(dropping.resolved_checkpoint_location).parent / "failing"),
+    )
+    with pytest.raises(
+        DaggerQueryError,
+        match=rf"{heartbeats}\[\d\]@\d+: record is not a valid Avro {heartbeats}-value version 2: "
+        r"not a (Confluent wire-format record|datum of schema id \d+)",
+    ):
+        start_dagger(failing).process_available()
+
+    unknown = 2**31 - 1
+    kafka.produce(heartbeats, [struct.pack(">bI", 0, unknown) + good[5:]])
+    with pytest.raises(
+        DaggerQueryError,
+        match=rf"{heartbeats}\[\d\]@\d+: schema id {unknown} is not a version of subject "
+        rf"'{heartbeats}-value' as the dagger started \(\d+, \d+\); restart the dagger to read it",
+    ):
+        running.process_available()
 
 
 def test_an_unreachable_registry_stops_the_build_naming_the_stream_and_the_registry(
@@ -299,7 +343,7 @@ def test_avro_maps_decode_through_their_entries_encoding():
 
 
 def test_an_avro_stream_reads_records_serialized_against_apicurio_registry(
-    apicurio, kafka, make_dagger, start_dagger
+    apicurio, kafka, kafka_connector, make_dagger, start_dagger
 ):
     """Confluent's serializer against a real third-party registry: two versions of a subject, the
     second adding an optional field, read by one stream at the latest version."""
@@ -331,7 +375,7 @@ def test_an_avro_stream_reads_records_serialized_against_apicurio_registry(
             old({"id": "p3", "cents": 5, "at": at + 2000}, context),
         ],
     )
-    stream = avro_stream(kafka, topic, apicurio, event_time_field="at")
+    stream = avro_stream(kafka, topic, apicurio, event_time_field="at", connector=kafka_connector)
     stream["table"] = "payments"
     spec = make_dagger(
         streams=[stream],

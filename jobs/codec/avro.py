@@ -51,7 +51,7 @@ AvroSchema = dict[str, Any]
 _WIRE_HEADER = struct.Struct(">bI")
 _CONTAINER_MAGIC = b"Obj\x01"
 _HEADER_PADDING = np.zeros(5, np.uint8)
-_NOT_WIRE_FORMAT = "not a Confluent wire-format record (no magic byte 0 and schema id)"
+NOT_WIRE_FORMAT = "not a Confluent wire-format record (no magic byte 0 and schema id)"
 _PRIMITIVES = {
     "boolean": pa.bool_(),
     "int": pa.int32(),
@@ -160,7 +160,7 @@ class ConfluentAvroDecoder:
     def decode(self, payloads: Sequence[bytes]) -> tuple[pa.RecordBatch, dict[int, str]]:
         """The batch, aligned with `payloads`, and {index: error} of the records that are not valid."""
         records = _WireRecords(payloads)
-        invalid = {int(index): _NOT_WIRE_FORMAT for index in np.flatnonzero(~records.framed)}
+        invalid = {int(index): NOT_WIRE_FORMAT for index in np.flatnonzero(~records.framed)}
         groups: dict[int, np.ndarray] = {}
         for schema_id in np.unique(records.schema_ids[records.framed]).tolist():
             indexes = np.flatnonzero(records.framed & (records.schema_ids == schema_id))

@@ -56,6 +56,10 @@ class AvroSchemas(ABC):
     def by_id(self, schema_id: int) -> AvroSchema | None:
         """The schema of a record's id; None when the registry has no such id."""
 
+    @abstractmethod
+    def subject_schemas(self, subject: str) -> dict[int, AvroSchema]:
+        """{schema id: schema} of every version the subject has now."""
+
     def _error(self, what: str, error: object) -> SchemaLookupError:
         return SchemaLookupError(f"schema registry {without_credentials(self.url)}: {what}: {error}")
 
@@ -85,6 +89,18 @@ class _ConfluentSchemaRegistry(AvroSchemas):
             if error.http_status_code == 404:
                 return None
             raise self._error(f"schema id {schema_id}", error) from None
+
+    def subject_schemas(self, subject: str) -> dict[int, AvroSchema]:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        try:
+            versions = self._client.get_versions(subject)
+        except SchemaRegistryError as error:
+            raise self._error(f"subject {subject!r}", error) from None
+        except Exception as error:  # the client's transport errors (refused, timed out)
+            raise self._error("not reachable", error) from None
+        registered = [self._registered(subject, version) for version in versions]
+        return {schema.schema_id: json.loads(schema.schema.schema_str) for schema in registered}
 
     def _registered(self, subject: str, version: int | None):
         from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -123,6 +139,9 @@ class _CollectionDatabase(AvroSchemas):
     def by_id(self, schema_id: int) -> AvroSchema | None:
         found = self._registry.by_id(schema_id)
         return None if found is None else found.schema.to_avro()
+
+    def subject_schemas(self, subject: str) -> dict[int, AvroSchema]:
+        return {item.id: item.schema.to_avro() for item in self._versions(subject)}
 
     def _versions(self, subject: str) -> list:
         from jobs.collection.confluent import collection_of

@@ -56,8 +56,8 @@ class KafkaStream(StreamConfig):
     invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
     connector: Literal["python", "spark"] = "python"
     """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they
-    never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf and JSON (not Avro),
-    and takes neither dead-letter routing nor late-record policies yet. `python`: the project's Python
+    never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, JSON and Avro, and
+    takes neither dead-letter routing nor late-record policies yet. `python`: the project's Python
     data source."""
 
     def asset_metadata(self) -> dict[str, str | int]:
@@ -116,7 +116,6 @@ class KafkaStream(StreamConfig):
             needs_python = [
                 reason
                 for reason, present in (
-                    (f"format {self.format!r} (it decodes protobuf and JSON)", self.format == "avro"),
                     ("invalid_records.action 'dead_letter'", self.invalid_records.action == "dead_letter"),
                     (f"late_records.action {self.late_records.action!r}", self.late_records.action != "keep"),
                 )

@@ -6,21 +6,24 @@ only plans it: the starting offsets are worked out once, on the driver, by the P
 (rewinds, the group's committed offsets, `auto_offset_reset`), and handed to the connector, which keeps
 every later position in the checkpoint.
 
-Chosen per stream with `connector: spark`, for protobuf and JSON records. What it does not do yet is
-refused by name when the dagger file is validated (`KafkaStream.connector`): Avro records, dead-letter
-routing and late-record policies need the Python source for now.
+Chosen per stream with `connector: spark`, for protobuf, JSON and Avro records. What it does not do yet is
+refused by name when the dagger file is validated (`KafkaStream.connector`): dead-letter routing and
+late-record policies need the Python source for now.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
+from jobs.codec.avro import NOT_WIRE_FORMAT
+from jobs.codec.formats import avro_schemas
 from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.kafka_java_client import java_client_settings
@@ -71,7 +74,10 @@ def stream_frame(
     raw = spark.readStream.format("kafka").options(**connector_options(stream, starting)).load()
     record_type = StructType(layout.spark_schema.fields[: len(layout.decoder.schema)])
     record = _record_decoder(spark, stream, layout, record_type)
-    decoded = raw.select(record.value.alias("__record"), *map(F.col, ("value", *_METADATA_COLUMNS.values())))
+    kept = ("value", *_METADATA_COLUMNS.values(), *record.steps)
+    for name, step in record.steps.items():  # in order: a step may read the one before
+        raw = raw.withColumn(name, step)
+    decoded = raw.select(record.value.alias("__record"), *map(F.col, kept))
     columns = [F.col(f"__record.{field.name}").alias(field.name) for field in record_type]
     columns += [F.col(_METADATA_COLUMNS[name]).alias(name) for name in layout.metadata.names]
     columns += [
@@ -88,13 +94,17 @@ class _RecordDecoder:
     """The record of `value` as a struct of the stream's columns; NULL when it is not a valid record."""
     error: Column
     """Why `value` is not a valid record (evaluated only for those, under the `fail` policy)."""
+    steps: dict[str, Column] = field(default_factory=dict)
+    """Columns computed first, which `value` and `error` read (each evaluated once per record)."""
 
 
 def _record_decoder(
     spark: SparkSession, stream: KafkaStream, layout: StreamLayout, record_type: StructType
 ) -> _RecordDecoder:
     """Decoding in the JVM: protobuf by the project's codec (a function registered per stream), JSON by
-    Spark's `from_json` in the columns of the stream's schema file."""
+    Spark's `from_json` in the columns of the stream's schema file, Avro by Spark's `from_avro`."""
+    if stream.format == "avro":
+        return _avro_record_decoder(stream, record_type)
     if stream.format == "json":
         # A record that is not a JSON object of these types keeps its text in the corrupt-record column.
         corrupt = "__corrupt_record"
@@ -114,6 +124,61 @@ def _record_decoder(
     register_decoder(spark, function, decoder.descriptor, record_type)
     return _RecordDecoder(
         F.call_function(function, F.col("value")), F.call_function(f"{function}_error", F.col("value"))
+    )
+
+
+def _avro_record_decoder(stream: KafkaStream, record_type: StructType) -> _RecordDecoder:
+    """Confluent wire-format Avro, each record read with the writer schema of its id and resolved to the
+    reader schema (the stream's pinned version), as the Python decoder resolves them: a reader field its
+    writer did not have is NULL.
+
+    The writer schemas are the subject's versions when the dagger starts. A record of another schema id
+    cannot be read in the JVM, so it stops the query whatever the invalid-record policy (it is not lost:
+    a restart, which looks the versions up again, reads it); a record that is not in the wire format, or
+    whose datum its schema cannot read, is invalid.
+    """
+    assert stream.schema_registry_url and stream.schema_subject and stream.schema_version is not None
+    schemas = avro_schemas(stream.schema_registry_url)
+    reader = schemas.version(stream.schema_subject, stream.schema_version)
+    writers = schemas.subject_schemas(stream.schema_subject)
+    framed = (F.length("value") >= 5) & (F.hex(F.substring("value", 1, 1)) == "00")
+    schema_id = F.when(framed, F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long"))
+    datum = F.expr("substring(value, 6)")
+    # PERMISSIVE: a datum its schema cannot read gives a row of NULLs instead of failing the task.
+    options = {"avroSchema": json.dumps(reader), "mode": "PERMISSIVE"}
+    unknown = F.format_string(
+        f"stream {stream.table!r}: %s[%d]@%d: schema id %d is not a version of subject "
+        f"{stream.schema_subject!r} as the dagger started ({', '.join(map(str, sorted(writers)))}); "
+        "restart the dagger to read it",
+        F.col("topic"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("__avro_id"),
+    )
+    read = F.when(F.col("__avro_id").isNull(), F.lit(None))
+    for writer_id, writer in writers.items():
+        read = read.when(F.col("__avro_id") == writer_id, from_avro(datum, json.dumps(writer), options))
+    read = read.otherwise(F.raise_error(unknown))
+    written_by = {
+        writer_id: {item["name"] for item in writer["fields"]} for writer_id, writer in writers.items()
+    }
+    columns = []
+    for column in record_type:
+        lacking = [writer_id for writer_id, names in written_by.items() if column.name not in names]
+        value = F.col("__avro")[column.name]
+        if lacking:
+            value = F.when(~F.col("__avro_id").isin(lacking), value)
+        columns.append(value.alias(column.name))
+    # A datum read gives at least one field that is not NULL: every field NULL is PERMISSIVE's unreadable.
+    read_any = F.lit(False)
+    for item in reader["fields"]:
+        read_any = read_any | F.col("__avro")[item["name"]].isNotNull()
+    return _RecordDecoder(
+        F.when(F.col("__avro").isNotNull() & read_any, F.struct(*columns)),
+        F.when(F.col("__avro_id").isNull(), F.lit(NOT_WIRE_FORMAT)).otherwise(
+            F.format_string("not a datum of schema id %d", F.col("__avro_id"))
+        ),
+        {"__avro_id": schema_id, "__avro": read},
     )
 
 
