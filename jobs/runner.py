@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -614,8 +615,15 @@ def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
 _PYTHON_ERROR_PREFIXES = ("jobs.", "pyspark.", "confluent_kafka.", "cimpl.")
 
 
+_LOST_TASK = re.compile(r"most recent failure: Lost task [^(]*\([^)]*\) \([^)]*\): (?:[\w.$]+: )?(.*)")
+
+
 def _root_cause(message: str) -> str:
-    """Spark wraps a Python worker's error in JVM stack traces; keep the Python exception line(s)."""
+    """Spark wraps a task's error in JVM stack traces: keep the JVM task's own message, or the Python
+    exception line(s) of a Python worker."""
+    lost_task = _LOST_TASK.search(message)
+    if lost_task and not lost_task.group(1).startswith("Traceback"):
+        return lost_task.group(1).strip()
     lines = message.splitlines()
     for index in range(len(lines) - 1, -1, -1):
         if lines[index].startswith(_PYTHON_ERROR_PREFIXES) or "Error: " in lines[index]:

@@ -252,11 +252,12 @@ def test_spark_s_connector_reads_and_writes_as_a_user_limited_by_acls_with_the_s
     secured, registry, dagger_logs, capfd, make_dagger, start_dagger
 ):
     """The librdkafka settings of the dagger file, as Spark's Kafka connector takes them (a JAAS line for
-    SCRAM, the CA file as a PEM trust store): its consumers and producers log in as the limited user."""
+    SCRAM, the CA file as a PEM trust store): its consumers and producers, and the dead-letter producer,
+    log in as the limited user."""
     run = uuid.uuid4().hex[:8]
     sources = [secured.new_topic(name=f"secure-{run}-jvm-a"), secured.new_topic(name=f"secure-{run}-jvm-b")]
-    output = secured.new_topic("secure-jvm-out")
-    secured.produce(sources[0], order_payloads(registry, 0, 8))
+    output, dead_letters = secured.new_topic("secure-jvm-out"), secured.new_topic("secure-jvm-dlq")
+    secured.produce(sources[0], [*order_payloads(registry, 0, 8), b"\xff\xff\xff"])
     secured.produce(sources[1], order_payloads(registry, 8, 7))
     settings = secured.settings(secured.dagger)
     group = f"dagger-{run}"
@@ -266,6 +267,7 @@ def test_spark_s_connector_reads_and_writes_as_a_user_limited_by_acls_with_the_s
         group_id=group,
         consumer_config=settings,
         connector="spark",
+        invalid_records={"action": "dead_letter", "dead_letter_topic": dead_letters},
     )
     spec = make_dagger(
         streams=[stream],
@@ -276,8 +278,33 @@ def test_spark_s_connector_reads_and_writes_as_a_user_limited_by_acls_with_the_s
     running.process_available()
 
     assert order_ids(registry, secured.read_committed(output)) == expected_ids(15)
-    wait_for_group_offsets(secured, running, group, {(sources[0], 0): 8, (sources[1], 0): 7})
+    [dead_letter] = secured.read_committed(dead_letters)
+    assert (dead_letter.value(), dict(dead_letter.headers())["dagger.source.offset"]) == (
+        b"\xff\xff\xff",
+        b"8",
+    )
+    wait_for_group_offsets(secured, running, group, {(sources[0], 0): 9, (sources[1], 0): 7})
     assert_no_secret(dagger_logs.text, *capfd.readouterr())
+
+
+def test_on_spark_s_connector_a_dead_letter_topic_the_user_may_not_write_fails_the_query_naming_it(
+    secured, registry, make_dagger, start_dagger
+):
+    source = secured.new_topic("secure-jvm-poison")
+    secured.produce(source, [*order_payloads(registry, 0, 2), b"\xff\xff\xff"])
+    stream = orders_stream(
+        secured,
+        topics=[source],
+        consumer_config=secured.settings(secured.dagger),
+        connector="spark",
+        invalid_records={"action": "dead_letter", "dead_letter_topic": "locked-dead-letters"},
+    )
+    spec = make_dagger(streams=[stream], sql="SELECT order_id FROM orders", sinks=[{"kind": "log"}])
+    with pytest.raises(
+        DaggerQueryError,
+        match=r"stream 'orders': could not write dead letters to locked-dead-letters: .*[Nn]ot authorized",
+    ):
+        start_dagger(spec).process_available()
 
 
 def refused_source(

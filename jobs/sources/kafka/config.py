@@ -57,7 +57,7 @@ class KafkaStream(StreamConfig):
     connector: Literal["python", "spark"] = "python"
     """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they
     never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, JSON and Avro, and
-    takes neither dead-letter routing nor late-record policies yet. `python`: the project's Python
+    takes no late-record policy but `keep` yet. `python`: the project's Python
     data source."""
 
     def asset_metadata(self) -> dict[str, str | int]:
@@ -112,19 +112,11 @@ class KafkaStream(StreamConfig):
 
     @model_validator(mode="after")
     def _connector_takes_the_settings(self) -> KafkaStream:
-        if self.connector == "spark":
-            needs_python = [
-                reason
-                for reason, present in (
-                    ("invalid_records.action 'dead_letter'", self.invalid_records.action == "dead_letter"),
-                    (f"late_records.action {self.late_records.action!r}", self.late_records.action != "keep"),
-                )
-                if present
-            ]
-            if needs_python:
-                raise ValueError(
-                    f"connector 'spark' does not take {', '.join(needs_python)}; use connector 'python'"
-                )
+        if self.connector == "spark" and self.late_records.action != "keep":
+            raise ValueError(
+                f"connector 'spark' does not take late_records.action {self.late_records.action!r}; "
+                "use connector 'python'"
+            )
         return self
 
     @model_validator(mode="after")

@@ -7,8 +7,8 @@ only plans it: the starting offsets are worked out once, on the driver, by the P
 every later position in the checkpoint.
 
 Chosen per stream with `connector: spark`, for protobuf, JSON and Avro records. What it does not do yet is
-refused by name when the dagger file is validated (`KafkaStream.connector`): dead-letter routing and
-late-record policies need the Python source for now.
+refused by name when the dagger file is validated (`KafkaStream.connector`): late-record policies need
+the Python source for now.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def stream_frame(
     columns = [F.col(f"__record.{field.name}").alias(field.name) for field in record_type]
     columns += [F.col(_METADATA_COLUMNS[name]).alias(name) for name in layout.metadata.names]
     columns += [
-        _valid(stream, record.error).alias(VALID_RECORD_COLUMN),
+        _valid(spark, stream, record.error).alias(VALID_RECORD_COLUMN),
         F.lit(False).alias(LATE_RECORD_COLUMN),
         _rowtime(record_type, stream.event_time_field).alias(rowtime_column),
     ]
@@ -182,13 +182,15 @@ def _avro_record_decoder(stream: KafkaStream, record_type: StructType) -> _Recor
     )
 
 
-def _valid(stream: KafkaStream, error: Column) -> Column:
-    """Whether a record decoded (and is within `max_record_bytes`); under the `fail` policy, an invalid record
-    fails the query, naming where it is and why."""
+def _valid(spark: SparkSession, stream: KafkaStream, error: Column) -> Column:
+    """Whether a record decoded (and is within `max_record_bytes`). An invalid record fails the query under
+    the `fail` policy, naming where it is and why, and is copied to the dead-letter topic under
+    `dead_letter`."""
     limit = stream.invalid_records.max_record_bytes
     too_large = F.length("value") > limit if limit is not None else F.lit(False)
     valid = F.col("__record").isNotNull() & ~too_large
-    if stream.invalid_records.action != "fail":
+    action = stream.invalid_records.action
+    if action == "drop":
         return valid
     reason = F.when(
         too_large,
@@ -196,6 +198,13 @@ def _valid(stream: KafkaStream, error: Column) -> Column:
             f"record of %d bytes is larger than invalid_records.max_record_bytes ({limit})", F.length("value")
         ),
     ).otherwise(error)
+    if action == "dead_letter":
+        copied = F.call_function(
+            _register_dead_letter_writer(spark, stream),
+            *map(F.col, ("value", "key", "topic", "partition", "offset")),
+            reason,
+        )
+        return F.when(valid, F.lit(True)).otherwise(copied)
     message = F.format_string(
         f"stream {stream.table!r}: %s[%d]@%d: record is not a valid {stream.records()}: %s (set "
         "invalid_records.action to 'drop' or 'dead_letter' to skip such records)",
@@ -205,6 +214,22 @@ def _valid(stream: KafkaStream, error: Column) -> Column:
         reason,
     )
     return F.when(valid, F.lit(True)).otherwise(F.raise_error(message).cast("boolean"))
+
+
+def _register_dead_letter_writer(spark: SparkSession, stream: KafkaStream) -> str:
+    """Registers the stream's dead-letter writer (`DeadLetterWriter.java`) and gives its function's name: it
+    produces with the stream's bootstrap servers and security settings, as the Python source does."""
+    settings = {
+        name: value
+        for name, value in java_client_settings(stream.consumer_config, "consumer_config").items()
+        if name.startswith(("security.", "sasl.", "ssl."))
+    }
+    settings["bootstrap.servers"] = str(stream.bootstrap_servers)
+    name = f"dagger_dead_letter_{stream.table}"
+    writer_class = spark._jvm.dagger.jobs.sources.kafka.DeadLetterWriter  # type: ignore[attr-defined]
+    writer = writer_class(stream.table, stream.invalid_records.dead_letter_topic, settings)
+    writer_class.register(spark._jsparkSession, name, writer)  # type: ignore[attr-defined]
+    return name
 
 
 def _rowtime(record_type: StructType, event_time_field: str) -> Column:
