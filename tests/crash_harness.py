@@ -556,7 +556,9 @@ class CrashDagger:
         rng: random.Random,
         max_records_per_batch: int,
         trigger_interval: str,
+        connector: str = "python",
     ) -> CrashDagger:
+        """`connector`: the stream's (the exactly-once sink is the Python writer's either way)."""
         name = "crash-orders"
         source, output = kafka.new_topic("crash-in", partitions=2), kafka.new_topic("crash-out")
         lake, checkpoint = dagster.daggers.parent / "lake", dagster.daggers / f"{name}.checkpoint"
@@ -565,7 +567,7 @@ class CrashDagger:
             name,
             kafka.bootstrap_servers,
             descriptor_set,
-            {"topics": [source], "max_records_per_batch": max_records_per_batch},
+            {"topics": [source], "max_records_per_batch": max_records_per_batch, "connector": connector},
             sql=SQL,
             trigger_interval=trigger_interval,
             checkpoint_location=str(checkpoint),
@@ -827,6 +829,7 @@ def crash_run(
     where: str,
     upfront_orders: int = UPFRONT_ORDERS,
     start_timeout_s: float | None = None,
+    connector: str = "python",
 ) -> tuple[CrashDagger, CrashOutcome]:
     """Deploys the harness's dagger, launches it, kills its driver as `plan` asks (each run restarted by
     the deployment's sensor), lets the last run drain the input and stop, and reads both sinks. The seed
@@ -841,6 +844,7 @@ def crash_run(
         random.Random(seed),
         max_records_per_batch=MAX_RECORDS_PER_BATCH,
         trigger_interval="0s",
+        connector=connector,
     )
     if start_timeout_s is not None:
         dagger.start_timeout_s = start_timeout_s

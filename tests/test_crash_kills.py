@@ -43,11 +43,14 @@ SOAK_PLAN = KillPlan(kills=20, at_kafka_rows=5, in_recovery=4, with_workers=4)
 @pytest.mark.slow
 @pytest.mark.soak
 @pytest.mark.timeout(3600)  # a hang guard: the soak's 20 kills take about 20 minutes on a busy machine
+@pytest.mark.parametrize("connector", ["python", "spark"])
 def test_sigkilled_drivers_restarted_by_dagster_lose_and_duplicate_nothing(
-    dagster, kafka, registry, descriptor_set, soak, record_property
+    dagster, kafka, registry, descriptor_set, soak, record_property, connector
 ):
+    """On both Kafka sources: the project's Python one, and Spark's connector with the JVM codec."""
     plan = SOAK_PLAN if soak else PLAN
-    dagger, outcome = crash_run(dagster, kafka, registry, descriptor_set, plan, "on Apache Kafka")
+    where = f"on Apache Kafka, read through the {connector} connector"
+    dagger, outcome = crash_run(dagster, kafka, registry, descriptor_set, plan, where, connector=connector)
     print(outcome.report())
     record_property(REPORT_PROPERTY, outcome.report())  # printed at the end of the run, passed or failed
     record_property(SOAK_PROPERTY, outcome.figures())
