@@ -13,7 +13,6 @@ import com.google.protobuf.Descriptors.FieldDescriptor;
 import com.google.protobuf.Descriptors.OneofDescriptor;
 import com.google.protobuf.WireFormat;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.math.BigDecimal;
 import java.math.BigInteger;
@@ -184,7 +183,7 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   }
 
   /** The encoder of one input type: the message's fields, then its JSON fields appended after them. */
-  private static final class RowWriter {
+  private static final class RowWriter implements Content {
     private final MessageFields fields;
     private final Field[] jsonFields;
     /** The buffers between rows. A row takes them, so two threads sharing the encoder never share them. */
@@ -201,21 +200,25 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         buffers = new Buffers();
       }
       try {
-        Buffer message = buffers.open();
-        fields.write(message.out, row, buffers);
-        for (Field json : jsonFields) {
-          Object text = json.get().apply(row);
-          if (text != null) {
-            json.writer().write(message.out, text, buffers);
-          }
-        }
-        buffers.close(message);
-        byte[] encoded = message.toByteArray();
-        idle.set(buffers); // not after an error, which may leave bytes behind in them
-        return encoded;
+        return buffers.fill(this, row).toByteArray();
       } catch (IOException e) {
-        throw new UncheckedIOException(e); // not expected: the buffers are arrays
+        throw new UncheckedIOException(e); // not expected: the buffers grow
+      } finally {
+        idle.set(buffers);
       }
+    }
+
+    @Override
+    public boolean write(CodedOutputStream out, Object value, Buffers buffers) throws IOException {
+      Row row = (Row) value;
+      fields.write(out, row, buffers);
+      for (Field json : jsonFields) {
+        Object text = json.get().apply(row);
+        if (text != null) {
+          json.writer().write(out, text, buffers);
+        }
+      }
+      return true;
     }
   }
 
@@ -262,17 +265,17 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
      * is kept: setting one clears the others.
      */
     private void writeReordered(CodedOutputStream out, Row row, Buffers buffers) throws IOException {
-      Buffer written = buffers.open();
       int[] ends = new int[fields.length];
-      for (int i = 0; i < fields.length; i++) {
-        Object value = fields[i].get().apply(row);
-        if (value != null) {
-          fields[i].writer().write(written.out, value, buffers);
+      Buffer written = buffers.fill((declared, value, nested) -> {
+        for (int i = 0; i < fields.length; i++) {
+          Object fieldValue = fields[i].get().apply((Row) value);
+          if (fieldValue != null) {
+            fields[i].writer().write(declared, fieldValue, nested);
+          }
+          ends[i] = declared.getTotalBytesWritten();
         }
-        written.out.flush();
-        ends[i] = written.size;
-      }
-      buffers.close(written);
+        return true;
+      }, row);
       boolean[] kept = new boolean[fields.length];
       Set<OneofDescriptor> set = new HashSet<>();
       for (int i = fields.length - 1; i >= 0; i--) {
@@ -354,56 +357,58 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   // Buffers for length-delimited values
   // ---------------------------------------------------------------------------------------------------
 
+  /** Writes a length-delimited value's bytes into a buffer: false when it stands for nothing at all. */
+  @FunctionalInterface
+  private interface Content {
+    boolean write(CodedOutputStream out, Object value, Buffers buffers) throws IOException;
+  }
+
   /**
    * The buffers of one row, one per nesting depth: a length-delimited value is written into the buffer of
-   * its depth, then copied after its tag and length into its parent's. The depths are used as a stack.
+   * its depth, then copied after its tag and length into its parent's.
    */
   private static final class Buffers {
+    private static final int MAX_SIZE = Integer.MAX_VALUE - 8;
     private final List<Buffer> depths = new ArrayList<>();
     private int depth;
 
-    /** The next depth's buffer, emptied. */
-    Buffer open() {
-      if (depth == depths.size()) {
+    /**
+     * The next depth's buffer, holding what {@code content} writes for {@code value}, or null when that is
+     * nothing at all. A buffer too small is grown and written again: writing has no other effect.
+     */
+    Buffer fill(Content content, Object value) throws IOException {
+      int at = depth;
+      if (at == depths.size()) {
         depths.add(new Buffer());
       }
-      Buffer buffer = depths.get(depth++);
-      buffer.size = 0;
-      return buffer;
-    }
-
-    /** Done writing into the last buffer opened; its bytes are kept until its depth is opened again. */
-    void close(Buffer buffer) throws IOException {
-      buffer.out.flush();
-      depth--;
+      Buffer buffer = depths.get(at);
+      depth = at + 1;
+      try {
+        while (true) {
+          CodedOutputStream out = CodedOutputStream.newInstance(buffer.bytes);
+          try {
+            if (!content.write(out, value, this)) {
+              return null;
+            }
+            buffer.size = out.getTotalBytesWritten();
+            return buffer;
+          } catch (CodedOutputStream.OutOfSpaceException full) {
+            if (buffer.bytes.length == MAX_SIZE) {
+              throw full;
+            }
+            buffer.bytes = new byte[(int) Math.min(2L * buffer.bytes.length, MAX_SIZE)];
+          }
+        }
+      } finally {
+        depth = at;
+      }
     }
   }
 
-  /** A growing byte array, and a CodedOutputStream writing into it (flushed by {@link Buffers#close}). */
-  private static final class Buffer extends OutputStream {
-    private static final int INITIAL_SIZE = 256;
-    private byte[] bytes = new byte[INITIAL_SIZE];
+  /** One depth's bytes: kept until the depth is filled again. */
+  private static final class Buffer {
+    private byte[] bytes = new byte[256];
     private int size;
-    final CodedOutputStream out = CodedOutputStream.newInstance(this, INITIAL_SIZE);
-
-    @Override
-    public void write(int b) {
-      reserve(1);
-      bytes[size++] = (byte) b;
-    }
-
-    @Override
-    public void write(byte[] b, int offset, int length) {
-      reserve(length);
-      System.arraycopy(b, offset, bytes, size, length);
-      size += length;
-    }
-
-    private void reserve(int length) {
-      if (size + length > bytes.length) {
-        bytes = Arrays.copyOf(bytes, Math.max(bytes.length * 2, size + length));
-      }
-    }
 
     /** Its bytes as the value of field {@code number}, after the tag and their length. */
     void writeDelimited(CodedOutputStream target, int number) throws IOException {
@@ -460,20 +465,22 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         default -> true;
       };
       if (field.isPacked()) {
+        Content elements = (out, items, buffers) -> {
+          for (Object item : (List<?>) items) {
+            if (item != null) {
+              element.writeNoTag(out, item);
+            } else if (nullAsDefault) {
+              element.writeDefaultNoTag(out);
+            }
+          }
+          return true;
+        };
         return (out, value, buffers) -> {
           List<?> items = asList(value);
           if (items.isEmpty()) {
             return;
           }
-          Buffer packed = buffers.open();
-          for (Object item : items) {
-            if (item != null) {
-              element.writeNoTag(packed.out, item);
-            } else if (nullAsDefault) {
-              element.writeDefaultNoTag(packed.out);
-            }
-          }
-          buffers.close(packed);
+          Buffer packed = buffers.fill(elements, items);
           if (packed.size > 0) { // not when every element was left out
             packed.writeDelimited(out, number);
           }
@@ -535,41 +542,33 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     FieldWriter item;
     if (valueField.getJavaType() == FieldDescriptor.JavaType.MESSAGE) {
       MessageValue message = conformMessage(valueField, valueType, column + " value");
-      item = (out, value, buffers) -> message.write(out, valueNumber, false, value, buffers);
+      item = (out, value, buffers) -> message.write(out, valueNumber, false, value, buffers); // never a group
     } else {
       Scalar scalar = conformScalar(valueField, valueField, valueType, column + " value");
       item = (out, value, buffers) -> scalar.write(out, valueNumber, value, true);
     }
-    MapEntries entries = new MapEntries(field.getNumber(), key, keyField, item, column);
-    if (entryList) {
-      return (out, value, buffers) -> {
-        for (Object pair : asList(value)) {
-          Row row = (Row) pair;
-          entries.write(out, row == null ? null : row.get(0), row == null ? null : row.get(1), buffers);
-        }
-      };
-    }
-    return (out, value, buffers) -> {
-      for (Map.Entry<?, ?> pair : asMap(value).entrySet()) {
-        entries.write(out, pair.getKey(), pair.getValue(), buffers);
-      }
-    };
+    return new MapEntries(field.getNumber(), entryList, key, keyField, item, column);
   }
 
   /**
-   * The entries of a map field. A default scalar value is left out of an entry, as the Python encoder writes
-   * it, and so is a NULL value (an entry of the key only), and a default key but for a string one.
+   * The entries of a map field, from a map or Dagger's list of key-value structs. A default scalar value is
+   * left out of an entry, as the Python encoder writes it, and so is a NULL value (an entry of the key
+   * only), and a default key but for a string one.
    */
-  private static final class MapEntries {
+  private static final class MapEntries implements FieldWriter {
     private final int number;
+    private final boolean entryList;
     private final Scalar key;
     private final int keyNumber;
     private final boolean skipDefaultKey;
     private final FieldWriter value;
     private final String nullKeyError;
+    private final Content entry = this::writeEntry;
 
-    MapEntries(int number, Scalar key, FieldDescriptor keyField, FieldWriter value, String column) {
+    MapEntries(int number, boolean entryList, Scalar key, FieldDescriptor keyField, FieldWriter value,
+        String column) {
       this.number = number;
+      this.entryList = entryList;
       this.key = key;
       this.keyNumber = keyField.getNumber();
       this.skipDefaultKey = keyField.getJavaType() != FieldDescriptor.JavaType.STRING;
@@ -577,17 +576,27 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
       this.nullKeyError = "column " + repr(column) + ": Map cannot contain NULL valued keys";
     }
 
-    void write(CodedOutputStream out, Object k, Object v, Buffers buffers) throws IOException {
-      if (k == null) {
-        throw new IllegalArgumentException(nullKeyError);
+    @Override
+    public void write(CodedOutputStream out, Object map, Buffers buffers) throws IOException {
+      for (Object pair : entryList ? asList(map) : asMap(map).entrySet()) {
+        if (pair == null || key(pair) == null) {
+          throw new IllegalArgumentException(nullKeyError);
+        }
+        buffers.fill(entry, pair).writeDelimited(out, number);
       }
-      Buffer entry = buffers.open();
-      key.write(entry.out, keyNumber, k, skipDefaultKey);
+    }
+
+    private boolean writeEntry(CodedOutputStream out, Object pair, Buffers buffers) throws IOException {
+      key.write(out, keyNumber, key(pair), skipDefaultKey);
+      Object v = entryList ? ((Row) pair).get(1) : ((Map.Entry<?, ?>) pair).getValue();
       if (v != null) {
-        value.write(entry.out, v, buffers);
+        value.write(out, v, buffers);
       }
-      buffers.close(entry);
-      entry.writeDelimited(out, number);
+      return true;
+    }
+
+    private Object key(Object pair) {
+      return entryList ? ((Row) pair).get(0) : ((Map.Entry<?, ?>) pair).getKey();
     }
   }
 
@@ -605,6 +614,8 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
 
   /** The values of a message-typed field (an element of a repeated one): messages written from Spark values. */
   private abstract static class MessageValue {
+    private final Content fields = this::writeFields;
+
     /**
      * Writes the fields of the message {@code value} stands for; false, having written nothing, when it
      * stands for no message (a value in Dagger's layout with a NULL part).
@@ -614,15 +625,13 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     /** Writes the message as field {@code number}, length-delimited or a group; false when there is none. */
     boolean write(CodedOutputStream out, int number, boolean group, Object value, Buffers buffers)
         throws IOException {
-      Buffer message = buffers.open();
-      boolean present = writeFields(message.out, value, buffers);
-      buffers.close(message);
-      if (present && group) {
+      Buffer message = buffers.fill(fields, value);
+      if (message != null && group) {
         message.writeGroup(out, number);
-      } else if (present) {
+      } else if (message != null) {
         message.writeDelimited(out, number);
       }
-      return present;
+      return message != null;
     }
   }
 
@@ -1272,43 +1281,31 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         throw new IllegalArgumentException("column " + repr(column) + ": " + repr(text.substring(0, end))
             + " is not JSON for a " + target.getFullName() + ": " + error.getMessage());
       }
-      Buffer message = buffers.open();
-      if (target == struct) {
-        writeStruct(message.out, (Map<?, ?>) parsed, buffers);
-      } else if (target == list) {
-        writeList(message.out, (List<?>) parsed, buffers);
-      } else {
-        writeValue(message.out, parsed, buffers);
+      Content message = target == struct ? this::writeStruct : target == list ? this::writeList : this::writeValue;
+      buffers.fill(message, parsed).writeDelimited(out, number);
+    }
+
+    private boolean writeStruct(CodedOutputStream out, Object object, Buffers buffers) throws IOException {
+      for (Map.Entry<?, ?> member : ((Map<?, ?>) object).entrySet()) {
+        buffers.fill(this::writeEntry, member).writeDelimited(out, structFields);
       }
-      buffers.close(message);
-      message.writeDelimited(out, number);
+      return true;
     }
 
-    private void writeStruct(CodedOutputStream out, Map<?, ?> object, Buffers buffers) throws IOException {
-      for (Map.Entry<?, ?> member : object.entrySet()) {
-        Buffer entry = buffers.open();
-        entry.out.writeString(entryKey, (String) member.getKey());
-        writeValueField(entry.out, entryValue, member.getValue(), buffers);
-        buffers.close(entry);
-        entry.writeDelimited(out, structFields);
+    private boolean writeEntry(CodedOutputStream out, Object member, Buffers buffers) throws IOException {
+      out.writeString(entryKey, (String) ((Map.Entry<?, ?>) member).getKey());
+      buffers.fill(this::writeValue, ((Map.Entry<?, ?>) member).getValue()).writeDelimited(out, entryValue);
+      return true;
+    }
+
+    private boolean writeList(CodedOutputStream out, Object array, Buffers buffers) throws IOException {
+      for (Object item : (List<?>) array) {
+        buffers.fill(this::writeValue, item).writeDelimited(out, listValues);
       }
+      return true;
     }
 
-    private void writeList(CodedOutputStream out, List<?> array, Buffers buffers) throws IOException {
-      for (Object item : array) {
-        writeValueField(out, listValues, item, buffers);
-      }
-    }
-
-    private void writeValueField(CodedOutputStream out, int number, Object parsed, Buffers buffers)
-        throws IOException {
-      Buffer value = buffers.open();
-      writeValue(value.out, parsed, buffers);
-      buffers.close(value);
-      value.writeDelimited(out, number);
-    }
-
-    private void writeValue(CodedOutputStream out, Object parsed, Buffers buffers) throws IOException {
+    private boolean writeValue(CodedOutputStream out, Object parsed, Buffers buffers) throws IOException {
       if (parsed == NULL) {
         out.writeEnum(nullValue, 0);
       } else if (parsed instanceof Double number) {
@@ -1317,16 +1314,12 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         out.writeString(stringValue, text);
       } else if (parsed instanceof Boolean flag) {
         out.writeBool(boolValue, flag);
+      } else if (parsed instanceof Map) {
+        buffers.fill(this::writeStruct, parsed).writeDelimited(out, structValue);
       } else {
-        Buffer nested = buffers.open();
-        if (parsed instanceof Map<?, ?> object) {
-          writeStruct(nested.out, object, buffers);
-        } else {
-          writeList(nested.out, (List<?>) parsed, buffers);
-        }
-        buffers.close(nested);
-        nested.writeDelimited(out, parsed instanceof Map ? structValue : listValue);
+        buffers.fill(this::writeList, parsed).writeDelimited(out, listValue);
       }
+      return true;
     }
 
     private static final Object NULL = new Object();

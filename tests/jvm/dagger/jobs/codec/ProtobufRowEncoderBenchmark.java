@@ -1,5 +1,6 @@
 package dagger.jobs.codec;
 
+import java.lang.management.ManagementFactory;
 import java.sql.Timestamp;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -27,10 +28,15 @@ import scala.jdk.javaapi.CollectionConverters;
  * java -cp "build/jvm/classes:build/jvm/test-classes:build/jvm/libs/*:.venv/lib/python3.11/site-packages/pyspark/jars/*" \
  *     dagger.jobs.codec.ProtobufRowEncoderBenchmark [rows per round, 1000000] [rounds, 5]
  * </pre>
- * prints the median of the timed rounds, after as many untimed rounds to warm the JIT up.
+ * prints the median of the timed rounds, after as many untimed rounds to warm the JIT up, in rows a second
+ * of the clock, and the timed rounds' rows a second of the process's CPU time, which other work on the
+ * machine changes less.
  */
 public final class ProtobufRowEncoderBenchmark {
   private static final int DISTINCT_ROWS = 4096;
+  /** The process's CPU time (GC and JIT threads too): on a busy machine, steadier than the clock. */
+  private static final com.sun.management.OperatingSystemMXBean PROCESS =
+      (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
   private static final String[] SERVICE_TYPES = {"GO_RIDE", "GO_SEND", "GO_FOOD"};
   private static final String[] STATUSES = {"CREATED", "DRIVER_FOUND", "PICKED_UP", "COMPLETED", "CANCELLED"};
   private static final String[] AREAS = {"jakarta-south", "jakarta-north", "bandung", "surabaya", "bali"};
@@ -81,14 +87,17 @@ public final class ProtobufRowEncoderBenchmark {
       bytes += encode(encoder, input, rows);
     }
     double[] rates = new double[rounds];
+    long cpuStart = PROCESS.getProcessCpuTime();
     for (int round = 0; round < rounds; round++) {
       long start = System.nanoTime();
       bytes += encode(encoder, input, rows);
       rates[round] = rows / ((System.nanoTime() - start) / 1e9);
     }
+    double cpuRate = (double) rows * rounds / ((PROCESS.getProcessCpuTime() - cpuStart) / 1e9);
     Arrays.sort(rates);
-    System.out.printf(Locale.ROOT, "%-18s %,12.0f rows/s (rounds %,.0f to %,.0f; %.1f bytes a row)%n", name,
-        rates[rounds / 2], rates[0], rates[rounds - 1], bytes / (2.0 * rounds * rows));
+    System.out.printf(Locale.ROOT, "%-18s %,12.0f rows/s (rounds %,.0f to %,.0f), %,12.0f rows per CPU second; "
+        + "%.1f bytes a row%n", name, rates[rounds / 2], rates[0], rates[rounds - 1], cpuRate,
+        bytes / (2.0 * rounds * rows));
   }
 
   private static long encode(ProtobufRowEncoder encoder, Row[] input, int rows) {

@@ -19,7 +19,9 @@ import java.math.BigDecimal;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDateTime;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -413,6 +415,44 @@ class ProtobufRowEncoderTest {
 
     assertArrayEquals(hex("20 00"), encoder.call(RowFactory.create(0L, "w"))); // a oneof's default is written
     assertArrayEquals(hex("1a 01 77"), encoder.call(RowFactory.create(null, "w")));
+  }
+
+  @Test
+  void threadsSharingAnEncoderWriteEachTheirOwnRows() throws InterruptedException {
+    StructType input = new StructType()
+        .add("point", POINT)
+        .add("words", DataTypes.createArrayType(DataTypes.StringType))
+        .add("counts", DataTypes.createMapType(DataTypes.StringType, DataTypes.LongType));
+    Row[] rows = new Row[64];
+    byte[][] expected = new byte[rows.length][];
+    ProtobufRowEncoder alone = encoder("Shapes", input);
+    for (int i = 0; i < rows.length; i++) {
+      rows[i] = RowFactory.create(RowFactory.create((double) i, null, "p".repeat(i * 5)), seq("w".repeat(i * 7)),
+          CollectionConverters.asScala(Map.of("k" + i, (long) i)));
+      expected[i] = alone.call(rows[i]);
+    }
+    ProtobufRowEncoder shared = encoder("Shapes", input);
+    List<Thread> threads = new ArrayList<>();
+    List<Integer> wrong = Collections.synchronizedList(new ArrayList<>());
+
+    for (int t = 0; t < 4; t++) {
+      int offset = t;
+      Thread thread = new Thread(() -> {
+        for (int i = 0; i < 2000; i++) {
+          int index = (i * 7 + offset) % rows.length;
+          if (!Arrays.equals(expected[index], shared.call(rows[index]))) {
+            wrong.add(index);
+          }
+        }
+      });
+      threads.add(thread);
+      thread.start();
+    }
+    for (Thread thread : threads) {
+      thread.join();
+    }
+
+    assertEquals(List.of(), wrong);
   }
 
   // ---------------------------------------------------------------------------------------------------
