@@ -612,7 +612,7 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   // Message values
   // ---------------------------------------------------------------------------------------------------
 
-  /** The values of a message-typed field (an element of a repeated one): messages written from Spark values. */
+  /** The values of a message-typed field (or its elements): messages written from Spark values. */
   private abstract static class MessageValue {
     private final Content fields = this::writeFields;
 
@@ -905,7 +905,8 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     }
 
     @Override
-    public void write(CodedOutputStream out, int number, Object value, boolean skipDefault) throws IOException {
+    public void write(CodedOutputStream out, int number, Object value, boolean skipDefault)
+        throws IOException {
       long bits = convert.applyAsLong(value);
       if (!skipDefault || (bits & defaultMask) != 0) {
         writeBits(out, number, bits);
@@ -1281,7 +1282,8 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         throw new IllegalArgumentException("column " + repr(column) + ": " + repr(text.substring(0, end))
             + " is not JSON for a " + target.getFullName() + ": " + error.getMessage());
       }
-      Content message = target == struct ? this::writeStruct : target == list ? this::writeList : this::writeValue;
+      Content message =
+          target == struct ? this::writeStruct : target == list ? this::writeList : this::writeValue;
       buffers.fill(message, parsed).writeDelimited(out, number);
     }
 
