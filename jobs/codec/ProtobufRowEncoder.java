@@ -5,17 +5,13 @@ import static dagger.jobs.codec.WellKnownTypes.JSON_TYPES;
 import static dagger.jobs.codec.WellKnownTypes.TIMESTAMP;
 import static dagger.jobs.codec.WellKnownTypes.WRAPPERS;
 
-import com.google.protobuf.ByteString;
 import com.google.protobuf.CodedOutputStream;
 import com.google.protobuf.Descriptors.Descriptor;
 import com.google.protobuf.Descriptors.EnumDescriptor;
 import com.google.protobuf.Descriptors.EnumValueDescriptor;
 import com.google.protobuf.Descriptors.FieldDescriptor;
-import com.google.protobuf.DynamicMessage;
-import com.google.protobuf.InvalidProtocolBufferException;
-import com.google.protobuf.UnknownFieldSet;
+import com.google.protobuf.Descriptors.OneofDescriptor;
 import com.google.protobuf.WireFormat;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.math.BigDecimal;
@@ -26,6 +22,10 @@ import java.time.Instant;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -33,7 +33,10 @@ import java.util.Map;
 import java.util.Set;
 import java.util.StringJoiner;
 import java.util.TreeSet;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
+import java.util.function.ToLongFunction;
+import java.util.stream.IntStream;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -73,8 +76,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>The bytes are the Python encoder's: fields in field-number order, then the Struct/Value/ListValue
  * fields appended after them (concatenated protobuf is a merge), wrapper values written even when they are
  * the default, map entries without their default values. Only the entries of a Struct come in another
- * order (the Python runtime writes them in its map's order). Descriptors are not serializable: the encoder
- * ships the descriptor set's bytes and plans its converters on first use, once per executor.
+ * order (the Python runtime writes them in its map's order).
+ *
+ * <p>Rows are written straight to the wire: each field's writer, planned once per input type, converts its
+ * column's value and writes the tag and the value to a {@link CodedOutputStream}; no message object is
+ * built. A length-delimited value (a nested message, a map entry, packed elements) is written into a buffer
+ * of its nesting depth first, as its length comes before it; the buffers are reused from row to row.
+ * Descriptors are not serializable: the encoder ships the descriptor set's bytes and plans its writers on
+ * first use, once per executor.
  */
 public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   private static final long serialVersionUID = 1L;
@@ -82,7 +91,7 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   private final byte[] descriptorSet;
   private final String messageName;
   private final StructType inputType;
-  private transient Function<Row, byte[]> encode;
+  private transient RowWriter writer;
 
   public ProtobufRowEncoder(byte[] descriptorSet, String messageName, StructType inputType) {
     this.descriptorSet = descriptorSet;
@@ -96,14 +105,14 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     if (row == null) {
       return null;
     }
-    if (encode == null) {
+    if (writer == null) {
       prepare();
     }
-    return encode.apply(row);
+    return writer.encode(row);
   }
 
   private void prepare() {
-    encode = plan(ProtobufRowDecoder.findMessage(descriptorSet, messageName), inputType);
+    writer = plan(ProtobufRowDecoder.findMessage(descriptorSet, messageName), inputType);
   }
 
   /**
@@ -126,13 +135,18 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
 
   private record Column(DataType type, Function<Row, Object> get) {}
 
-  private record Writer(FieldDescriptor field, Function<Row, Object> get, Function<Object, Object> convert) {}
+  /** Writes one field, its tag and its value, from its column's value (never null). */
+  @FunctionalInterface
+  private interface FieldWriter {
+    void write(CodedOutputStream out, Object value, Buffers buffers) throws IOException;
+  }
 
-  private record JsonWriter(FieldDescriptor field, Function<Row, Object> get, JsonMessages messages) {}
+  /** A field of the message, the column value it is written from, and its writer. */
+  private record Field(FieldDescriptor descriptor, Function<Row, Object> get, FieldWriter writer) {}
 
-  private static Function<Row, byte[]> plan(Descriptor message, StructType input) {
+  private static RowWriter plan(Descriptor message, StructType input) {
     Map<String, Column> columns = columnsByField(message, input);
-    List<Writer> writers = new ArrayList<>();
+    List<Field> fields = new ArrayList<>();
     List<FieldDescriptor> jsonFields = new ArrayList<>();
     for (FieldDescriptor field : message.getFields()) {
       Column column = columns.get(field.getName());
@@ -144,9 +158,12 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         jsonFields.add(field);
         continue;
       }
-      writers.add(new Writer(field, column.get(), conformField(field, column.type(), field.getName())));
+      FieldWriter writer = conformField(field, column.type(), field.getName());
+      if (writer != null) {
+        fields.add(new Field(field, column.get(), writer));
+      }
     }
-    List<JsonWriter> jsonWriters = new ArrayList<>();
+    List<Field> json = new ArrayList<>();
     for (FieldDescriptor field : jsonFields) {
       Column column = columns.get(field.getName());
       if (column.type() instanceof NullType) {
@@ -156,42 +173,122 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         throw mismatch(
             field.getName(), column.type(), field, protoTypeName(field, false), " (expects a JSON string)");
       }
-      jsonWriters.add(new JsonWriter(field, column.get(), new JsonMessages(field.getMessageType())));
+      JsonMessages messages = new JsonMessages(field.getMessageType());
+      int number = field.getNumber();
+      String name = field.getName();
+      json.add(new Field(field, column.get(),
+          (out, text, buffers) -> messages.write(out, number, (String) text, name, buffers)));
     }
-    return row -> {
-      DynamicMessage.Builder builder = DynamicMessage.newBuilder(message);
-      List<MapValue> maps = new ArrayList<>();
-      for (Writer writer : writers) {
-        Object value = writer.get().apply(row);
-        if (value != null) {
-          put(builder, maps, writer.field(), writer.convert().apply(value));
-        }
-      }
-      byte[] encoded = build(builder, maps).toByteArray();
-      return jsonWriters.isEmpty() ? encoded : appendJson(encoded, jsonWriters, row);
-    };
+    return new RowWriter(new MessageFields(fields), json.toArray(new Field[0]));
   }
 
-  private static byte[] appendJson(byte[] encoded, List<JsonWriter> jsonWriters, Row row) {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(encoded.length + 64);
-    CodedOutputStream out = CodedOutputStream.newInstance(bytes);
-    try {
-      out.writeRawBytes(encoded);
-      for (JsonWriter writer : jsonWriters) {
-        Object text = writer.get().apply(row);
-        if (text == null) {
-          continue;
-        }
-        byte[] payload = writer.messages().serialized((String) text, writer.field().getName());
-        out.writeTag(writer.field().getNumber(), WireFormat.WIRETYPE_LENGTH_DELIMITED);
-        out.writeUInt32NoTag(payload.length);
-        out.writeRawBytes(payload);
-      }
-      out.flush();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+  /** The encoder of one input type: the message's fields, then its JSON fields appended after them. */
+  private static final class RowWriter implements Content {
+    private final MessageFields fields;
+    private final Field[] jsonFields;
+    /** The buffers between rows. A row takes them, so two threads sharing the encoder never share them. */
+    private final AtomicReference<Buffers> idle = new AtomicReference<>();
+
+    RowWriter(MessageFields fields, Field[] jsonFields) {
+      this.fields = fields;
+      this.jsonFields = jsonFields;
     }
-    return bytes.toByteArray();
+
+    byte[] encode(Row row) {
+      Buffers buffers = idle.getAndSet(null);
+      if (buffers == null) {
+        buffers = new Buffers();
+      }
+      try {
+        return buffers.fill(this, row).toByteArray();
+      } catch (IOException e) {
+        throw new UncheckedIOException(e); // not expected: the buffers grow
+      } finally {
+        idle.set(buffers);
+      }
+    }
+
+    @Override
+    public boolean write(CodedOutputStream out, Object value, Buffers buffers) throws IOException {
+      Row row = (Row) value;
+      fields.write(out, row, buffers);
+      for (Field json : jsonFields) {
+        Object text = json.get().apply(row);
+        if (text != null) {
+          json.writer().write(out, text, buffers);
+        }
+      }
+      return true;
+    }
+  }
+
+  /**
+   * The fields of one message type a row fills, written in field-number order, as protobuf writes them.
+   * They are written as declared when that is their number order: the order in which a row's values are
+   * converted, and so which of several bad values raises the error, is the declaration order.
+   */
+  private static final class MessageFields {
+    private final Field[] fields;
+    /** The field indices in number order, when the fields must be reordered; null when not. */
+    private final int[] numberOrder;
+
+    MessageFields(List<Field> fields) {
+      this.fields = fields.toArray(new Field[0]);
+      boolean reorder = false;
+      Set<OneofDescriptor> oneofs = new HashSet<>();
+      for (int i = 0; i < this.fields.length; i++) {
+        FieldDescriptor field = this.fields[i].descriptor();
+        reorder |= i > 0 && field.getNumber() < this.fields[i - 1].descriptor().getNumber();
+        reorder |= field.getContainingOneof() != null && !oneofs.add(field.getContainingOneof());
+      }
+      numberOrder = !reorder ? null : IntStream.range(0, this.fields.length).boxed()
+          .sorted(Comparator.comparingInt(i -> this.fields[i].descriptor().getNumber()))
+          .mapToInt(Integer::intValue).toArray();
+    }
+
+    void write(CodedOutputStream out, Row row, Buffers buffers) throws IOException {
+      if (numberOrder != null) {
+        writeReordered(out, row, buffers);
+        return;
+      }
+      for (Field field : fields) {
+        Object value = field.get().apply(row);
+        if (value != null) {
+          field.writer().write(out, value, buffers);
+        }
+      }
+    }
+
+    /**
+     * Fields declared out of number order, or several filling one oneof: each is written into a buffer in
+     * declaration order, then copied out in number order. Of the fields of one oneof, only the last written
+     * is kept: setting one clears the others.
+     */
+    private void writeReordered(CodedOutputStream out, Row row, Buffers buffers) throws IOException {
+      int[] ends = new int[fields.length];
+      Buffer written = buffers.fill((declared, value, nested) -> {
+        for (int i = 0; i < fields.length; i++) {
+          Object fieldValue = fields[i].get().apply((Row) value);
+          if (fieldValue != null) {
+            fields[i].writer().write(declared, fieldValue, nested);
+          }
+          ends[i] = declared.getTotalBytesWritten();
+        }
+        return true;
+      }, row);
+      boolean[] kept = new boolean[fields.length];
+      Set<OneofDescriptor> set = new HashSet<>();
+      for (int i = fields.length - 1; i >= 0; i--) {
+        OneofDescriptor oneof = fields[i].descriptor().getContainingOneof();
+        kept[i] = ends[i] > (i == 0 ? 0 : ends[i - 1]) && (oneof == null || set.add(oneof));
+      }
+      for (int i : numberOrder) {
+        if (kept[i]) {
+          int from = i == 0 ? 0 : ends[i - 1];
+          out.writeRawBytes(written.bytes, from, ends[i] - from);
+        }
+      }
+    }
   }
 
   /** Top-level columns by name, with {@code a.b.c} columns gathered into a struct column for field a. */
@@ -257,53 +354,173 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   }
 
   // ---------------------------------------------------------------------------------------------------
-  // Converters: a non-null Spark value to the value protobuf-java sets (null = leave the field unset)
+  // Buffers for length-delimited values
   // ---------------------------------------------------------------------------------------------------
 
-  private static Function<Object, Object> conformField(FieldDescriptor field, DataType type, String column) {
+  /** Writes a length-delimited value's bytes into a buffer: false when it stands for nothing at all. */
+  @FunctionalInterface
+  private interface Content {
+    boolean write(CodedOutputStream out, Object value, Buffers buffers) throws IOException;
+  }
+
+  /**
+   * The buffers of one row, one per nesting depth: a length-delimited value is written into the buffer of
+   * its depth, then copied after its tag and length into its parent's.
+   */
+  private static final class Buffers {
+    private static final int MAX_SIZE = Integer.MAX_VALUE - 8;
+    private final List<Buffer> depths = new ArrayList<>();
+    private int depth;
+
+    /**
+     * The next depth's buffer, holding what {@code content} writes for {@code value}, or null when that is
+     * nothing at all. A buffer too small is grown and written again: writing has no other effect.
+     */
+    Buffer fill(Content content, Object value) throws IOException {
+      int at = depth;
+      if (at == depths.size()) {
+        depths.add(new Buffer());
+      }
+      Buffer buffer = depths.get(at);
+      depth = at + 1;
+      try {
+        while (true) {
+          CodedOutputStream out = CodedOutputStream.newInstance(buffer.bytes);
+          try {
+            if (!content.write(out, value, this)) {
+              return null;
+            }
+            buffer.size = out.getTotalBytesWritten();
+            return buffer;
+          } catch (CodedOutputStream.OutOfSpaceException full) {
+            if (buffer.bytes.length == MAX_SIZE) {
+              throw full;
+            }
+            buffer.bytes = new byte[(int) Math.min(2L * buffer.bytes.length, MAX_SIZE)];
+          }
+        }
+      } finally {
+        depth = at;
+      }
+    }
+  }
+
+  /** One depth's bytes: kept until the depth is filled again. */
+  private static final class Buffer {
+    private byte[] bytes = new byte[256];
+    private int size;
+
+    /** Its bytes as the value of field {@code number}, after the tag and their length. */
+    void writeDelimited(CodedOutputStream target, int number) throws IOException {
+      target.writeTag(number, WireFormat.WIRETYPE_LENGTH_DELIMITED);
+      target.writeUInt32NoTag(size);
+      target.writeRawBytes(bytes, 0, size);
+    }
+
+    /** Its bytes as a group, field {@code number}. */
+    void writeGroup(CodedOutputStream target, int number) throws IOException {
+      target.writeTag(number, WireFormat.WIRETYPE_START_GROUP);
+      target.writeRawBytes(bytes, 0, size);
+      target.writeTag(number, WireFormat.WIRETYPE_END_GROUP);
+    }
+
+    byte[] toByteArray() {
+      return Arrays.copyOf(bytes, size);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------
+  // Field writers: a non-null Spark value converted and written
+  // ---------------------------------------------------------------------------------------------------
+
+  /** The writer of a field from a column of {@code type}; null when nothing is ever written (a NULL type). */
+  private static FieldWriter conformField(FieldDescriptor field, DataType type, String column) {
     if (type instanceof NullType) { // `SELECT NULL AS x`: leave the field unset
-      return value -> null;
+      return null;
     }
     if (field.isMapField()) {
       return conformMap(field, type, column);
     }
+    int number = field.getNumber();
+    boolean isMessage = field.getJavaType() == FieldDescriptor.JavaType.MESSAGE;
     if (field.isRepeated()) {
       if (!(type instanceof ArrayType array)) {
         throw mismatch(column, type, field, protoTypeName(field, false), "");
       }
-      Function<Object, Object> element = conformValue(field, array.elementType(), column + "[]");
-      Object nullElement = nullElement(field);
-      return value -> {
-        List<?> items = asList(value);
-        List<Object> converted = new ArrayList<>(items.size());
-        for (Object item : items) {
-          Object one = item == null ? null : element.apply(item);
-          if (one != null) {
-            converted.add(one);
-          } else if (nullElement != null) {
-            converted.add(nullElement);
+      if (isMessage) {
+        MessageValue element = conformMessage(field, array.elementType(), column + "[]");
+        boolean group = isGroup(field);
+        return (out, value, buffers) -> {
+          for (Object item : asList(value)) {
+            if (item == null || !element.write(out, number, group, item, buffers)) {
+              writeEmptyMessage(out, number, group); // the Python encoder's NULL element
+            }
+          }
+        };
+      }
+      Scalar element = conformScalar(field, field, array.elementType(), column + "[]");
+      // The Python encoder writes a NULL element as 0 or false, and leaves it out of strings, bytes, enums.
+      boolean nullAsDefault = switch (field.getJavaType()) {
+        case STRING, BYTE_STRING, ENUM -> false;
+        default -> true;
+      };
+      if (field.isPacked()) {
+        Content elements = (out, items, buffers) -> {
+          for (Object item : (List<?>) items) {
+            if (item != null) {
+              element.writeNoTag(out, item);
+            } else if (nullAsDefault) {
+              element.writeDefaultNoTag(out);
+            }
+          }
+          return true;
+        };
+        return (out, value, buffers) -> {
+          List<?> items = asList(value);
+          if (items.isEmpty()) {
+            return;
+          }
+          Buffer packed = buffers.fill(elements, items);
+          if (packed.size > 0) { // not when every element was left out
+            packed.writeDelimited(out, number);
+          }
+        };
+      }
+      return (out, value, buffers) -> {
+        for (Object item : asList(value)) {
+          if (item != null) {
+            element.write(out, number, item, false);
+          } else if (nullAsDefault) {
+            element.writeDefault(out, number);
           }
         }
-        return converted;
       };
     }
-    return conformValue(field, type, column);
+    if (isMessage) {
+      MessageValue message = conformMessage(field, type, column);
+      boolean group = isGroup(field);
+      return (out, value, buffers) -> message.write(out, number, group, value, buffers);
+    }
+    Scalar scalar = conformScalar(field, field, type, column);
+    boolean skipDefault = !field.hasPresence(); // as protobuf writes a field without presence
+    return (out, value, buffers) -> scalar.write(out, number, value, skipDefault);
   }
 
-  /** What the Python encoder writes for a NULL element of a repeated field (null: nothing). */
-  private static Object nullElement(FieldDescriptor field) {
-    return switch (field.getJavaType()) {
-      case INT -> 0;
-      case LONG -> 0L;
-      case FLOAT -> 0f;
-      case DOUBLE -> 0d;
-      case BOOLEAN -> false;
-      case MESSAGE -> DynamicMessage.getDefaultInstance(field.getMessageType());
-      default -> null; // strings, bytes and enums: skipped
-    };
+  private static boolean isGroup(FieldDescriptor field) {
+    return field.getType() == FieldDescriptor.Type.GROUP;
   }
 
-  private static Function<Object, Object> conformMap(FieldDescriptor field, DataType type, String column) {
+  private static void writeEmptyMessage(CodedOutputStream out, int number, boolean group) throws IOException {
+    if (group) {
+      out.writeTag(number, WireFormat.WIRETYPE_START_GROUP);
+      out.writeTag(number, WireFormat.WIRETYPE_END_GROUP);
+    } else {
+      out.writeTag(number, WireFormat.WIRETYPE_LENGTH_DELIMITED);
+      out.writeUInt32NoTag(0);
+    }
+  }
+
+  private static FieldWriter conformMap(FieldDescriptor field, DataType type, String column) {
     Descriptor entry = field.getMessageType();
     FieldDescriptor keyField = entry.findFieldByName("key");
     FieldDescriptor valueField = entry.findFieldByName("value");
@@ -320,74 +537,66 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     } else {
       throw mismatch(column, type, field, protoTypeName(field, false), "");
     }
-    Function<Object, Object> key = conformScalar(keyField, keyField, keyType, column + " key");
-    Function<Object, Object> item = conformValue(valueField, valueType, column + " value");
-    return value -> {
-      List<Object> entries = new ArrayList<>();
-      if (entryList) {
-        for (Object pair : asList(value)) {
-          Row row = (Row) pair;
-          entries.add(mapEntry(keyField, valueField, key, item, row == null ? null : row.get(0),
-              row == null ? null : row.get(1), column));
-        }
-      } else {
-        for (Map.Entry<?, ?> pair : asMap(value).entrySet()) {
-          entries.add(mapEntry(keyField, valueField, key, item, pair.getKey(), pair.getValue(), column));
-        }
-      }
-      return entries;
-    };
+    Scalar key = conformScalar(keyField, keyField, keyType, column + " key");
+    int valueNumber = valueField.getNumber();
+    FieldWriter item;
+    if (valueField.getJavaType() == FieldDescriptor.JavaType.MESSAGE) {
+      MessageValue message = conformMessage(valueField, valueType, column + " value");
+      item = (out, value, buffers) -> message.write(out, valueNumber, false, value, buffers); // never a group
+    } else {
+      Scalar scalar = conformScalar(valueField, valueField, valueType, column + " value");
+      item = (out, value, buffers) -> scalar.write(out, valueNumber, value, true);
+    }
+    return new MapEntries(field.getNumber(), entryList, key, keyField, item, column);
   }
 
   /**
-   * One serialized map entry. A default scalar value is left out of it, as the Python encoder writes it, and
-   * so is a NULL value (an entry of the key only), and a default key but for a string one; protobuf-java
-   * would write both of them always.
+   * The entries of a map field, from a map or Dagger's list of key-value structs. A default scalar value is
+   * left out of an entry, as the Python encoder writes it, and so is a NULL value (an entry of the key
+   * only), and a default key but for a string one.
    */
-  private static ByteString mapEntry(FieldDescriptor keyField, FieldDescriptor valueField,
-      Function<Object, Object> key, Function<Object, Object> item, Object k, Object v, String column) {
-    if (k == null) {
-      throw new IllegalArgumentException("column " + repr(column) + ": Map cannot contain NULL valued keys");
-    }
-    ByteString.Output bytes = ByteString.newOutput();
-    CodedOutputStream out = CodedOutputStream.newInstance(bytes);
-    try {
-      Object keyValue = key.apply(k);
-      if (!isDefault(keyValue) || keyValue instanceof String) { // an empty string key is written
-        writeField(out, keyField, keyValue);
-      }
-      Object itemValue = v == null ? null : item.apply(v);
-      if (itemValue != null && !isDefault(itemValue)) {
-        writeField(out, valueField, itemValue);
-      }
-      out.flush();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-    return bytes.toByteString();
-  }
+  private static final class MapEntries implements FieldWriter {
+    private final int number;
+    private final boolean entryList;
+    private final Scalar key;
+    private final int keyNumber;
+    private final boolean skipDefaultKey;
+    private final FieldWriter value;
+    private final String nullKeyError;
+    private final Content entry = this::writeEntry;
 
-  private static void writeField(CodedOutputStream out, FieldDescriptor field, Object value)
-      throws IOException {
-    int number = field.getNumber();
-    switch (field.getType()) {
-      case INT32 -> out.writeInt32(number, (Integer) value);
-      case SINT32 -> out.writeSInt32(number, (Integer) value);
-      case SFIXED32 -> out.writeSFixed32(number, (Integer) value);
-      case UINT32 -> out.writeUInt32(number, (Integer) value);
-      case FIXED32 -> out.writeFixed32(number, (Integer) value);
-      case INT64 -> out.writeInt64(number, (Long) value);
-      case SINT64 -> out.writeSInt64(number, (Long) value);
-      case SFIXED64 -> out.writeSFixed64(number, (Long) value);
-      case UINT64 -> out.writeUInt64(number, (Long) value);
-      case FIXED64 -> out.writeFixed64(number, (Long) value);
-      case FLOAT -> out.writeFloat(number, (Float) value);
-      case DOUBLE -> out.writeDouble(number, (Double) value);
-      case BOOL -> out.writeBool(number, (Boolean) value);
-      case STRING -> out.writeString(number, (String) value);
-      case BYTES -> out.writeBytes(number, (ByteString) value);
-      case ENUM -> out.writeEnum(number, ((EnumValueDescriptor) value).getNumber());
-      default -> out.writeMessage(number, (DynamicMessage) value);
+    MapEntries(int number, boolean entryList, Scalar key, FieldDescriptor keyField, FieldWriter value,
+        String column) {
+      this.number = number;
+      this.entryList = entryList;
+      this.key = key;
+      this.keyNumber = keyField.getNumber();
+      this.skipDefaultKey = keyField.getJavaType() != FieldDescriptor.JavaType.STRING;
+      this.value = value;
+      this.nullKeyError = "column " + repr(column) + ": Map cannot contain NULL valued keys";
+    }
+
+    @Override
+    public void write(CodedOutputStream out, Object map, Buffers buffers) throws IOException {
+      for (Object pair : entryList ? asList(map) : asMap(map).entrySet()) {
+        if (pair == null || key(pair) == null) {
+          throw new IllegalArgumentException(nullKeyError);
+        }
+        buffers.fill(entry, pair).writeDelimited(out, number);
+      }
+    }
+
+    private boolean writeEntry(CodedOutputStream out, Object pair, Buffers buffers) throws IOException {
+      key.write(out, keyNumber, key(pair), skipDefaultKey);
+      Object v = entryList ? ((Row) pair).get(1) : ((Map.Entry<?, ?>) pair).getValue();
+      if (v != null) {
+        value.write(out, v, buffers);
+      }
+      return true;
+    }
+
+    private Object key(Object pair) {
+      return entryList ? ((Row) pair).get(0) : ((Map.Entry<?, ?>) pair).getKey();
     }
   }
 
@@ -399,11 +608,35 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     return false;
   }
 
-  /** One value of a field (an element of a repeated one): the field seen as singular. */
-  private static Function<Object, Object> conformValue(FieldDescriptor field, DataType type, String column) {
-    if (field.getJavaType() != FieldDescriptor.JavaType.MESSAGE) {
-      return conformScalar(field, field, type, column);
+  // ---------------------------------------------------------------------------------------------------
+  // Message values
+  // ---------------------------------------------------------------------------------------------------
+
+  /** The values of a message-typed field (or its elements): messages written from Spark values. */
+  private abstract static class MessageValue {
+    private final Content fields = this::writeFields;
+
+    /**
+     * Writes the fields of the message {@code value} stands for; false, having written nothing, when it
+     * stands for no message (a value in Dagger's layout with a NULL part).
+     */
+    abstract boolean writeFields(CodedOutputStream out, Object value, Buffers buffers) throws IOException;
+
+    /** Writes the message as field {@code number}, length-delimited or a group; false when there is none. */
+    boolean write(CodedOutputStream out, int number, boolean group, Object value, Buffers buffers)
+        throws IOException {
+      Buffer message = buffers.fill(fields, value);
+      if (message != null && group) {
+        message.writeGroup(out, number);
+      } else if (message != null) {
+        message.writeDelimited(out, number);
+      }
+      return message != null;
     }
+  }
+
+  /** One value of a message-typed field (an element of a repeated one): the field seen as singular. */
+  private static MessageValue conformMessage(FieldDescriptor field, DataType type, String column) {
     Descriptor message = field.getMessageType();
     String name = message.getFullName();
     if (JSON_TYPES.contains(name)) {
@@ -413,7 +646,7 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     }
     boolean timestamp = name.equals(TIMESTAMP);
     if ((timestamp || name.equals(DURATION)) && isSecondsNanos(type)) {
-      return secondsNanosConverter(message, (StructType) type, field, column);
+      return secondsNanosStruct(message, (StructType) type, field, column);
     }
     if (WRAPPERS.contains(name)) {
       FieldDescriptor wrapped = message.findFieldByName("value");
@@ -423,34 +656,30 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
           throw mismatch(
               column, type, field, protoTypeName(field, true), " (expects a value or a STRUCT<value>)");
         }
-        Function<Object, Object> scalar = conformScalar(field, wrapped, fields[0].dataType(), column);
-        return value -> {
-          Object inner = ((Row) value).get(0);
-          return inner == null ? null : wrapper(message, wrapped, scalar.apply(inner));
-        };
+        return new Wrapper(conformScalar(field, wrapped, fields[0].dataType(), column), wrapped, true);
       }
-      Function<Object, Object> scalar = conformScalar(field, wrapped, type, column);
-      return value -> wrapper(message, wrapped, scalar.apply(value));
+      return new Wrapper(conformScalar(field, wrapped, type, column), wrapped, false);
     }
     if (timestamp) {
       if (!(type instanceof TimestampType || type instanceof TimestampNTZType)) {
         throw mismatch(column, type, field, protoTypeName(field, true), "");
       }
-      return value -> secondsNanos(message, true, micros(value));
+      return new SecondsNanos(message, false, ProtobufRowEncoder::micros);
     }
     if (name.equals(DURATION)) {
       if (!(type instanceof DayTimeIntervalType)) {
         throw mismatch(column, type, field, protoTypeName(field, true), "");
       }
-      return value -> {
+      return new SecondsNanos(message, false, value -> {
         Duration duration = (Duration) value;
-        return secondsNanos(message, false, duration.getSeconds() * 1_000_000L + duration.getNano() / 1000);
-      };
+        return duration.getSeconds() * 1_000_000L + duration.getNano() / 1000;
+      });
     }
-    return messageConverter(field, message, type, column);
+    return nestedMessage(field, message, type, column);
   }
 
-  private static Function<Object, Object> messageConverter(
+  /** A message of its own fields, from a struct column. */
+  private static MessageValue nestedMessage(
       FieldDescriptor field, Descriptor message, DataType type, String column) {
     if (!(type instanceof StructType struct)) {
       throw mismatch(column, type, field, protoTypeName(field, true), "");
@@ -468,27 +697,47 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
             + message.getFullName() + " has no field " + repr(name) + " (fields: " + names + ")");
       }
     }
-    List<Writer> children = new ArrayList<>();
+    List<Field> children = new ArrayList<>();
     for (FieldDescriptor child : message.getFields()) {
       Integer index = present.get(child.getName());
       if (index != null) {
-        DataType childType = fields[index].dataType();
-        Function<Object, Object> convert = conformField(child, childType, column + "." + child.getName());
-        children.add(new Writer(child, row -> row.get(index), convert));
-      }
-    }
-    return value -> {
-      Row row = (Row) value;
-      DynamicMessage.Builder builder = DynamicMessage.newBuilder(message);
-      List<MapValue> maps = new ArrayList<>();
-      for (Writer child : children) {
-        Object childValue = child.get().apply(row);
-        if (childValue != null) {
-          put(builder, maps, child.field(), child.convert().apply(childValue));
+        FieldWriter writer = conformField(child, fields[index].dataType(), column + "." + child.getName());
+        if (writer != null) {
+          children.add(new Field(child, row -> row.get(index), writer));
         }
       }
-      return build(builder, maps);
+    }
+    MessageFields messageFields = new MessageFields(children);
+    return new MessageValue() {
+      @Override
+      boolean writeFields(CodedOutputStream out, Object value, Buffers buffers) throws IOException {
+        messageFields.write(out, (Row) value, buffers);
+        return true; // a struct is a message, even when all its fields are NULL
+      }
     };
+  }
+
+  /** A wrapper holding its value, which is written even when it is the default, as Python writes it. */
+  private static final class Wrapper extends MessageValue {
+    private final Scalar scalar;
+    private final int number;
+    private final boolean daggerLayout; // STRUCT<value>: NULL inside is no message
+
+    Wrapper(Scalar scalar, FieldDescriptor wrapped, boolean daggerLayout) {
+      this.scalar = scalar;
+      this.number = wrapped.getNumber();
+      this.daggerLayout = daggerLayout;
+    }
+
+    @Override
+    boolean writeFields(CodedOutputStream out, Object value, Buffers buffers) throws IOException {
+      Object wrapped = daggerLayout ? ((Row) value).get(0) : value;
+      if (wrapped == null) {
+        return false;
+      }
+      scalar.write(out, number, wrapped, false);
+      return true;
+    }
   }
 
   private static boolean isSecondsNanos(DataType type) {
@@ -500,22 +749,17 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   }
 
   /** Dagger's STRUCT<seconds, nanos>, at microsecond precision as the Python encoder reads it. */
-  private static Function<Object, Object> secondsNanosConverter(
+  private static MessageValue secondsNanosStruct(
       Descriptor message, StructType type, FieldDescriptor field, String column) {
     for (StructField part : type.fields()) {
       if (!isIntegral(part.dataType())) {
         throw mismatch(column, type, field, protoTypeName(field, true), "");
       }
     }
-    boolean timestamp = message.getFullName().equals(TIMESTAMP);
-    return value -> {
+    return new SecondsNanos(message, true, value -> {
       Row row = (Row) value;
-      if (row.isNullAt(0) || row.isNullAt(1)) {
-        return null;
-      }
-      long micros = ((Number) row.get(0)).longValue() * 1_000_000L + ((Number) row.get(1)).longValue() / 1000;
-      return secondsNanos(message, timestamp, micros);
-    };
+      return ((Number) row.get(0)).longValue() * 1_000_000L + ((Number) row.get(1)).longValue() / 1000;
+    });
   }
 
   private static long micros(Object value) {
@@ -529,44 +773,204 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     return local.toEpochSecond(ZoneOffset.UTC) * 1_000_000L + local.getNano() / 1000;
   }
 
-  /** A Timestamp (seconds floored, nanos positive) or a Duration (both with the sign) from microseconds. */
-  private static DynamicMessage secondsNanos(Descriptor message, boolean timestamp, long micros) {
-    long seconds = timestamp ? Math.floorDiv(micros, 1_000_000L) : micros / 1_000_000L;
-    int nanos = (int) (micros - seconds * 1_000_000L) * 1000;
-    DynamicMessage.Builder builder = DynamicMessage.newBuilder(message);
-    put(builder, null, message.findFieldByName("seconds"), seconds);
-    put(builder, null, message.findFieldByName("nanos"), nanos);
-    return builder.buildPartial();
-  }
+  /**
+   * A Timestamp (seconds floored, nanos positive) or a Duration (both with the sign) from microseconds; its
+   * size is known from the two numbers, so it is written without a buffer.
+   */
+  private static final class SecondsNanos extends MessageValue {
+    private final boolean timestamp;
+    private final boolean daggerLayout; // STRUCT<seconds, nanos>: a NULL part is no message
+    private final ToLongFunction<Object> micros;
+    private final int secondsNumber;
+    private final int nanosNumber;
 
-  /** A wrapper holding {@code value}, which is written even when it is the default, as Python writes it. */
-  private static DynamicMessage wrapper(Descriptor message, FieldDescriptor wrapped, Object value) {
-    DynamicMessage.Builder builder = DynamicMessage.newBuilder(message);
-    if (!isDefault(value)) {
-      return builder.setField(wrapped, value).buildPartial();
+    SecondsNanos(Descriptor message, boolean daggerLayout, ToLongFunction<Object> micros) {
+      this.timestamp = message.getFullName().equals(TIMESTAMP);
+      this.daggerLayout = daggerLayout;
+      this.micros = micros;
+      this.secondsNumber = message.findFieldByName("seconds").getNumber();
+      this.nanosNumber = message.findFieldByName("nanos").getNumber();
     }
-    UnknownFieldSet.Field.Builder field = UnknownFieldSet.Field.newBuilder();
-    switch (wrapped.getJavaType()) {
-      case FLOAT -> field.addFixed32(Float.floatToRawIntBits((Float) value));
-      case DOUBLE -> field.addFixed64(Double.doubleToRawLongBits((Double) value));
-      case STRING, BYTE_STRING -> field.addLengthDelimited(ByteString.EMPTY);
-      default -> field.addVarint(0);
+
+    @Override
+    boolean write(CodedOutputStream out, int number, boolean group, Object value, Buffers buffers)
+        throws IOException {
+      if (group) {
+        return super.write(out, number, group, value, buffers);
+      }
+      if (isNull(value)) {
+        return false;
+      }
+      long micros = this.micros.applyAsLong(value);
+      long seconds = seconds(micros);
+      int nanos = nanos(micros, seconds);
+      out.writeTag(number, WireFormat.WIRETYPE_LENGTH_DELIMITED);
+      out.writeUInt32NoTag((seconds == 0 ? 0 : CodedOutputStream.computeInt64Size(secondsNumber, seconds))
+          + (nanos == 0 ? 0 : CodedOutputStream.computeInt32Size(nanosNumber, nanos)));
+      writeParts(out, seconds, nanos);
+      return true;
     }
-    return builder
-        .setUnknownFields(UnknownFieldSet.newBuilder().addField(wrapped.getNumber(), field.build()).build())
-        .buildPartial();
+
+    @Override
+    boolean writeFields(CodedOutputStream out, Object value, Buffers buffers) throws IOException {
+      if (isNull(value)) {
+        return false;
+      }
+      long micros = this.micros.applyAsLong(value);
+      long seconds = seconds(micros);
+      writeParts(out, seconds, nanos(micros, seconds));
+      return true;
+    }
+
+    private boolean isNull(Object value) {
+      return daggerLayout && (((Row) value).isNullAt(0) || ((Row) value).isNullAt(1));
+    }
+
+    private long seconds(long micros) {
+      return timestamp ? Math.floorDiv(micros, 1_000_000L) : micros / 1_000_000L;
+    }
+
+    private static int nanos(long micros, long seconds) {
+      return (int) (micros - seconds * 1_000_000L) * 1000;
+    }
+
+    /** Both parts but a zero, which protobuf leaves out of a field without presence. */
+    private void writeParts(CodedOutputStream out, long seconds, int nanos) throws IOException {
+      if (seconds != 0) {
+        out.writeInt64(secondsNumber, seconds);
+      }
+      if (nanos != 0) {
+        out.writeInt32(nanosNumber, nanos);
+      }
+    }
   }
 
   // ---------------------------------------------------------------------------------------------------
   // Scalars and enums
   // ---------------------------------------------------------------------------------------------------
 
+  /** A scalar field's values: a Spark value converted into the field's type and written in its encoding. */
+  private interface Scalar {
+    /** Writes {@code value} as field {@code number}; a default value not when {@code skipDefault}. */
+    void write(CodedOutputStream out, int number, Object value, boolean skipDefault) throws IOException;
+
+    /** {@code value} without a tag, as an element of a packed field (numbers, bools and enums). */
+    default void writeNoTag(CodedOutputStream out, Object value) throws IOException {
+      throw new UnsupportedOperationException("not a packed type");
+    }
+
+    /** The type's default (0 or false) as field {@code number}. */
+    default void writeDefault(CodedOutputStream out, int number) throws IOException {
+      throw new UnsupportedOperationException("no default written");
+    }
+
+    /** The type's default without a tag. */
+    default void writeDefaultNoTag(CodedOutputStream out) throws IOException {
+      throw new UnsupportedOperationException("no default written");
+    }
+  }
+
+  private static final Scalar STRING = (out, number, value, skipDefault) -> {
+    String text = (String) value;
+    if (!skipDefault || !text.isEmpty()) {
+      out.writeString(number, text);
+    }
+  };
+
+  private static final Scalar BYTES = (out, number, value, skipDefault) -> {
+    byte[] bytes = (byte[]) value;
+    if (!skipDefault || bytes.length > 0) {
+      out.writeByteArray(number, bytes);
+    }
+  };
+
+  /**
+   * Numbers, bools and enums: a Spark value converted into the bits of the field's type (an integer, sign
+   * extended; a float's or a double's raw bits; 1 or 0; an enum's number), then written in its encoding.
+   */
+  private static final class Bits implements Scalar {
+    private final FieldDescriptor.Type type;
+    private final ToLongFunction<Object> convert;
+    /** The bits that must be 0 in a default: -0.0 is a default too, as the Python encoder sees it. */
+    private final long defaultMask;
+
+    Bits(FieldDescriptor.Type type, ToLongFunction<Object> convert) {
+      this.type = type;
+      this.convert = convert;
+      this.defaultMask = switch (type) {
+        case FLOAT -> 0x7fff_ffffL;
+        case DOUBLE -> Long.MAX_VALUE;
+        default -> -1L;
+      };
+    }
+
+    @Override
+    public void write(CodedOutputStream out, int number, Object value, boolean skipDefault)
+        throws IOException {
+      long bits = convert.applyAsLong(value);
+      if (!skipDefault || (bits & defaultMask) != 0) {
+        writeBits(out, number, bits);
+      }
+    }
+
+    @Override
+    public void writeNoTag(CodedOutputStream out, Object value) throws IOException {
+      writeBitsNoTag(out, convert.applyAsLong(value));
+    }
+
+    @Override
+    public void writeDefault(CodedOutputStream out, int number) throws IOException {
+      writeBits(out, number, 0);
+    }
+
+    @Override
+    public void writeDefaultNoTag(CodedOutputStream out) throws IOException {
+      writeBitsNoTag(out, 0);
+    }
+
+    private void writeBits(CodedOutputStream out, int number, long bits) throws IOException {
+      switch (type) {
+        case INT32 -> out.writeInt32(number, (int) bits);
+        case SINT32 -> out.writeSInt32(number, (int) bits);
+        case SFIXED32 -> out.writeSFixed32(number, (int) bits);
+        case UINT32 -> out.writeUInt32(number, (int) bits);
+        case FIXED32, FLOAT -> out.writeFixed32(number, (int) bits);
+        case INT64 -> out.writeInt64(number, bits);
+        case SINT64 -> out.writeSInt64(number, bits);
+        case SFIXED64 -> out.writeSFixed64(number, bits);
+        case UINT64 -> out.writeUInt64(number, bits);
+        case FIXED64, DOUBLE -> out.writeFixed64(number, bits);
+        case BOOL -> out.writeBool(number, bits != 0);
+        case ENUM -> out.writeEnum(number, (int) bits);
+        default -> throw new IllegalStateException("not a number type: " + type);
+      }
+    }
+
+    private void writeBitsNoTag(CodedOutputStream out, long bits) throws IOException {
+      switch (type) {
+        case INT32 -> out.writeInt32NoTag((int) bits);
+        case SINT32 -> out.writeSInt32NoTag((int) bits);
+        case SFIXED32 -> out.writeSFixed32NoTag((int) bits);
+        case UINT32 -> out.writeUInt32NoTag((int) bits);
+        case FIXED32, FLOAT -> out.writeFixed32NoTag((int) bits);
+        case INT64 -> out.writeInt64NoTag(bits);
+        case SINT64 -> out.writeSInt64NoTag(bits);
+        case SFIXED64 -> out.writeSFixed64NoTag(bits);
+        case UINT64 -> out.writeUInt64NoTag(bits);
+        case FIXED64, DOUBLE -> out.writeFixed64NoTag(bits);
+        case BOOL -> out.writeBoolNoTag(bits != 0);
+        case ENUM -> out.writeEnumNoTag((int) bits);
+        default -> throw new IllegalStateException("not a number type: " + type);
+      }
+    }
+  }
+
   /**
    * A scalar into {@code target}'s type; {@code field} names the field in errors (a wrapper field for its
    * wrapped value). Integers are range-checked like Arrow's safe casts, except int64 into uint64, which wraps
    * back what decoding wrapped; floats narrow as Java does.
    */
-  private static Function<Object, Object> conformScalar(
+  private static Scalar conformScalar(
       FieldDescriptor field, FieldDescriptor target, DataType source, String column) {
     if (field.getJavaType() == FieldDescriptor.JavaType.ENUM) {
       return conformEnum(field, source, column);
@@ -576,17 +980,17 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
     switch (target.getJavaType()) {
       case STRING:
         if (source instanceof StringType) {
-          return Function.identity();
+          return STRING;
         }
         break;
       case BYTE_STRING:
         if (source instanceof BinaryType) {
-          return value -> ByteString.copyFrom((byte[]) value);
+          return BYTES;
         }
         break;
       case BOOLEAN:
         if (source instanceof BooleanType) {
-          return Function.identity();
+          return new Bits(kind, value -> (Boolean) value ? 1 : 0);
         }
         break;
       case FLOAT:
@@ -594,21 +998,21 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
         boolean isFloat = target.getJavaType() == FieldDescriptor.JavaType.FLOAT;
         if (source instanceof FloatType || source instanceof DoubleType) {
           return isFloat
-              ? value -> ((Number) value).floatValue()
-              : value -> ((Number) value).doubleValue();
+              ? new Bits(kind, value -> Float.floatToRawIntBits(((Number) value).floatValue()))
+              : new Bits(kind, value -> Double.doubleToRawLongBits(((Number) value).doubleValue()));
         }
         if (isIntegral(source)) {
           long exact = isFloat ? 1L << 24 : 1L << 53; // integers a float holds exactly
           long[] range = intersect(integralRange(source), new long[] {-exact, exact});
-          return value -> {
+          return new Bits(kind, value -> {
             long number = checkedRange(((Number) value).longValue(), range, column, source, field, fieldType);
-            return isFloat ? (Object) (float) number : (Object) (double) number;
-          };
+            return isFloat ? Float.floatToRawIntBits(number) : Double.doubleToRawLongBits(number);
+          });
         }
         if (source instanceof DecimalType) {
           return isFloat
-              ? value -> ((BigDecimal) value).floatValue()
-              : value -> ((BigDecimal) value).doubleValue();
+              ? new Bits(kind, value -> Float.floatToRawIntBits(((BigDecimal) value).floatValue()))
+              : new Bits(kind, value -> Double.doubleToRawLongBits(((BigDecimal) value).doubleValue()));
         }
         break;
       case INT:
@@ -621,18 +1025,18 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
             .subtract(BigInteger.ONE);
         if (isIntegral(source)) {
           if (!isInt && unsigned && source instanceof LongType) { // wraps back what decoding wrapped
-            return Function.identity();
+            return new Bits(kind, value -> (Long) value);
           }
           long[] range = intersect(integralRange(source), new long[] {
               low.max(BigInteger.valueOf(Long.MIN_VALUE)).longValue(),
               high.min(BigInteger.valueOf(Long.MAX_VALUE)).longValue()});
-          return value -> {
+          return new Bits(kind, value -> {
             long number = checkedRange(((Number) value).longValue(), range, column, source, field, fieldType);
-            return isInt ? (Object) (int) number : (Object) number;
-          };
+            return isInt ? (int) number : number;
+          });
         }
         if (source instanceof DecimalType) {
-          return value -> {
+          return new Bits(kind, value -> {
             BigDecimal decimal = (BigDecimal) value;
             if (decimal.signum() != 0 && decimal.stripTrailingZeros().scale() > 0) {
               throw mismatch(
@@ -642,8 +1046,8 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
             if (number.compareTo(low) < 0 || number.compareTo(high) > 0) {
               throw mismatch(column, source, field, fieldType, ": Integer value out of bounds");
             }
-            return isInt ? (Object) number.intValue() : (Object) number.longValue();
-          };
+            return isInt ? number.intValue() : number.longValue();
+          });
         }
         break;
       default:
@@ -684,12 +1088,12 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   }
 
   /** Enum values from their names or numbers; one the enum does not define is an error naming them all. */
-  private static Function<Object, Object> conformEnum(FieldDescriptor field, DataType source, String column) {
+  private static Scalar conformEnum(FieldDescriptor field, DataType source, String column) {
     EnumDescriptor enumType = field.getEnumType();
     if (isIntegral(source)) {
       TreeSet<Integer> numbers = new TreeSet<>();
       enumType.getValues().forEach(value -> numbers.add(value.getNumber()));
-      return value -> {
+      return new Bits(FieldDescriptor.Type.ENUM, value -> {
         long number = ((Number) value).longValue();
         EnumValueDescriptor known = number == (int) number ? enumType.findValueByNumber((int) number) : null;
         if (known == null) {
@@ -699,12 +1103,15 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
               + " is not a number of enum " + enumType.getFullName() + " (field " + field.getName()
               + "; numbers: " + list + ")");
         }
-        return known;
-      };
+        return known.getNumber();
+      });
     }
     if (source instanceof StringType) {
-      return value -> {
-        EnumValueDescriptor known = enumType.findValueByName((String) value);
+      // The names looked up here rather than with findValueByName, which builds the value's full name.
+      Map<String, Integer> numbers = new HashMap<>();
+      enumType.getValues().forEach(value -> numbers.put(value.getName(), value.getNumber()));
+      return new Bits(FieldDescriptor.Type.ENUM, value -> {
+        Integer known = numbers.get((String) value);
         if (known == null) {
           StringJoiner names = new StringJoiner(", ");
           enumType.getValues().forEach(v -> names.add(v.getName()));
@@ -713,7 +1120,7 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
               + "; values: " + names + ")");
         }
         return known;
-      };
+      });
     }
     throw mismatch(column, source, field, protoTypeName(field, true), "");
   }
@@ -721,92 +1128,6 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   // ---------------------------------------------------------------------------------------------------
   // Helpers
   // ---------------------------------------------------------------------------------------------------
-
-  private record MapValue(FieldDescriptor field, List<?> entries) {}
-
-  /**
-   * Sets a converted value; a default in a field without presence stays unset, as protobuf writes it. Map
-   * entries go to {@code maps}, for {@link #build}.
-   */
-  private static void put(
-      DynamicMessage.Builder builder, List<MapValue> maps, FieldDescriptor field, Object value) {
-    if (value == null) {
-      return;
-    }
-    if (field.isMapField()) {
-      if (!((List<?>) value).isEmpty()) {
-        maps.add(new MapValue(field, (List<?>) value));
-      }
-      return;
-    }
-    if (field.isRepeated()) {
-      if (!((List<?>) value).isEmpty()) {
-        builder.setField(field, value);
-      }
-      return;
-    }
-    if (!field.hasPresence() && isDefault(value)) {
-      return;
-    }
-    builder.setField(field, value);
-  }
-
-  /**
-   * The message, with its map entries as the Python encoder writes them: each entry holding only what is
-   * not a default. protobuf-java writes every map entry's key and value, so the entries are written here
-   * as length-delimited fields, and the message's fields are carried as unknown fields (written in field
-   * number order, like known ones) to keep the fields in order.
-   */
-  private static DynamicMessage build(DynamicMessage.Builder builder, List<MapValue> maps) {
-    DynamicMessage message = builder.buildPartial();
-    if (maps.isEmpty()) {
-      return message;
-    }
-    UnknownFieldSet.Builder fields = UnknownFieldSet.newBuilder();
-    try {
-      fields.mergeFrom(message.toByteString());
-    } catch (InvalidProtocolBufferException e) {
-      throw new IllegalStateException(e);
-    }
-    for (MapValue map : maps) {
-      UnknownFieldSet.Field.Builder field = UnknownFieldSet.Field.newBuilder();
-      for (Object entry : map.entries()) {
-        field.addLengthDelimited((ByteString) entry);
-      }
-      fields.mergeField(map.field().getNumber(), field.build());
-    }
-    return DynamicMessage.newBuilder(message.getDescriptorForType())
-        .setUnknownFields(fields.build())
-        .buildPartial();
-  }
-
-  private static boolean isDefault(Object value) {
-    if (value instanceof Float f) {
-      return f == 0f; // -0.0 too, as the Python encoder writes it
-    }
-    if (value instanceof Double d) {
-      return d == 0d;
-    }
-    if (value instanceof Integer i) {
-      return i == 0;
-    }
-    if (value instanceof Long l) {
-      return l == 0L;
-    }
-    if (value instanceof Boolean b) {
-      return !b;
-    }
-    if (value instanceof String s) {
-      return s.isEmpty();
-    }
-    if (value instanceof ByteString bytes) {
-      return bytes.isEmpty();
-    }
-    if (value instanceof EnumValueDescriptor e) {
-      return e.getNumber() == 0;
-    }
-    return false;
-  }
 
   private static List<?> asList(Object value) {
     if (value instanceof scala.collection.Seq<?> seq) {
@@ -900,93 +1221,107 @@ public final class ProtobufRowEncoder implements UDF1<Row, byte[]> {
   // ---------------------------------------------------------------------------------------------------
 
   /**
-   * JSON text parsed into a serialized Struct, Value or ListValue, as Python's {@code json_format.Parse}
-   * does: numbers as doubles (NaN and Infinity accepted, as Python's json does), a duplicate key an error.
+   * JSON text parsed and written as a Struct, Value or ListValue, as Python's {@code json_format.Parse}
+   * reads it: numbers as doubles (NaN and Infinity accepted, as Python's json does), a duplicate key an
+   * error. A Struct's entries are written in the text's order, each with its key (an empty one too) and its
+   * value; a Value holds the one field of its kind, written even when it is the default (a oneof's).
    */
   private static final class JsonMessages {
     private static final int MAX_DEPTH = 100;
     private final Descriptor target;
     private final Descriptor struct;
-    private final Descriptor value;
     private final Descriptor list;
+    private final int structFields;
+    private final int entryKey;
+    private final int entryValue;
+    private final int listValues;
+    private final int nullValue;
+    private final int numberValue;
+    private final int stringValue;
+    private final int boolValue;
+    private final int structValue;
+    private final int listValue;
 
     JsonMessages(Descriptor target) {
       this.target = target;
-      Descriptor valueType = switch (target.getFullName()) {
+      Descriptor value = switch (target.getFullName()) {
         case "google.protobuf.Struct" ->
             target.findFieldByName("fields").getMessageType().findFieldByName("value").getMessageType();
         case "google.protobuf.ListValue" -> target.findFieldByName("values").getMessageType();
         default -> target;
       };
-      this.value = valueType;
-      this.struct = valueType.findFieldByName("struct_value").getMessageType();
-      this.list = valueType.findFieldByName("list_value").getMessageType();
+      this.struct = value.findFieldByName("struct_value").getMessageType();
+      this.list = value.findFieldByName("list_value").getMessageType();
+      FieldDescriptor fields = struct.findFieldByName("fields");
+      this.structFields = fields.getNumber();
+      this.entryKey = fields.getMessageType().findFieldByName("key").getNumber();
+      this.entryValue = fields.getMessageType().findFieldByName("value").getNumber();
+      this.listValues = list.findFieldByName("values").getNumber();
+      this.nullValue = value.findFieldByName("null_value").getNumber();
+      this.numberValue = value.findFieldByName("number_value").getNumber();
+      this.stringValue = value.findFieldByName("string_value").getNumber();
+      this.boolValue = value.findFieldByName("bool_value").getNumber();
+      this.structValue = value.findFieldByName("struct_value").getNumber();
+      this.listValue = value.findFieldByName("list_value").getNumber();
     }
 
-    byte[] serialized(String text, String column) {
+    /** The message {@code text} holds, as field {@code number}. */
+    void write(CodedOutputStream out, int number, String text, String column, Buffers buffers)
+        throws IOException {
+      Object parsed;
       try {
-        Object parsed = new Parser(text).document();
-        DynamicMessage message;
-        if (target == struct) {
-          if (!(parsed instanceof Map<?, ?> object)) {
-            throw new JsonError("Struct must be in a JSON object");
-          }
-          message = structMessage(object);
-        } else if (target == list) {
-          if (!(parsed instanceof List<?> array)) {
-            throw new JsonError("ListValue must be in a JSON array");
-          }
-          message = listMessage(array);
-        } else {
-          message = valueMessage(parsed);
+        parsed = new Parser(text).document();
+        if (target == struct && !(parsed instanceof Map)) {
+          throw new JsonError("Struct must be in a JSON object");
         }
-        return message.toByteArray();
+        if (target == list && !(parsed instanceof List)) {
+          throw new JsonError("ListValue must be in a JSON array");
+        }
       } catch (JsonError error) {
         int end = text.offsetByCodePoints(0, Math.min(80, text.codePointCount(0, text.length())));
         throw new IllegalArgumentException("column " + repr(column) + ": " + repr(text.substring(0, end))
             + " is not JSON for a " + target.getFullName() + ": " + error.getMessage());
       }
+      Content message =
+          target == struct ? this::writeStruct : target == list ? this::writeList : this::writeValue;
+      buffers.fill(message, parsed).writeDelimited(out, number);
     }
 
-    private DynamicMessage structMessage(Map<?, ?> object) {
-      FieldDescriptor fields = struct.findFieldByName("fields");
-      Descriptor entry = fields.getMessageType();
-      DynamicMessage.Builder builder = DynamicMessage.newBuilder(struct);
-      for (Map.Entry<?, ?> pair : object.entrySet()) {
-        builder.addRepeatedField(fields, DynamicMessage.newBuilder(entry)
-            .setField(entry.findFieldByName("key"), pair.getKey())
-            .setField(entry.findFieldByName("value"), valueMessage(pair.getValue()))
-            .build());
+    private boolean writeStruct(CodedOutputStream out, Object object, Buffers buffers) throws IOException {
+      for (Map.Entry<?, ?> member : ((Map<?, ?>) object).entrySet()) {
+        buffers.fill(this::writeEntry, member).writeDelimited(out, structFields);
       }
-      return builder.build();
+      return true;
     }
 
-    private DynamicMessage listMessage(List<?> array) {
-      FieldDescriptor values = list.findFieldByName("values");
-      DynamicMessage.Builder builder = DynamicMessage.newBuilder(list);
-      for (Object item : array) {
-        builder.addRepeatedField(values, valueMessage(item));
+    private boolean writeEntry(CodedOutputStream out, Object member, Buffers buffers) throws IOException {
+      out.writeString(entryKey, (String) ((Map.Entry<?, ?>) member).getKey());
+      buffers.fill(this::writeValue, ((Map.Entry<?, ?>) member).getValue()).writeDelimited(out, entryValue);
+      return true;
+    }
+
+    private boolean writeList(CodedOutputStream out, Object array, Buffers buffers) throws IOException {
+      for (Object item : (List<?>) array) {
+        buffers.fill(this::writeValue, item).writeDelimited(out, listValues);
       }
-      return builder.build();
+      return true;
     }
 
-    private DynamicMessage valueMessage(Object parsed) {
-      DynamicMessage.Builder builder = DynamicMessage.newBuilder(value);
+    private boolean writeValue(CodedOutputStream out, Object parsed, Buffers buffers) throws IOException {
       if (parsed == NULL) {
-        FieldDescriptor field = value.findFieldByName("null_value");
-        builder.setField(field, field.getEnumType().findValueByNumber(0));
+        out.writeEnum(nullValue, 0);
       } else if (parsed instanceof Double number) {
-        builder.setField(value.findFieldByName("number_value"), number);
+        out.writeDouble(numberValue, number);
       } else if (parsed instanceof String text) {
-        builder.setField(value.findFieldByName("string_value"), text);
+        out.writeString(stringValue, text);
       } else if (parsed instanceof Boolean flag) {
-        builder.setField(value.findFieldByName("bool_value"), flag);
-      } else if (parsed instanceof Map<?, ?> object) {
-        builder.setField(value.findFieldByName("struct_value"), structMessage(object));
+        out.writeBool(boolValue, flag);
+      } else if (parsed instanceof Map) {
+        buffers.fill(this::writeStruct, parsed).writeDelimited(out, structValue);
       } else {
-        builder.setField(value.findFieldByName("list_value"), listMessage((List<?>) parsed));
+        buffers.fill(this::writeList, parsed).writeDelimited(out, listValue);
       }
-      return builder.build();
+      return true;
     }
 
     private static final Object NULL = new Object();
