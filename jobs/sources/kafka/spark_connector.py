@@ -93,7 +93,7 @@ class _RecordDecoder:
     value: Column
     """The record of `value` as a struct of the stream's columns; NULL when it is not a valid record."""
     error: Column
-    """Why `value` is not a valid record (evaluated only for those, under the `fail` policy)."""
+    """Why `value` is not a valid record (evaluated only for those, under `fail` and `dead_letter`)."""
     steps: dict[str, Column] = field(default_factory=dict)
     """Columns computed first, which `value` and `error` read (each evaluated once per record)."""
 
@@ -106,24 +106,29 @@ def _record_decoder(
     if stream.format == "avro":
         return _avro_record_decoder(stream, record_type)
     if stream.format == "json":
-        # A record that is not a JSON object of these types keeps its text in the corrupt-record column.
-        corrupt = "__corrupt_record"
-        parsed = F.from_json(
-            F.col("value").cast("string"),
-            StructType([*record_type.fields, StructField(corrupt, StringType())]),
-            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": corrupt},
-        )
-        valid = parsed.isNotNull() & parsed[corrupt].isNull()
-        return _RecordDecoder(
-            F.when(valid, parsed.dropFields(corrupt)),
-            F.lit("not one JSON object with values of the schema's types"),
-        )
+        return _json_record_decoder(record_type)
     decoder = layout.decoder
     assert isinstance(decoder, ProtoDecoder)
     function = f"dagger_decode_{stream.table}"
     register_decoder(spark, function, decoder.descriptor, record_type)
     return _RecordDecoder(
         F.call_function(function, F.col("value")), F.call_function(f"{function}_error", F.col("value"))
+    )
+
+
+def _json_record_decoder(record_type: StructType) -> _RecordDecoder:
+    """One JSON object per record; a record that is not one with values of these types keeps its text in
+    the corrupt-record column."""
+    corrupt = "__corrupt_record"
+    parsed = F.from_json(
+        F.col("value").cast("string"),
+        StructType([*record_type.fields, StructField(corrupt, StringType())]),
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": corrupt},
+    )
+    valid = parsed.isNotNull() & parsed[corrupt].isNull()
+    return _RecordDecoder(
+        F.when(valid, parsed.dropFields(corrupt)),
+        F.lit("not one JSON object with values of the schema's types"),
     )
 
 
