@@ -22,12 +22,7 @@ from jobs.project import BUILD_DIR
 DEFAULT_MASTER = "local[*]"
 
 # -XX:-UsePerfData: the JVM writes /tmp/hsperfdata_<user> otherwise, whatever java.io.tmpdir says.
-# The heap free ratios let G1 give back the heap a collection freed, instead of keeping up to 70% of it
-# free: a real-time dagger's JVM held 732 MiB resident without them, 549 MiB with them, at the same
-# latency and CPU, and the filter benchmark's throughput did not drop (bench/live.py, bench/kafka_filter.py).
-JAVA_OPTIONS = (
-    f"-XX:-UsePerfData -XX:MaxHeapFreeRatio=20 -XX:MinHeapFreeRatio=5 -Duser.timezone=UTC {JVM_LOGGING}"
-)
+JAVA_OPTIONS = f"-XX:-UsePerfData -Duser.timezone=UTC {JVM_LOGGING}"
 
 SHIPPED_ENVIRONMENT_VARIABLE = "DAGGER_SPARK_ARCHIVE"
 """Names the packed environment shipped to a cluster's executors; `none` ships nothing."""
