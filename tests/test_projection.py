@@ -42,9 +42,9 @@ def test_a_projection_decodes_the_kept_fields_exactly(registry):
 
 
 def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_column(registry):
-    from jobs.runner import _columns_read
     from jobs.schema_registry import encode_descriptor_sets
     from jobs.sources.kafka.config import KafkaStream
+    from jobs.stream_tables import _columns_read
 
     def read(pre_processors: list[dict], sql: str = "SELECT order_id FROM orders") -> tuple:
         stream = KafkaStream.model_validate(
