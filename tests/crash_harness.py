@@ -26,7 +26,7 @@ import random
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,8 +37,9 @@ from dagster import DagsterRunStatus, RunsFilter
 
 from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from jobs.schema_registry import SchemaRegistry
-from tests.conftest import KafkaHelper, kafka_sink, message_class
+from tests.conftest import REPORT_PROPERTY, KafkaHelper, kafka_sink, message_class
 from tests.dagster_deployment import DagsterDeployment, wait_for, write_orders_dagger
+from tests.soak import SOAK_PROPERTY
 from tests.test_kafka_exactly_once import headers, marked, markers
 
 SEED_VARIABLE = "DAGGER_CRASH_SEED"
@@ -806,6 +807,11 @@ class CrashOutcome:
             figures[f"{tally.sink}: duplicated"] = tally.duplicated
             figures[f"{tally.sink}: unexpected"] = tally.unexpected
         return figures
+
+    def record(self, record_property: Callable[[str, object], None]) -> None:
+        """The report, shown at the end of the run whether the test passed or not, and the soak's figures."""
+        record_property(REPORT_PROPERTY, self.report())
+        record_property(SOAK_PROPERTY, self.figures())
 
     def assert_lost_nothing(self) -> None:
         """The plan's kills all happened, at the moments it asks for, and both sinks hold every row once."""

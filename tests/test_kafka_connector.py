@@ -1,6 +1,6 @@
-"""What only Spark's Kafka connector does (`connector: spark`): real-time mode, its refusals, and the Java
-client settings it takes. The rows it gives are proven by the Kafka pipeline tests, which run on both
-connectors (`kafka_connector` fixture)."""
+"""What only Spark's Kafka connector does (`connector: spark`): real-time mode, its refusals, the Java
+client settings it takes, and the crash harness on it. The rows it gives are proven by the Kafka pipeline
+tests, which run on both connectors (`kafka_connector` fixture)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 from jobs.kafka_java_client import JavaClientSettingError, java_client_settings
 from jobs.runner import DaggerBuildError
 from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
+from tests.crash_harness import crash_run
+from tests.test_crash_kills import PLAN, SOAK_PLAN
 
 ORDER = "dagger.testing.Order"
 
@@ -148,3 +150,20 @@ def test_a_setting_the_java_client_has_no_equivalent_for_is_refused_by_name():
         JavaClientSettingError, match=r"producer_config 'sticky\.partitioning\.linger\.ms' has no equivalent"
     ):
         java_client_settings({"sticky.partitioning.linger.ms": 10}, "producer_config")
+
+
+@pytest.mark.slow
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
+def test_sigkilled_drivers_reading_through_the_connector_lose_and_duplicate_nothing(
+    dagster, kafka, registry, descriptor_set, soak, record_property
+):
+    """tests/test_crash_kills.py's harness with the stream on Spark's connector (the exactly-once sink and
+    the lake are the Python writers either way): its offsets and checkpoint under SIGKILLs."""
+    plan = SOAK_PLAN if soak else PLAN
+    where = "on Apache Kafka, read through Spark's connector"
+    dagger, outcome = crash_run(dagster, kafka, registry, descriptor_set, plan, where, connector="spark")
+    outcome.record(record_property)
+
+    outcome.assert_lost_nothing()
+    assert dagger.restart_attempts() == list(range(plan.kills + 1)), outcome.report()

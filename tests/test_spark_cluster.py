@@ -55,7 +55,6 @@ from tests.crash_harness import (
 from tests.dagster_deployment import DagsterDeployment
 from tests.servers.kafka import ApacheKafka
 from tests.servers.spark_cluster import SparkCluster
-from tests.soak import SOAK_PROPERTY
 from tests.test_dagster_spark_submit import submitting_environment, terminate_then_restart
 from tests.test_example_dagger import expected_summary_rows, summary_rows
 
@@ -488,6 +487,5 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
         dagster, kafka, registry, descriptor_set, CLUSTER_SOAK_PLAN if soak else CLUSTER_PLAN, where,
         upfront_orders=UPFRONT_ORDERS // 2, start_timeout_s=600,
     )  # fmt: skip
-    record_property(REPORT_PROPERTY, outcome.report())
-    record_property(SOAK_PROPERTY, outcome.figures())
+    outcome.record(record_property)
     outcome.assert_lost_nothing()
