@@ -669,7 +669,6 @@ def _state_metrics(operators: Sequence[dict[str, Any]]) -> dict[str, int]:
         return sum(int(operator.get(key) or 0) for operator in operators)
 
     return {
-        "state_rows": total("numRowsTotal"),
         "state_rows_dropped_by_watermark": total("numRowsDroppedByWatermark"),
         "state_update_ms": total("allUpdatesTimeMs") + total("allRemovalsTimeMs"),
         "state_commit_ms": total("commitTimeMs"),
@@ -841,7 +840,7 @@ def print_batches(name: str, breakdown: Sequence[dict[str, Any]]) -> None:
         print(f"  {batch['batch_id']:>5}  {batch['input_rows']:>8,}{timings}")
 
 
-_NOT_PHASES = {"batch_id", "started", "input_rows", "state_rows", "state_rows_dropped_by_watermark"}
+_NOT_PHASES = {"batch_id", "started", "input_rows", "state_rows_dropped_by_watermark"}
 
 
 # --------------------------------------------------------------------------------------------------------

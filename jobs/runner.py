@@ -47,7 +47,7 @@ from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter
-from jobs.spark import jvm_loggers_off
+from jobs.spark import jvm_loggers_off, state_rows_counted
 from jobs.spec import DaggerSpec
 from jobs.stream_tables import interval, processor_errors, stream_frame, transform_context
 from jobs.udfs import FunctionsError, register_functions
@@ -379,7 +379,9 @@ class DaggerRun:
             key: enrichment.stream_timeout.total_seconds()
             for key, _, enrichment in built.spec.post_processors.keyed_enrichments()
         }
-        self.metrics = DaggerMetrics(built.spec.name, built.spec.metrics, timeouts)
+        self.metrics = DaggerMetrics(
+            built.spec.name, built.spec.metrics, timeouts, state_rows_counted=state_rows_counted(spark)
+        )
         self.metrics_port: int | None = None
         """The Prometheus endpoint's port once started, if `metrics.prometheus_port` is set."""
         self._writer: DataStreamWriter | None = None

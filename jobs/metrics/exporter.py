@@ -107,15 +107,19 @@ class _CallTimes:
 
 class DaggerMetrics:
     """The metrics of one running dagger, updated from its progress reports and its sinks' writes.
-    `enrichment_timeouts` are the timeouts of its enrichments by key, exported for alerts on call time."""
+    `enrichment_timeouts` are the timeouts of its enrichments by key, exported for alerts on call time;
+    without `state_rows_counted` (`jobs.spark.state_rows_counted`) the state-rows gauge is left out."""
 
     def __init__(
         self,
         dagger: str,
         config: MetricsConfig | None = None,
         enrichment_timeouts: dict[str, float] | None = None,
+        state_rows_counted: bool = True,
     ) -> None:
         self.dagger = dagger
+        self.state_rows_counted = state_rows_counted
+        """Whether the state stores count their rows; Spark reports 0 rows for those that do not."""
         self.config = config or MetricsConfig()
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
@@ -259,7 +263,8 @@ class DaggerMetrics:
                 self._push("event_time_delay", time.time() - seconds, "g")
         for index, operator in enumerate(progress.get("stateOperators") or []):
             name = f"{index}_{operator.get('operatorName', 'state')}"
-            self.state_rows.labels(dagger, name).set(int(operator.get("numRowsTotal", 0)))
+            if self.state_rows_counted:
+                self.state_rows.labels(dagger, name).set(int(operator.get("numRowsTotal", 0)))
             self.state_memory.labels(dagger, name).set(int(operator.get("memoryUsedBytes", 0)))
         self.rows_late.labels(dagger).inc(dropped_by_watermark(progress))
         self._push("late.records.dropped", late, "c")  # raystack Dagger's name, for both kinds of drop
