@@ -659,7 +659,7 @@ def batch_breakdown(progress: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _state_metrics(operators: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """State kept by the stateful operators (windows, joins): rows, rows dropped as late, and the time
+    """State kept by the stateful operators (windows, joins): rows dropped as late, and the time
     their tasks spent updating, evicting and committing the state (ms, summed over tasks, inside
     addBatch)."""
     if not operators:
