@@ -139,7 +139,9 @@ def _jvm_kafka_frame(
             "session's JVM, which a Spark Connect session does not reach; use connector 'python'"
         )
     try:
-        return kafka_connector.stream_frame(spark, stream, layout, descriptor_sets, spec.rowtime_column)
+        return kafka_connector.stream_frame(
+            spark, stream, layout, descriptor_sets, spec.rowtime_column, spec.resolved_checkpoint_location
+        )
     except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     except KafkaSourceError as error:  # its starting offsets are planned now, on the broker

@@ -44,7 +44,7 @@ def _run_rounds(kafka, registry, make_dagger, start_dagger, late_records: dict):
 
 @pytest.mark.parametrize("action", ["drop", "dead_letter"])
 def test_late_records_are_skipped_counted_and_dead_lettered(
-    kafka, registry, make_dagger, start_dagger, action
+    kafka, registry, make_dagger, start_dagger, action, kafka_connector
 ):
     dead_letters = kafka.new_topic("late-dlq")
     policy = {"action": action, **({"dead_letter_topic": dead_letters} if action == "dead_letter" else {})}

@@ -1,6 +1,12 @@
 package dagger.jobs.sources.kafka;
 
 import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -13,29 +19,34 @@ import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.api.java.UDF6;
+import org.apache.spark.sql.api.java.UDF8;
 import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.util.TaskCompletionListener;
 
 /**
- * Copies a stream's invalid records to its dead-letter topic, from the task that read them: the record's
+ * Copies a stream's skipped records to a dead-letter topic, from the task that read them: the record's
  * key and value, with headers saying why it was skipped and where it came from (the headers the Python
- * source writes). Called on each invalid record as {@code f(value, key, topic, partition, offset, error)},
- * it returns false (the record is not valid), so it sits where the stream's validity flag is computed.
+ * source writes). Called on each such record as
+ * {@code f(value, key, topic, partition, offset, error, eventTime, watermark)}: an invalid record gives
+ * its {@code error}, a late one its event time and the batch's watermark (epoch microseconds) instead.
+ * It returns true (copied), so it sits where the stream's validity or lateness flag is computed.
  *
  * <p>Dead letters are durable before the task counts as done: when the task ends, the producer is flushed,
  * and a record Kafka did not acknowledge fails the task (so the micro-batch is read again: at least once).
  * The function is registered as non-deterministic, so Spark evaluates it once per record and never moves
  * or copies it. One producer per executor JVM and settings, shared by its tasks.
  */
-public final class DeadLetterWriter implements UDF6<byte[], byte[], String, Integer, Long, String, Boolean> {
+public final class DeadLetterWriter
+    implements UDF8<byte[], byte[], String, Integer, Long, String, Long, Long, Boolean> {
   private static final long serialVersionUID = 1L;
   private static final Map<Map<String, String>, KafkaProducer<byte[], byte[]>> PRODUCERS =
       new ConcurrentHashMap<>();
   /** The first failed delivery of each running task (by attempt id), checked when the task ends. */
   private static final Map<Long, AtomicReference<Exception>> FAILURES = new ConcurrentHashMap<>();
+
+  private static final DateTimeFormatter SECONDS = DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss");
 
   private final String stream;
   private final String deadLetterTopic;
@@ -65,15 +76,28 @@ public final class DeadLetterWriter implements UDF6<byte[], byte[], String, Inte
 
   @Override
   public Boolean call(
-      byte[] value, byte[] key, String topic, Integer partition, Long offset, String error) {
+      byte[] value,
+      byte[] key,
+      String topic,
+      Integer partition,
+      Long offset,
+      String error,
+      Long eventTime,
+      Long watermark) {
     AtomicReference<Exception> failure = taskFailure();
-    List<Header> headers =
-        List.of(
-            header("dagger.error", error == null ? "" : error),
-            header("dagger.source.topic", topic),
-            header("dagger.source.partition", String.valueOf(partition)),
-            header("dagger.source.offset", String.valueOf(offset)),
-            header("dagger.stream", stream));
+    String reason = error == null ? "" : error;
+    if (watermark != null) {
+      reason = "late: event time " + isoformat(eventTime) + " is before the watermark";
+    }
+    List<Header> headers = new ArrayList<>(6);
+    headers.add(header("dagger.error", reason));
+    if (watermark != null) {
+      headers.add(header("dagger.watermark", isoformat(watermark)));
+    }
+    headers.add(header("dagger.source.topic", topic));
+    headers.add(header("dagger.source.partition", String.valueOf(partition)));
+    headers.add(header("dagger.source.offset", String.valueOf(offset)));
+    headers.add(header("dagger.stream", stream));
     ProducerRecord<byte[], byte[]> record =
         new ProducerRecord<>(deadLetterTopic, null, key, value, headers);
     try {
@@ -87,7 +111,7 @@ public final class DeadLetterWriter implements UDF6<byte[], byte[], String, Inte
           String.format("stream '%s': %s[%d]@%d: could not write the record to dead-letter topic %s: %s",
               stream, topic, partition, offset, deadLetterTopic, e.getMessage()), e);
     }
-    return false;
+    return true;
   }
 
   private KafkaProducer<byte[], byte[]> producer() {
@@ -120,6 +144,14 @@ public final class DeadLetterWriter implements UDF6<byte[], byte[], String, Inte
           String.format("stream '%s': could not write dead letters to %s: %s",
               stream, deadLetterTopic, failure.get().getMessage()), failure.get());
     }
+  }
+
+  /** An instant as Python's {@code datetime.isoformat()} writes one in UTC, as the Python source does. */
+  static String isoformat(long epochMicros) {
+    LocalDateTime time =
+        LocalDateTime.ofInstant(Instant.EPOCH.plus(epochMicros, ChronoUnit.MICROS), ZoneOffset.UTC);
+    int micros = time.getNano() / 1000;
+    return SECONDS.format(time) + (micros == 0 ? "" : String.format(".%06d", micros)) + "+00:00";
   }
 
   private static Header header(String name, String value) {

@@ -56,9 +56,8 @@ class KafkaStream(StreamConfig):
     invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
     connector: Literal["python", "spark"] = "python"
     """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they
-    never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, JSON and Avro, and
-    takes no late-record policy but `keep` yet. `python`: the project's Python
-    data source."""
+    never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, JSON and Avro.
+    `python`: the project's Python data source."""
 
     def asset_metadata(self) -> dict[str, str | int]:
         where: dict[str, str | int] = (
@@ -108,15 +107,6 @@ class KafkaStream(StreamConfig):
                 object.__setattr__(self, "invalid_records", InvalidRecordPolicy(action="drop"))
             elif self.invalid_records.action == "fail":
                 raise ValueError("an invalid_record_filter pre-processor needs invalid_records.action 'drop'")
-        return self
-
-    @model_validator(mode="after")
-    def _connector_takes_the_settings(self) -> KafkaStream:
-        if self.connector == "spark" and self.late_records.action != "keep":
-            raise ValueError(
-                f"connector 'spark' does not take late_records.action {self.late_records.action!r}; "
-                "use connector 'python'"
-            )
         return self
 
     @model_validator(mode="after")

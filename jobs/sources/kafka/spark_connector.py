@@ -6,9 +6,8 @@ only plans it: the starting offsets are worked out once, on the driver, by the P
 (rewinds, the group's committed offsets, `auto_offset_reset`), and handed to the connector, which keeps
 every later position in the checkpoint.
 
-Chosen per stream with `connector: spark`, for protobuf, JSON and Avro records. What it does not do yet is
-refused by name when the dagger file is validated (`KafkaStream.connector`): late-record policies need
-the Python source for now.
+Chosen per stream with `connector: spark`, for protobuf, JSON and Avro records. Invalid and late records
+are judged, counted and dead-lettered in the JVM too, by the same policies and with the same headers.
 """
 
 from __future__ import annotations
@@ -31,6 +30,8 @@ from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import KafkaStreamReader
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 
+_RAW_RECORD = ("value", "key", "topic", "partition", "offset")
+_WATERMARK = "__watermark"
 _METADATA_COLUMNS = {
     "kafka_topic": "topic",
     "kafka_partition": "partition",
@@ -72,23 +73,33 @@ def connector_options(stream: KafkaStream, starting_offsets: dict[str, dict[str,
 
 
 def stream_frame(
-    spark: SparkSession, stream: KafkaStream, layout: StreamLayout, descriptor_sets: str, rowtime_column: str
+    spark: SparkSession,
+    stream: KafkaStream,
+    layout: StreamLayout,
+    descriptor_sets: str,
+    rowtime_column: str,
+    checkpoint: str,
 ) -> DataFrame:
-    """The stream's rows, in the columns of `layout.spark_schema`, read and decoded in the JVM."""
+    """The stream's rows, in the columns of `layout.spark_schema`, read and decoded in the JVM; late records
+    are judged by the watermark of `checkpoint`'s running batch."""
     starting = KafkaStreamReader(stream, descriptor_sets, rowtime_column).initialOffset()
     raw = spark.readStream.format("kafka").options(**connector_options(stream, starting)).load()
     record_type = StructType(layout.spark_schema.fields[: len(layout.decoder.schema)])
     record = _record_decoder(spark, stream, layout, record_type)
-    kept = ("value", *_METADATA_COLUMNS.values(), *record.steps)
-    for name, step in record.steps.items():  # in order: a step may read the one before
+    steps = dict(record.steps)
+    if stream.late_records.action != "keep":  # once per record, however often the flags read it
+        steps[_WATERMARK] = F.call_function(_register_batch_watermark(spark, stream, checkpoint))
+    kept = ("value", *_METADATA_COLUMNS.values(), *steps)
+    for name, step in steps.items():  # in order: a step may read the one before
         raw = raw.withColumn(name, step)
     decoded = raw.select(record.value.alias("__record"), *map(F.col, kept))
     columns = [F.col(f"__record.{field.name}").alias(field.name) for field in record_type]
     columns += [F.col(_METADATA_COLUMNS[name]).alias(name) for name in layout.metadata.names]
+    rowtime = _rowtime(record_type, stream.event_time_field)
     columns += [
         _valid(spark, stream, record.error).alias(VALID_RECORD_COLUMN),
-        F.lit(False).alias(LATE_RECORD_COLUMN),
-        _rowtime(record_type, stream.event_time_field).alias(rowtime_column),
+        _late(spark, stream, rowtime).alias(LATE_RECORD_COLUMN),
+        rowtime.alias(rowtime_column),
     ]
     return decoded.select(*columns)
 
@@ -192,12 +203,17 @@ def _avro_record_decoder(stream: KafkaStream, record_type: StructType) -> _Recor
     )
 
 
+def _too_large(stream: KafkaStream) -> Column:
+    limit = stream.invalid_records.max_record_bytes
+    return F.length("value") > limit if limit is not None else F.lit(False)
+
+
 def _valid(spark: SparkSession, stream: KafkaStream, error: Column) -> Column:
     """Whether a record decoded (and is within `max_record_bytes`). An invalid record fails the query under
     the `fail` policy, naming where it is and why, and is copied to the dead-letter topic under
     `dead_letter`."""
     limit = stream.invalid_records.max_record_bytes
-    too_large = F.length("value") > limit if limit is not None else F.lit(False)
+    too_large = _too_large(stream)
     valid = F.col("__record").isNotNull() & ~too_large
     action = stream.invalid_records.action
     if action == "drop":
@@ -209,12 +225,12 @@ def _valid(spark: SparkSession, stream: KafkaStream, error: Column) -> Column:
         ),
     ).otherwise(error)
     if action == "dead_letter":
-        copied = F.call_function(
-            _register_dead_letter_writer(spark, stream),
-            *map(F.col, ("value", "key", "topic", "partition", "offset")),
-            reason,
+        writer = _register_dead_letter_writer(
+            spark, stream, stream.invalid_records.dead_letter_topic, "invalid"
         )
-        return F.when(valid, F.lit(True)).otherwise(copied)
+        no_time = F.lit(None).cast("long")
+        copied = F.call_function(writer, *map(F.col, _RAW_RECORD), reason, no_time, no_time)
+        return F.when(valid, F.lit(True)).otherwise(~copied)
     message = F.format_string(
         f"stream {stream.table!r}: %s[%d]@%d: record is not a valid {stream.records()}: %s (set "
         "invalid_records.action to 'drop' or 'dead_letter' to skip such records)",
@@ -226,18 +242,49 @@ def _valid(spark: SparkSession, stream: KafkaStream, error: Column) -> Column:
     return F.when(valid, F.lit(True)).otherwise(F.raise_error(message).cast("boolean"))
 
 
-def _register_dead_letter_writer(spark: SparkSession, stream: KafkaStream) -> str:
-    """Registers the stream's dead-letter writer (`DeadLetterWriter.java`) and gives its function's name: it
-    produces with the stream's bootstrap servers and security settings, as the Python source does."""
+def _late(spark: SparkSession, stream: KafkaStream, rowtime: Column) -> Column:
+    """Whether a valid record's event time is before the watermark its batch runs with (never under the
+    `keep` policy, nor before any event time was seen). A late record is copied to the late-record
+    dead-letter topic under `dead_letter`."""
+    action = stream.late_records.action
+    if action == "keep":
+        return F.lit(False)
+    watermark = F.col(_WATERMARK)
+    decoded = F.col("__record").isNotNull() & ~_too_large(stream)
+    late = decoded & (watermark > 0) & (F.unix_micros(rowtime) < watermark)
+    if action == "drop":
+        return late
+    writer = _register_dead_letter_writer(spark, stream, stream.late_records.dead_letter_topic, "late")
+    copied = F.call_function(
+        writer, *map(F.col, _RAW_RECORD), F.lit(None).cast("string"), F.unix_micros(rowtime), watermark
+    )
+    return F.when(late, copied).otherwise(F.lit(False))
+
+
+def _register_batch_watermark(spark: SparkSession, stream: KafkaStream, checkpoint: str) -> str:
+    """Registers the function giving the running batch's watermark (`BatchWatermark.java`), read from the
+    checkpoint's offset log as the Python source reads it, and gives its name."""
+    name = f"dagger_watermark_{stream.table}"
+    watermark_class = spark._jvm.dagger.jobs.sources.kafka.BatchWatermark  # type: ignore[attr-defined]
+    watermark_class.register(spark._jsparkSession, name, watermark_class(checkpoint))  # type: ignore[attr-defined]
+    return name
+
+
+def _register_dead_letter_writer(
+    spark: SparkSession, stream: KafkaStream, topic: str | None, kind: str
+) -> str:
+    """Registers a dead-letter writer of the stream's `kind` of skipped records (`DeadLetterWriter.java`) and
+    gives its function's name: it produces to `topic` with the stream's bootstrap servers and security
+    settings, as the Python source does."""
     settings = {
         name: value
         for name, value in java_client_settings(stream.consumer_config, "consumer_config").items()
         if name.startswith(("security.", "sasl.", "ssl."))
     }
     settings["bootstrap.servers"] = str(stream.bootstrap_servers)
-    name = f"dagger_dead_letter_{stream.table}"
+    name = f"dagger_dead_letter_{kind}_{stream.table}"
     writer_class = spark._jvm.dagger.jobs.sources.kafka.DeadLetterWriter  # type: ignore[attr-defined]
-    writer = writer_class(stream.table, stream.invalid_records.dead_letter_topic, settings)
+    writer = writer_class(stream.table, topic, settings)
     writer_class.register(spark._jsparkSession, name, writer)  # type: ignore[attr-defined]
     return name
 
