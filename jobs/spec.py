@@ -186,6 +186,14 @@ class DaggerSpec(_Model):
             raise ValueError(
                 "'ordered_output' holds rows back for the watermark; it needs execution 'micro_batch'"
             )
+        for index, stream in enumerate(self.streams):
+            if self.execution == "real_time" and stream.late_records.action != "keep":
+                # A task reads its batch's watermark from the offset log, which a real-time batch writes
+                # only as it ends.
+                raise ValueError(
+                    f"streams[{index}] ({stream.table}): late_records.action {stream.late_records.action!r} "
+                    "needs execution 'micro_batch'"
+                )
         return self
 
     @model_validator(mode="after")

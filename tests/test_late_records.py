@@ -117,3 +117,21 @@ def test_a_parquet_stream_cannot_dead_letter_late_rows(descriptor_set: Path) -> 
         DaggerConfigError, match=r"streams\[0\]: late_records.action 'dead_letter' needs a Kafka"
     ):
         parse_dagger(document, "lake.yaml")
+
+
+def test_real_time_mode_refuses_a_late_record_policy_naming_the_stream(descriptor_set: Path) -> None:
+    stream = kafka_stream("localhost:9092", "orders", "dagger.testing.Order", "created_at", topics=["o"])
+    document = {
+        "name": "fast",
+        "schema_registry": {"descriptor_sets": [str(descriptor_set)]},
+        "streams": [{**stream, "connector": "spark", "late_records": {"action": "drop"}}],
+        "sql": "SELECT order_id FROM orders",
+        "sinks": [{"kind": "log"}],
+        "execution": "real_time",
+    }
+    with pytest.raises(
+        DaggerConfigError, match=r"streams\[0\] \(orders\): late_records.action 'drop' needs execution"
+    ):
+        parse_dagger(document, "fast.yaml")
+    document["execution"] = "micro_batch"
+    assert parse_dagger(document, "fast.yaml").streams[0].late_records.action == "drop"
