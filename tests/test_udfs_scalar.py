@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.message import Message as ProtoMessage
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PythonException
 
 from jobs import sql as sql_stage
@@ -23,7 +24,8 @@ from tests.conftest import message_class
 
 
 def fails(sql, expression: str, message: str) -> None:
-    with pytest.raises(PythonException, match=re.escape(message)):
+    """`expression` fails with `message`, from a Python function or from a JVM one."""
+    with pytest.raises((PythonException, Py4JJavaError), match=re.escape(message)):
         sql(expression)
 
 

@@ -1,5 +1,5 @@
-"""How Dagger's functions get into a Spark session: SQL functions over built-in expressions, or
-vectorized Arrow UDFs when no built-in matches Dagger's semantics.
+"""How Dagger's functions get into a Spark session: SQL functions over built-in expressions, JVM functions
+of the project's jar (`jobs/udfs/*.java`), or vectorized Arrow UDFs where neither is written yet.
 
 Modules declare their functions in a `FunctionSet`; nothing reaches Spark until `FunctionSet.register`
 is asked for some names. Registering is what costs (Spark analyses each SQL function's body, 0.1-1 s
@@ -31,6 +31,12 @@ def create_sql_function(spark: SparkSession, name: str, parameters: str, returns
     """`name(parameters)` as a SQL function: Spark inlines `body` into the plan, so it runs as built-in
     expressions (whole-stage code generation, no Python)."""
     spark.sql(f"CREATE OR REPLACE TEMPORARY FUNCTION {name}({parameters}) RETURNS {returns} RETURN {body}")
+
+
+def register_jvm(spark: SparkSession, name: str, java_class: str, returns: str) -> None:
+    """The project's Java UDF `java_class` under `name`: it runs in the JVM, so a query calling it keeps its
+    records there (and can run in real-time mode). Classic and Spark Connect sessions alike."""
+    spark.udf.registerJavaFunction(name, java_class, returns)
 
 
 def register_arrow(
@@ -88,6 +94,10 @@ class FunctionSet:
         self.declare(
             name, lambda spark: create_sql_function(spark, name, parameters, returns, body), body=body
         )
+
+    def jvm(self, name: str, java_class: str, returns: str) -> None:
+        """A JVM function (see `register_jvm`)."""
+        self.declare(name, lambda spark: register_jvm(spark, name, java_class, returns))
 
     def arrow(
         self,
