@@ -38,6 +38,7 @@ _SHARED_NAMES = frozenset(
         "compression.type",
         "enable.idempotence",
         "max.in.flight.requests.per.connection",
+        "transaction.timeout.ms",
     }
 )
 _RENAMED = {

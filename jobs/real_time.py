@@ -21,7 +21,8 @@ def require_real_time_stages(spec: DaggerSpec, result: DataFrame, writes_through
     """Real-time mode reads only Spark's Kafka source and writes only its Kafka sink, with no Python in
     between: anything else is refused here, naming the stage, instead of failing once started.
 
-    `writes_through_connector`: the dagger's one sink is Kafka on Spark's connector, written from the query.
+    `writes_through_connector`: the dagger's one sink is Kafka on Spark's connector, written from the query
+    (at least once: exactly-once delivery needs a driver step per micro-batch).
     """
     refused = [
         f"streams[{index}] ({stream.table}): it reads through connector 'python'"
@@ -29,7 +30,10 @@ def require_real_time_stages(spec: DaggerSpec, result: DataFrame, writes_through
         if not (isinstance(stream, KafkaStream) and stream.connector == "spark")
     ]
     if not writes_through_connector:
-        refused.append("sinks: real-time mode writes one Kafka sink with connector 'spark'")
+        refused.append(
+            "sinks: real-time mode writes one Kafka sink with connector 'spark', at least once (an "
+            "exactly_once sink commits once per micro-batch)"
+        )
     python_functions, python_steps = _python_in_plan(result)
     if python_functions:
         refused.append(

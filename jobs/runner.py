@@ -65,10 +65,10 @@ class BuiltDagger:
     @property
     def connector_sink(self) -> ConnectorRecords | None:
         """The dagger's one sink when Spark's Kafka connector writes it, and nothing must see each micro-batch
-        in Python (ordered output holds rows back there)."""
+        in Python (ordered output holds rows back there; an exactly-once sink reads its markers there)."""
         if len(self.sinks) != 1 or self.spec.ordered_output:
             return None
-        return getattr(self.sinks[0], "connector_records", None)
+        return getattr(self.sinks[0], "query_sink", None)
 
     @property
     def bounded(self) -> bool:

@@ -227,8 +227,8 @@ def make_dagger(descriptor_set: Path, tmp_path: Path) -> Callable[..., DaggerSpe
 
 
 _kafka_connector = "python"
-"""The `connector` of the Kafka streams and at-least-once sinks `kafka_stream` and `kafka_sink` make; the
-`kafka_connector` fixture runs a test once with each."""
+"""The `connector` of the Kafka streams and sinks `kafka_stream` and `kafka_sink` make; the `kafka_connector`
+fixture runs a test once with each."""
 
 
 @pytest.fixture(params=["python", "spark"])
@@ -270,13 +270,12 @@ def run_bounded_in_own_process(dagger: Path, **environment: str) -> subprocess.C
 
 
 def kafka_sink(bootstrap_servers: str, topic: str, message: str, **fields: Any) -> dict:
-    at_least_once = fields.get("delivery", "at_least_once") == "at_least_once"
     return {
         "kind": "kafka",
         "bootstrap_servers": bootstrap_servers,
         "topic": topic,
         "proto_message": message,
-        "connector": _kafka_connector if at_least_once else "python",
+        "connector": _kafka_connector,
         **fields,
     }
 

@@ -559,7 +559,7 @@ class CrashDagger:
         trigger_interval: str,
         connector: str = "python",
     ) -> CrashDagger:
-        """`connector`: the stream's (the exactly-once sink is the Python writer's either way)."""
+        """`connector`: the stream's and the exactly-once Kafka sink's (the lake is the Python writer's)."""
         name = "crash-orders"
         source, output = kafka.new_topic("crash-in", partitions=2), kafka.new_topic("crash-out")
         lake, checkpoint = dagster.daggers.parent / "lake", dagster.daggers / f"{name}.checkpoint"
@@ -573,7 +573,9 @@ class CrashDagger:
             trigger_interval=trigger_interval,
             checkpoint_location=str(checkpoint),
             sinks=[
-                kafka_sink(kafka.bootstrap_servers, output, ORDER, delivery="exactly_once"),
+                kafka_sink(
+                    kafka.bootstrap_servers, output, ORDER, delivery="exactly_once", connector=connector
+                ),
                 {"kind": "parquet", "path": str(lake), "time_column": "created_at"},
             ],
             # Every crash is restarted after ~1 s (the sensor ticks every 5 s), however many came before.

@@ -1,6 +1,6 @@
 """What only Spark's Kafka connector does (`connector: spark`): real-time mode, its refusals, the Java
-client settings it takes, and the crash harness on it. The rows it gives are proven by the Kafka pipeline
-tests, which run on both connectors (`kafka_connector` fixture)."""
+client settings it takes, and the crash harness on it (the stream and the exactly-once sink). The rows it
+gives are proven by the Kafka pipeline tests, which run on both connectors (`kafka_connector` fixture)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ CALLS_PYTHON = "the query (SQL or processors) calls Python function(s) py_double
     [
         ({"streams": "python"}, "streams[0] (orders): it reads through connector 'python'"),
         ({"sink": "python"}, "sinks: real-time mode writes one Kafka sink with connector 'spark'"),
+        ({"sink": "exactly_once"}, "with connector 'spark', at least once"),
         ({"sql": f"SELECT order_id, created_at, {DOUBLED} AS amount FROM orders"}, CALLS_PYTHON),
         (
             {
@@ -84,7 +85,7 @@ CALLS_PYTHON = "the query (SQL or processors) calls Python function(s) py_double
             CALLS_PYTHON,
         ),
     ],
-    ids=["python-stream", "python-sink", "python-udf", "python-udf-in-a-pre-processor"],
+    ids=["python-stream", "python-sink", "exactly-once-sink", "python-udf", "python-udf-in-a-pre-processor"],
 )
 def test_a_dagger_real_time_mode_cannot_run_is_refused_before_start_naming_the_stage(
     kafka, registry, make_dagger, spark, change, named
@@ -99,6 +100,8 @@ def test_a_dagger_real_time_mode_cannot_run_is_refused_before_start_naming_the_s
     sink = spark_sink(kafka, f"{topic}-out")
     if change.get("sink") == "python":
         sink["connector"] = "python"
+    if change.get("sink") == "exactly_once":
+        sink["delivery"] = "exactly_once"
     spec = make_dagger(
         streams=[stream],
         sql=change.get("sql", "SELECT order_id, created_at, amount FROM orders"),
@@ -158,8 +161,9 @@ def test_a_setting_the_java_client_has_no_equivalent_for_is_refused_by_name():
 def test_sigkilled_drivers_reading_through_the_connector_lose_and_duplicate_nothing(
     dagster, kafka, registry, descriptor_set, soak, record_property
 ):
-    """tests/test_crash_kills.py's harness with the stream on Spark's connector (the exactly-once sink and
-    the lake are the Python writers either way): its offsets and checkpoint under SIGKILLs."""
+    """tests/test_crash_kills.py's harness with the stream and the exactly-once Kafka sink on Spark's
+    connector (the lake is the Python writer's): its offsets, checkpoint and the JVM's transactions under
+    SIGKILLs."""
     plan = SOAK_PLAN if soak else PLAN
     where = "on Apache Kafka, read through Spark's connector"
     dagger, outcome = crash_run(dagster, kafka, registry, descriptor_set, plan, where, connector="spark")

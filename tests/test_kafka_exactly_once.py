@@ -6,7 +6,9 @@ attempt has a marker in the marker topic (in the same transaction), so read_comm
 exactly the rows of marked attempts, every expected row once, and no row of an aborted attempt.
 
 The round trip also runs on the embedded broker (`make run`'s path). That broker shows aborted
-transactional records to read_committed readers, so the crash cases run on Apache Kafka only.
+transactional records to read_committed readers, so the crash cases run on Apache Kafka only. The round
+trip, the replay and the crash also run on Spark's connector (`kafka_connector`), where the tasks'
+transactions are the JVM's (`ExactlyOnceKafkaWriter.java`) and the driver side is the same Python.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import json
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import Message, Producer
+from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs.runner import DaggerQueryError
 from jobs.schema_registry import encode_descriptor_sets
@@ -36,8 +40,16 @@ from jobs.sinks.kafka.exactly_once import (
     transactional_id,
 )
 from jobs.sinks.kafka.producers import RecordEncoding
+from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.spec import DaggerConfigError
-from tests.conftest import kafka_sink, kafka_stream, message_class, on_both_brokers, order_payloads
+from tests.conftest import (
+    APACHE_KAFKA,
+    EMBEDDED,
+    kafka_sink,
+    kafka_stream,
+    message_class,
+    order_payloads,
+)
 
 ORDER = "dagger.testing.Order"
 SQL = "SELECT order_id, customer_id, amount, created_at FROM orders"
@@ -108,9 +120,15 @@ def drop_checkpoint_commit(checkpoint: str, batch_id: int) -> None:
         (Path(checkpoint) / "commits" / name).unlink()
 
 
-@on_both_brokers
+# The connector's run proves that the JVM's transactions write the rows, headers and markers the Python
+# writer does (on Apache Kafka only: the connector's source sees the embedded broker's ends late).
+@pytest.mark.parametrize(
+    ("kafka", "kafka_connector"),
+    [(APACHE_KAFKA, "python"), (EMBEDDED, "python"), (APACHE_KAFKA, "spark")],
+    indirect=True,
+)
 def test_every_row_is_in_one_marked_attempt_and_read_committed_once(
-    kafka, registry, make_dagger, start_dagger
+    kafka, kafka_connector, registry, make_dagger, start_dagger
 ):
     source, sink = kafka.new_topic("eo-source", partitions=2), kafka.new_topic("eo-out")
     kafka.produce(source, order_payloads(registry, 0, 12), partition=lambda index: index % 2)
@@ -143,6 +161,7 @@ def test_every_row_is_in_one_marked_attempt_and_read_committed_once(
     assert rows_in[0] == (0, 12) and sum(rows for _, rows in rows_in) == 18
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_a_replayed_batch_whose_markers_are_committed_is_skipped(kafka, registry, make_dagger, start_dagger):
     source, sink = kafka.new_topic("eo-replay"), kafka.new_topic("eo-replay-out")
     kafka.produce(source, order_payloads(registry, 0, 3))
@@ -171,6 +190,7 @@ def test_a_replayed_batch_whose_markers_are_committed_is_skipped(kafka, registry
     assert order_ids(registry, marked(after, markers_before)) == expected_ids(6)
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_rows_of_a_transaction_cut_short_by_a_crash_are_not_counted_and_the_batch_is_written_again(
     kafka, registry, make_dagger, start_dagger
 ):
@@ -252,12 +272,44 @@ def test_a_transaction_a_killed_run_left_open_is_aborted_when_the_next_run_start
     assert len(marked(records, marker_list)) == len(records)
 
 
-def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_markers(kafka, registry, caplog):
-    """Without Spark: the writer of one task (partition 0) called as the workers would call it.
+TaskWrite = Callable[[int, frozenset[int], dict[int, int], list[str]], int]
+"""Partition 0's task of a batch: (batch id, partitions the driver saw committed, where the driver stopped
+reading the markers, the rows' order ids) -> rows written."""
 
-    A cached producer that another worker's producer fenced since is replaced before anything commits; a
-    retried attempt of a task that committed (which the driver's pre-batch read did not see) writes
-    nothing."""
+
+def python_task(sink: KafkaSink, registry, sink_id: str) -> TaskWrite:
+    """The Python task side, called in this process as a Python worker would call it."""
+    encoding = RecordEncoding(descriptor_sets=encode_descriptor_sets(registry.serialized_descriptor_sets))
+
+    def write(batch_id: int, committed: frozenset[int], positions: dict[int, int], ids: list[str]) -> int:
+        writer = TransactionalPartitionWriter(sink, encoding, batch_id, sink_id, committed, positions)
+        return writer.write(iter([pa.RecordBatch.from_pydict({"order_id": ids})]))
+
+    return write
+
+
+def jvm_task(sink: KafkaSink, registry, spark, sink_id: str) -> TaskWrite:
+    """The JVM's task side (`ExactlyOnceKafkaWriter.java`), through the writer's own call, on a DataFrame of
+    one partition."""
+    columns = StructType([StructField("order_id", StringType())])
+    connector = ConnectorRecords(sink, registry, spark, columns, "dagger_encode_eo_tasks")
+
+    def write(batch_id: int, committed: frozenset[int], positions: dict[int, int], ids: list[str]) -> int:
+        rows = spark.createDataFrame([(order_id,) for order_id in ids], columns).coalesce(1)
+        return connector.write_transactions(rows, batch_id, sink_id, committed, positions)
+
+    return write
+
+
+@pytest.mark.parametrize("task_side", ["python", "jvm"])
+def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_markers(
+    kafka, registry, spark, caplog, task_side
+):
+    """The task side of one partition (0) called without a streaming query, as Spark would call it.
+
+    A cached producer that another worker's producer fenced since is replaced before anything commits (on
+    the JVM side, a fenced producer would fail the write); a retried attempt of a task that committed
+    (which the driver's pre-batch read did not see) writes nothing."""
     caplog.set_level(logging.INFO, logger="jobs.sinks.kafka.exactly_once")
     sink_topic = kafka.new_topic("eo-tasks")
     sink = KafkaSink(
@@ -266,41 +318,40 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
         topic=sink_topic,
         proto_message=ORDER,
         delivery="exactly_once",
+        connector="spark" if task_side == "jvm" else "python",
     )
     ensure_marker_topic(sink)
-    encoding = RecordEncoding(descriptor_sets=encode_descriptor_sets(registry.serialized_descriptor_sets))
     sink_id = sink_identity("tasks", uuid.uuid4().hex, 0)
+    write_task = (
+        jvm_task(sink, registry, spark, sink_id)
+        if task_side == "jvm"
+        else python_task(sink, registry, sink_id)
+    )
     driver = MarkerLog(sink)
 
-    def run_task(batch_id: int, order_numbers: range) -> int:
+    def run_task(batch_id: int, ids: list[str]) -> int:
         driver.refresh()
-        writer = TransactionalPartitionWriter(
-            sink,
-            encoding,
-            batch_id,
-            sink_id,
-            driver.committed_partitions(sink_id, batch_id),
-            dict(driver.positions),
+        return write_task(
+            batch_id, driver.committed_partitions(sink_id, batch_id), dict(driver.positions), ids
         )
-        rows = pa.RecordBatch.from_pydict({"order_id": [f"o{n}" for n in order_numbers]})
-        return writer.write(iter([rows]))
 
+    logged_by_python = task_side == "python"  # the JVM side logs to Spark's log
     try:
-        assert run_task(0, range(0, 3)) == 3  # this worker caches the task's producer
+        assert run_task(0, ["o0", "o1", "o2"]) == 3  # this worker caches the task's producer
         other_worker = Producer(
             {"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": transactional_id(sink_id, 0)}
         )
         other_worker.init_transactions(10)  # another worker ran partition 0 since: the cached one is fenced
-        assert run_task(1, range(3, 6)) == 3  # written all the same, by a new producer
-        assert "cached producer unusable" in caplog.text
+        assert run_task(1, ["o3", "o4", "o5"]) == 3  # written all the same, by a new producer
+        if logged_by_python:
+            assert "cached producer unusable" in caplog.text
 
         # A retry of batch 1's task that the driver's read did not see committed: fences, checks, skips.
-        retry = TransactionalPartitionWriter(
-            sink, encoding, 1, sink_id, frozenset(), {partition: 0 for partition in driver.positions}
-        )
-        assert retry.write(iter([pa.RecordBatch.from_pydict({"order_id": ["o3", "o4", "o5"]})])) == 0
-        assert "batch 1 partition 0: committed by an earlier attempt" in caplog.text
-    finally:  # this process played the workers: drop their clients
+        unseen = {partition: 0 for partition in driver.positions}
+        assert write_task(1, frozenset(), unseen, ["o3", "o4", "o5"]) == 0
+        if logged_by_python:
+            assert "batch 1 partition 0: committed by an earlier attempt" in caplog.text
+    finally:  # this process played the Python workers: drop their clients
         kafka_sink_module._transactional.clear()
         for consumer in kafka_sink_module._consumers.values():
             consumer.close()

@@ -35,11 +35,18 @@ def sink(kafka, topic: str, **fields) -> dict:
     return {"kind": "kafka", "bootstrap_servers": kafka.bootstrap_servers, "topic": topic, **fields}
 
 
-def test_json_records_carry_the_results_columns_by_name(kafka, registry, make_dagger, start_dagger):
+@pytest.mark.parametrize(
+    "writer",
+    [{}, {"connector": "spark", "delivery": "exactly_once"}],
+    ids=["python", "jvm-transactions"],  # the JVM's transactions write the JVM's JSON text
+)
+def test_json_records_carry_the_results_columns_by_name(kafka, registry, make_dagger, start_dagger, writer):
     topic = kafka.new_topic("sink-json")
-    spec = make_dagger(streams=[orders(kafka, registry)], sql=SQL, sinks=[sink(kafka, topic, format="json")])
+    spec = make_dagger(
+        streams=[orders(kafka, registry)], sql=SQL, sinks=[sink(kafka, topic, format="json", **writer)]
+    )
     start_dagger(spec).process_available()
-    rows = [json.loads(record.value()) for record in kafka.read_all(topic)]
+    rows = [json.loads(r.value()) for r in kafka.read_all(topic, isolation_level="read_committed")]
     assert sorted(rows, key=lambda row: row["order_id"]) == [
         {
             "order_id": f"o{index}",

@@ -40,11 +40,13 @@ class KafkaSink(SinkConfig):
     producer_config: dict[str, ClientConfigValue] = Field(default_factory=dict)
     delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
-    a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka/exactly_once.py`)."""
+    a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka/exactly_once.py`), on
+    either connector."""
     connector: Literal["python", "spark"] = "python"
-    """`spark`: the records are encoded by a JVM codec and written by Spark's own Kafka connector, so they
-    never enter Python (at-least-once; protobuf or JSON). `python`: the project's writer, which also does
-    Avro and exactly-once delivery."""
+    """`spark`: the records are encoded by a JVM codec and written by Java producers, so they never enter
+    Python (protobuf or JSON): Spark's own Kafka connector at least once, the project's transactional
+    writer (`ExactlyOnceKafkaWriter.java`) exactly once. `python`: the project's Python writer, which also
+    does Avro."""
     marker_topic: str | None = Field(default=None, min_length=1)
     """exactly_once only: topic of the commit markers, on the same cluster; default
     `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
@@ -77,16 +79,10 @@ class KafkaSink(SinkConfig):
 
     @model_validator(mode="after")
     def _connector_takes_the_settings(self) -> KafkaSink:
-        if self.connector == "spark":
-            if self.delivery == "exactly_once":
-                raise ValueError(
-                    "connector 'spark' delivers at least once; delivery 'exactly_once' needs connector "
-                    "'python'"
-                )
-            if self.format == "avro":
-                raise ValueError(
-                    "connector 'spark' writes protobuf or JSON; format 'avro' needs connector 'python'"
-                )
+        if self.connector == "spark" and self.format == "avro":
+            raise ValueError(
+                "connector 'spark' writes protobuf or JSON; format 'avro' needs connector 'python'"
+            )
         return self
 
     @model_validator(mode="after")

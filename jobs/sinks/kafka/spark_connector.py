@@ -1,12 +1,19 @@
-"""Kafka sink on Spark's own Kafka connector: the rows encoded by the JVM codec and produced by the
-connector's Java producers, so they never enter Python.
+"""Kafka sink on Spark's connector path: the rows encoded by the JVM codec and produced by Java producers,
+so they never enter Python.
 
-At least once: a micro-batch ends only when every record is acknowledged, and a replayed batch writes its
-records again. A dagger with this sink alone writes it straight from the streaming query (no
-`foreachBatch`), which real-time mode needs; next to other sinks it is written once per micro-batch.
+at_least_once: Spark's own Kafka connector writes them. A micro-batch ends only when every record is
+acknowledged, and a replayed batch writes its records again. A dagger with this sink alone writes it
+straight from the streaming query (no `foreachBatch`), which real-time mode needs; next to other sinks it is
+written once per micro-batch.
+
+exactly_once: `ExactlyOnceKafkaWriter.java` runs the task side of `jobs.sinks.kafka.exactly_once`'s protocol
+in the JVM, once per micro-batch from `foreachBatch`; the driver side is the Python writer's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -38,11 +45,22 @@ class ConnectorRecords:
     ) -> None:
         self.sink = sink
         java_settings = java_client_settings(sink.producer_config, "producer_config")
-        self.options = {
-            "kafka.bootstrap.servers": str(sink.bootstrap_servers),
-            "topic": sink.topic,
-            **{f"kafka.{key}": value for key, value in {**_PRODUCER_DEFAULTS, **java_settings}.items()},
+        producer_settings = {
+            "bootstrap.servers": str(sink.bootstrap_servers),
+            **_PRODUCER_DEFAULTS,
+            **java_settings,
         }
+        self.options = {
+            "topic": sink.topic,
+            **{f"kafka.{key}": value for key, value in producer_settings.items()},
+        }
+        self._transactional_writer: Any = None
+        """exactly_once: the task side, `ExactlyOnceKafkaWriter.java`, with the sink's settings."""
+        if sink.delivery == "exactly_once":
+            jvm = spark._jvm  # type: ignore[attr-defined]
+            self._transactional_writer = jvm.dagger.jobs.sinks.kafka.ExactlyOnceKafkaWriter(
+                sink.topic, sink.resolved_marker_topic, producer_settings
+            )
         self._functions: dict[str, str] = {}
         if sink.format == "protobuf":
             messages = {"value": str(sink.proto_message)}
@@ -59,4 +77,22 @@ class ConnectorRecords:
             return rows.select(F.to_json(row, {"ignoreNullFields": "false"}).cast("binary").alias("value"))
         return rows.select(
             *(F.call_function(function, row).alias(part) for part, function in self._functions.items())
+        )
+
+    def write_transactions(
+        self,
+        rows: DataFrame,
+        batch_id: int,
+        sink_id: str,
+        committed: Set[int],
+        marker_positions: Mapping[int, int],
+    ) -> int:
+        """exactly_once: writes every partition of `rows` in its own transaction, in the JVM, skipping the
+        `committed` ones (see `ExactlyOnceKafkaWriter.java`); the rows written."""
+        assert self._transactional_writer is not None, "made for delivery: exactly_once only"
+        records = self.records(rows)._jdf  # type: ignore[attr-defined]
+        return int(
+            self._transactional_writer.write(
+                records, sink_id, batch_id, sorted(committed), dict(marker_positions)
+            )
         )

@@ -13,7 +13,9 @@ at_least_once (the default)
 exactly_once
     Consumers reading with `isolation.level=read_committed` see every result row once, whatever crashes
     and replays happen: one Kafka transaction per Spark task, with a commit marker; see
-    `jobs.sinks.kafka.exactly_once` for the protocol and its proof.
+    `jobs.sinks.kafka.exactly_once` for the protocol and its proof. The driver side is the same on both
+    connectors; with `connector: spark` the tasks run in the JVM (`ExactlyOnceKafkaWriter.java`) on the
+    records the JVM codec encoded.
 """
 
 from __future__ import annotations
@@ -82,16 +84,20 @@ class KafkaSinkWriter:
     def reads_whole_batch(self) -> bool:
         return True
 
+    @property
+    def query_sink(self) -> ConnectorRecords | None:
+        """What the streaming query itself may write with Spark's Kafka connector when this is the dagger's
+        only sink: an at-least-once sink on the connector, which needs no driver step per micro-batch."""
+        return self.connector_records if self.sink.delivery == "at_least_once" else None
+
     def write(self, batch: DataFrame, batch_id: int) -> Written:
-        if self.connector_records is not None:
-            return self._write_with_connector(batch, self.connector_records)
-        if self.sink.format == "json":  # JSON text made by Spark, in the JVM, before the tasks run
-            columns = [F.col(f"`{name}`") for name in batch.columns]
-            as_json = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})  # every key in every row
-            batch = batch.select(as_json.alias(JSON_VALUE_COLUMN))
         if self.sink.delivery == "exactly_once":
             return self._write_exactly_once(batch, batch_id)
-        return write_partitions(batch, KafkaPartitionWriter(self.sink, self._encoding, batch_id).write)
+        if self.connector_records is not None:
+            return self._write_with_connector(batch, self.connector_records)
+        return write_partitions(
+            self._python_writer_rows(batch), KafkaPartitionWriter(self.sink, self._encoding, batch_id).write
+        )
 
     def _write_with_connector(self, batch: DataFrame, connector: ConnectorRecords) -> Written:
         rows = Observation()
@@ -136,10 +142,23 @@ class KafkaSinkWriter:
                 batch_id,
                 sorted(committed),
             )
+        positions = dict(self._markers.positions)
+        if self.connector_records is not None:  # the task side in the JVM: the rows stay there
+            rows = self.connector_records.write_transactions(batch, batch_id, sink_id, committed, positions)
+            return Written(rows=rows)
         writer = TransactionalPartitionWriter(
-            self.sink, self._encoding, batch_id, sink_id, committed, dict(self._markers.positions)
+            self.sink, self._encoding, batch_id, sink_id, committed, positions
         )
-        return write_partitions(batch, writer.write)
+        return write_partitions(self._python_writer_rows(batch), writer.write)
+
+    def _python_writer_rows(self, batch: DataFrame) -> DataFrame:
+        """The rows as the Python writers take them: a `json` sink's as each row's JSON text, made by Spark in
+        the JVM before the tasks run, with every key in every row."""
+        if self.sink.format != "json":
+            return batch
+        columns = [F.col(f"`{name}`") for name in batch.columns]
+        as_json = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
+        return batch.select(as_json.alias(JSON_VALUE_COLUMN))
 
 
 class KafkaPartitionWriter:
