@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from pathlib import Path
+from datetime import datetime
 
 import pytest
 
-from jobs.ordering import OrderedOutput
 from jobs.runner import DaggerBuildError
 from tests.conftest import kafka_stream, message_class
 
@@ -60,6 +59,68 @@ def _emitted(logged: list[str]) -> list[tuple[str, str]]:
     return [(row["order_id"], row["rowtime"]) for row in rows]
 
 
+Batch = dict[str, list[int]]
+"""The event times (seconds after BASE_SECONDS) a micro-batch read, per stream."""
+
+
+def expected_order(batches: list[Batch], delay_s: int, restarts: set[int]) -> tuple[list[str], list[str]]:
+    """The rows ordered output must emit, in order, and those it must drop as late, worked out from what each
+    micro-batch read alone (never from the code's watermark reader). A batch runs with the watermark of the
+    rows before it: the smallest of the streams' latest event times, minus the delay, never moving back (the
+    epoch before any row); the first batch of a restarted query (`restarts`: batch positions) runs with the
+    watermark of the batch before it, as Spark recovers it from the checkpoint. A batch emits the rows held
+    so far and its own that are at or below its watermark, in event-time order, and drops a row older than
+    the watermark of the batch before, since rows after it have left already."""
+    latest: dict[str, int] = {}
+    watermark, previous = -BASE_SECONDS, None  # the epoch
+    held: list[tuple[int, str]] = []
+    emitted: list[str] = []
+    late: list[str] = []
+    for position, batch in enumerate(batches):
+        if position in restarts:
+            previous = watermark
+        for table, seconds in batch.items():
+            for second in seconds:
+                if previous is not None and second < previous:
+                    late.append(f"{table}{second}")
+                else:
+                    held.append((second, f"{table}{second}"))
+        emitted += [name for second, name in sorted(held) if second <= watermark]
+        held = [(second, name) for second, name in held if second > watermark]
+        for table, seconds in batch.items():
+            if seconds:
+                latest[table] = max(latest.get(table, -BASE_SECONDS), *seconds)
+        previous, watermark = watermark, max(watermark, min(latest.values()) - delay_s)
+    return emitted, late
+
+
+def test_the_model_of_ordered_output_holds_rows_until_the_watermark_passes_them() -> None:
+    batches = [{"a": [5, 1], "b": [2]}, {"a": [3], "b": [9]}, {"a": [0, 4]}, {"a": [6]}, {"b": [8]}]
+    emitted, late = expected_order(batches, 1, restarts={3})
+    # batch 0 at the epoch holds all; batch 1 at min(5, 2) - 1 = 1: a1; batch 2 at min(5, 9) - 1 = 4, after
+    # 1: a0 late, b2 a3 a4 leave; a restart: batch 3 runs at 4 again, batch 4 at min(6, 9) - 1 = 5: a5
+    assert (emitted, late) == (["a1", "b2", "a3", "a4", "a5"], ["a0"])
+
+
+def batches_read(reports: list, topics: dict[str, str], produced: dict[str, list[int]]) -> list[Batch]:
+    """What each micro-batch with input read, per stream, from the offsets Spark reports it ended at (the
+    topics have one partition: the n-th record is the n-th produced)."""
+    table_of = {topic: table for table, topic in topics.items()}
+    read = dict.fromkeys(topics, 0)
+    batches = []
+    for report in reports:
+        if not report.input_rows:
+            continue
+        batch: Batch = {}
+        for end in report.end_offsets:
+            for topic, partitions in end.items():
+                table = table_of[topic]
+                (until,) = partitions.values()
+                batch[table], read[table] = produced[table][read[table] : until], until
+        batches.append(batch)
+    return batches
+
+
 def test_rows_of_two_streams_leave_in_event_time_order_across_batches_and_a_restart(
     two_streams, kafka, registry, start_dagger, caplog
 ):
@@ -67,42 +128,34 @@ def test_rows_of_two_streams_leave_in_event_time_order_across_batches_and_a_rest
     caplog.set_level(logging.WARNING, logger="jobs.ordering")
     running = start_dagger(spec)
     emitted: list[tuple[str, str]] = []
-    skipped_late = 0  # by the streams' late_records policy, before the ordering sees them
+    runs: list[list] = []
     for number, round_ in enumerate(ROUNDS):
         if number == RESTART_AFTER:
             emitted += _emitted(running.logged)
             running.run.stop()
-            skipped_late += sum(report.total_late for report in running.run.reports)
+            runs.append(running.run.reports)
             running = start_dagger(spec)
         _produce(kafka, registry, topics, round_)
         running.process_available()
     emitted += _emitted(running.logged)
-    skipped_late += sum(report.total_late for report in running.run.reports)
+    runs.append(running.run.reports)
 
-    times = [rowtime for _, rowtime in emitted]
-    assert times == sorted(times)
-    assert len(set(emitted)) == len(emitted)  # across the restart too: nothing twice
-
-    # Every row up to the watermark the last batch ran with has left, but for the late ones, which the
-    # streams skipped and counted, or the ordering logged. How the rounds fell into micro-batches moves the
-    # watermarks, and with them which rows are late (Spark's watermark is the minimum over the streams
-    # that have rows): b0 always is.
-    checkpoint = Path(spec.checkpoint_location)
-    last = OrderedOutput("rowtime", str(checkpoint), spec.name).watermark(running.run.reports[-1].batch_id)
-    passed = int(last.timestamp()) - BASE_SECONDS
-    assert passed >= 98  # min(100, 99) - 1s, once both streams' rows of the fifth round are in
-    produced = {
-        f"{table}{second}": second for round_ in ROUNDS for table, times in round_.items() for second in times
-    }
-    due = {order_id for order_id, second in produced.items() if second <= passed}
-    left = {order_id for order_id, _ in emitted}
-    assert left <= due
-    late = due - left
-    assert "b0" in late
+    produced = {table: [second for round_ in ROUNDS for second in round_[table]] for table in topics}
+    before_restart = batches_read(runs[0], topics, produced)
+    batches = batches_read(runs[0] + runs[1], topics, produced)
+    assert sum(len(seconds) for batch in batches for seconds in batch.values()) == sum(
+        map(len, produced.values())
+    )
+    due, late = expected_order(batches, delay_s=1, restarts={len(before_restart)})
+    assert "b0" in late  # behind rows that left before the restart, however the rounds fell into batches
+    assert [order_id for order_id, _ in emitted] == due
+    for order_id, rowtime in emitted:
+        second = datetime.fromisoformat(rowtime.replace("Z", "+00:00")).timestamp() - BASE_SECONDS
+        assert order_id[1:] == str(int(second))
+    assert sum(report.total_late for run in runs for report in run) == 0  # the streams keep late records
     late_message = re.compile(r": (\d+) row\(s\) of batch \d+ are older than the watermark")
     counts = [late_message.search(record.getMessage()) for record in caplog.records]
-    logged_late = sum(int(match.group(1)) for match in counts if match)
-    assert skipped_late + logged_late == len(late)
+    assert sum(int(match.group(1)) for match in counts if match) == len(late)
 
 
 def test_ordered_output_needs_the_rowtime_column_in_the_result(two_streams, start_dagger, make_dagger):
