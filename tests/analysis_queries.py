@@ -6,9 +6,11 @@ derived tables, IN/EXISTS/scalar subqueries and WITH clauses (nested anywhere, t
 either project's tables, in any case) over those names, bare or qualified (`continuous.`, `rival.`,
 `global_temp.`, `spark_catalog.default.`, ...) and sometimes backticked.
 
-Every query selects one column, `user_id`, which all the planted tables have, so a query that isolation
-accepts also runs on Spark. Each generated query knows which tables it reads by Spark's scoping rules
-(`Query.reads`), independently of `jobs.analysis.isolation`, so tests can tell exactly what it must accept.
+A query selects whole rows (`SELECT *`) at its top, so any row of another project in its result shows with
+every column; below the top (subqueries, derived tables, set operations) it selects `user_id`, which all
+the planted tables have, so a query that isolation accepts also runs on Spark. Each generated query knows
+which tables it reads by Spark's scoping rules (`Query.reads`), independently of
+`jobs.analysis.isolation`, so tests can tell exactly what it must accept.
 """
 
 from __future__ import annotations
@@ -91,11 +93,11 @@ class Select:
     relations: tuple[TableName | Derived, ...]
     condition: Condition | None
 
-    def sql(self) -> str:
+    def sql(self, whole_rows: bool = False) -> str:
         first, *joined = (f"{relation.sql()} AS t{i}" for i, relation in enumerate(self.relations))
         joins = "".join(f" JOIN {relation} USING (user_id)" for relation in joined)
         where = f" WHERE {self.condition.sql()}" if self.condition else ""
-        return f"SELECT user_id FROM {first}{joins}{where}"
+        return f"SELECT {'*' if whole_rows else 'user_id'} FROM {first}{joins}{where}"
 
     def reads(self, ctes: frozenset[str]) -> frozenset[Read]:
         reads = frozenset().union(*(relation.reads(ctes) for relation in self.relations))
@@ -108,7 +110,7 @@ class SetOperation:
     operator: str
     right: Query
 
-    def sql(self) -> str:
+    def sql(self, whole_rows: bool = False) -> str:  # both sides must have the same columns
         return f"({self.left.sql()}) {self.operator} ({self.right.sql()})"
 
     def reads(self, ctes: frozenset[str]) -> frozenset[Read]:
@@ -120,11 +122,11 @@ class With:
     ctes: tuple[tuple[str, Query], ...]
     body: Select | SetOperation
 
-    def sql(self) -> str:
+    def sql(self, whole_rows: bool = False) -> str:
         return (
             "WITH "
             + ", ".join(f"{name} AS ({query.sql()})" for name, query in self.ctes)
-            + f" {self.body.sql()}"
+            + f" {self.body.sql(whole_rows)}"
         )
 
     def reads(self, ctes: frozenset[str]) -> frozenset[Read]:
@@ -139,18 +141,28 @@ class With:
 Query = Select | SetOperation | With
 
 
-def query_trees(tables: ProjectTables, other_names: Iterable[str]) -> st.SearchStrategy[Query]:
-    """Queries over the project's names, `other_names` and `recent` (a name only CTEs take)."""
+def query_trees(
+    tables: ProjectTables, other_names: Iterable[str], own_names_only: bool = False
+) -> st.SearchStrategy[Query]:
+    """Queries over the project's names, `other_names` and `recent` (a name only CTEs take), qualified in
+    any of QUALIFIERS; or, `own_names_only`, over the project's tables named as the project may name them
+    (bare collections, `continuous.<name>`, `materialized.<name>`), which isolation mostly accepts."""
     names = sorted(
         tables.collections | tables.continuous | tables.materialized | set(other_names) | {"recent"}
     )
-    table_names = st.builds(
-        TableName,
-        qualifier=st.sampled_from(QUALIFIERS),
-        name=st.sampled_from(names),
-        upper=st.booleans(),
-        quoted=st.booleans(),
-    )
+    spelled = {"upper": st.booleans(), "quoted": st.booleans()}
+    if own_names_only:
+        forms = [("", name) for name in sorted(tables.collections)]
+        forms += [
+            (kind, name) for kind in ("continuous", "materialized") for name in sorted(getattr(tables, kind))
+        ]
+        table_names = st.sampled_from(forms).flatmap(
+            lambda form: st.builds(TableName, qualifier=st.just(form[0]), name=st.just(form[1]), **spelled)
+        )
+    else:
+        table_names = st.builds(
+            TableName, qualifier=st.sampled_from(QUALIFIERS), name=st.sampled_from(names), **spelled
+        )
     cte_names = st.builds(
         lambda name, upper: name.upper() if upper else name, st.sampled_from(names), st.booleans()
     )
@@ -188,10 +200,15 @@ def _first_of_each_name(ctes: list[tuple[str, Query]]) -> tuple[tuple[str, Query
 
 
 def queries_over(tables: ProjectTables, other_names: Iterable[str]) -> st.SearchStrategy[str]:
-    """The SQL of `query_trees`."""
-    return query_trees(tables, other_names).map(lambda query: query.sql())
+    """The SQL of `query_trees`, selecting whole rows."""
+    return query_trees(tables, other_names).map(lambda query: query.sql(whole_rows=True))
 
 
 def queries_over_both_projects() -> st.SearchStrategy[str]:
     """Queries `shop` runs over its own names and `rival`'s."""
     return queries_over(SHOP, RIVAL_NAMES)
+
+
+def queries_of_shop() -> st.SearchStrategy[str]:
+    """Queries `shop` runs over its own tables only, selecting whole rows."""
+    return query_trees(SHOP, (), own_names_only=True).map(lambda query: query.sql(whole_rows=True))

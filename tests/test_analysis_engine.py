@@ -7,7 +7,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 
 from jobs.analysis.engine import AnalysisEngine, AnalysisError
 from jobs.analysis.materialized import Snapshots
@@ -210,22 +209,6 @@ def test_a_failed_refresh_leaves_the_old_snapshot(spark, tmp_path):
     assert snapshots.current() == first
     assert sorted(path.name for path in snapshots.folder.glob("snapshot-*")) == [first.name]
     assert rows(engine, "SELECT sum(views) FROM materialized.top_pages") == [(5,)]
-
-
-def test_accepted_queries_over_both_projects_names_never_return_a_rival_row(engine):
-    from tests.analysis_queries import queries_over_both_projects
-
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(queries_over_both_projects())
-    def check(sql: str) -> None:
-        try:
-            table = engine.execute("shop", sql, max_rows=50).rows
-        except AnalysisError as error:
-            assert str(error)
-            return
-        assert RIVAL_MARKER not in str(table.to_pylist())
-
-    check()
 
 
 def test_projects_folder_errors_name_the_file(tmp_path: Path):
