@@ -62,14 +62,23 @@ def test_json_records_carry_the_results_columns_by_name(kafka, registry, make_da
     ]
 
 
+@pytest.mark.parametrize(
+    "writer",
+    [
+        {"delivery": "exactly_once"},
+        {"connector": "spark"},
+        {"connector": "spark", "delivery": "exactly_once"},
+    ],
+    ids=["python-transactions", "connector", "jvm-transactions"],  # the JVM's records come from to_avro
+)
 def test_avro_records_are_read_by_confluents_deserializer_with_the_registered_schema(
-    apicurio, kafka, registry, make_dagger, start_dagger
+    apicurio, kafka, registry, make_dagger, start_dagger, writer
 ):
     topic = kafka.new_topic("sink-avro")
     spec = make_dagger(
         streams=[orders(kafka, registry)],
         sql=SQL,
-        sinks=[sink(kafka, topic, format="avro", schema_registry_url=apicurio, delivery="exactly_once")],
+        sinks=[sink(kafka, topic, format="avro", schema_registry_url=apicurio, **writer)],
     )
     start_dagger(spec).process_available()
     client = SchemaRegistryClient({"url": apicurio})

@@ -43,10 +43,10 @@ class KafkaSink(SinkConfig):
     a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka/exactly_once.py`), on
     either connector."""
     connector: Literal["python", "spark"] = "python"
-    """`spark`: the records are encoded by a JVM codec and written by Java producers, so they never enter
-    Python (protobuf or JSON): Spark's own Kafka connector at least once, the project's transactional
-    writer (`ExactlyOnceKafkaWriter.java`) exactly once. `python`: the project's Python writer, which also
-    does Avro."""
+    """`spark`: the records are encoded in the JVM (protobuf by the project's codec, JSON by `to_json`, Avro
+    by `to_avro`) and written by Java producers, so they never enter Python: Spark's own Kafka connector at
+    least once, the project's transactional writer (`ExactlyOnceKafkaWriter.java`) exactly once. `python`:
+    the project's Python writer."""
     marker_topic: str | None = Field(default=None, min_length=1)
     """exactly_once only: topic of the commit markers, on the same cluster; default
     `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
@@ -76,14 +76,6 @@ class KafkaSink(SinkConfig):
         if self.format == "avro":
             return f"Avro {self.resolved_schema_subject}"
         return "JSON objects"
-
-    @model_validator(mode="after")
-    def _connector_takes_the_settings(self) -> KafkaSink:
-        if self.connector == "spark" and self.format == "avro":
-            raise ValueError(
-                "connector 'spark' writes protobuf or JSON; format 'avro' needs connector 'python'"
-            )
-        return self
 
     @model_validator(mode="after")
     def _delivery_settings(self) -> KafkaSink:

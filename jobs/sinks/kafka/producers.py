@@ -56,10 +56,11 @@ class RecordEncoder(Protocol):
 @dataclass(frozen=True)
 class RecordEncoding:
     """What the tasks need to encode the sink's rows, settled on the driver when the dagger starts: the
-    protobuf messages' descriptor sets, or the id the registry gave the Avro schema of the result."""
+    protobuf messages' descriptor sets, or the Avro schema of the result and the id the registry gave it."""
 
     descriptor_sets: str = ""
     avro_schema_id: int | None = None
+    avro_schema: dict[str, Any] | None = None
 
     def encoders(self, sink: KafkaSink) -> tuple[RecordEncoder, RecordEncoder | None]:
         """The encoders of the records' values and keys (None: records have no key)."""

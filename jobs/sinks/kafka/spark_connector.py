@@ -12,17 +12,20 @@ in the JVM, once per micro-batch from `foreachBatch`; the driver side is the Pyt
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Set
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import to_avro
 from pyspark.sql.types import StructType
 
 from jobs.codec.jvm_protobuf import register_encoder
 from jobs.kafka_java_client import java_client_settings
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka.config import KafkaSink
+from jobs.sinks.kafka.producers import RecordEncoding
 
 # The Python writer's defaults (jobs.sinks.kafka.producers), in the Java client's names.
 _PRODUCER_DEFAULTS = {
@@ -41,9 +44,16 @@ class ConnectorRecords:
     built, on the driver: a column that cannot fill its field stops the dagger from starting."""
 
     def __init__(
-        self, sink: KafkaSink, registry: SchemaRegistry, spark: SparkSession, columns: StructType, name: str
+        self,
+        sink: KafkaSink,
+        registry: SchemaRegistry,
+        spark: SparkSession,
+        columns: StructType,
+        name: str,
+        encoding: RecordEncoding,
     ) -> None:
         self.sink = sink
+        self._encoding = encoding
         java_settings = java_client_settings(sink.producer_config, "producer_config")
         producer_settings = {
             "bootstrap.servers": str(sink.bootstrap_servers),
@@ -75,6 +85,11 @@ class ConnectorRecords:
         row = F.struct(*(F.col(f"`{name}`") for name in rows.columns))
         if self.sink.format == "json":  # every key in every row, as the Python writer does
             return rows.select(F.to_json(row, {"ignoreNullFields": "false"}).cast("binary").alias("value"))
+        if self.sink.format == "avro":  # the Confluent wire format: a zero byte, the schema's id, the datum
+            schema_id, schema = self._encoding.avro_schema_id, self._encoding.avro_schema
+            assert schema_id is not None and schema is not None
+            framing = F.lit(b"\x00" + schema_id.to_bytes(4, "big"))
+            return rows.select(F.concat(framing, to_avro(row, json.dumps(schema))).alias("value"))
         return rows.select(
             *(F.call_function(function, row).alias(part) for part, function in self._functions.items())
         )

@@ -77,7 +77,7 @@ class KafkaSinkWriter:
             name = f"dagger_encode_{context.index}"
             registry = context.schema_registry()
             self.connector_records = ConnectorRecords(
-                sink, registry, context.session, context.result_schema, name
+                sink, registry, context.session, context.result_schema, name, self._encoding
             )
 
     @property
@@ -212,7 +212,7 @@ def _record_encoding(sink: KafkaSink, context: SinkContext) -> RecordEncoding:
         if context.result_schema is None:
             raise ValueError("format 'avro' needs the result's columns, which this context does not have")
         schema = avro_schema_of(to_arrow_schema(context.result_schema, timezone="UTC"), "row")
-        return RecordEncoding(avro_schema_id=register_avro_schema(sink, schema))
+        return RecordEncoding(avro_schema_id=register_avro_schema(sink, schema), avro_schema=schema)
     if sink.format == "json":
         return RecordEncoding()
     registry = context.schema_registry()
