@@ -51,12 +51,12 @@ FREEZE_S = 30.0
 KILLED_S = 40.0  # longer than a single Kafka request waits, within the stream's and the sink's 2 minutes
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
-        time.sleep(0.5)
+        time.sleep(poll_s)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -156,23 +156,39 @@ def test_a_broker_killed_and_restarted_on_its_data_is_ridden_out_exactly_once(
     kafka.produce(source, order_payloads(registry, 0, 100), partition=lambda index: index % 2)
     wait_until(lambda: sum(delivered().values()) >= 100, 120, "the first 100 orders")
 
-    kafka.produce(source, order_payloads(registry, 100, 50), partition=lambda index: index % 2)
     batches_before = len(running.run.reports)
-    # Killed inside a micro-batch: planned (its offsets are in the checkpoint), its rows not yet in the sink.
-    wait_until((Path(running.run.checkpoint_location) / "offsets" / "1").exists, 60, "batch 1 planned")
+    # Killed inside a micro-batch: planned (its offsets are in the checkpoint) and not committed. The broker
+    # is frozen the moment the batch is planned; a batch that still commits within a second had written
+    # its rows already, and the next one is tried.
+    checkpoint, produced = Path(running.run.checkpoint_location), 100
+    for _ in range(3):
+        batch = max(int(path.name) for path in (checkpoint / "offsets").iterdir() if path.name.isdigit()) + 1
+        kafka.produce(source, order_payloads(registry, produced, 50), partition=lambda index: index % 2)
+        produced += 50
+        planned = checkpoint / "offsets" / str(batch)
+        wait_until(planned.exists, 60, f"batch {batch} planned", poll_s=0.005)
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        time.sleep(1)
+        if not (checkpoint / "commits" / str(batch)).exists():
+            break
+        os.kill(own_broker.pid, signal.SIGCONT)
+    else:
+        raise AssertionError("no micro-batch was still open when the broker stopped, in 3 tries")
     own_broker.kill()
+    assert not (checkpoint / "commits" / str(batch)).exists()  # the broker died inside the batch
     time.sleep(KILLED_S)  # down while the batch waits on it: its clients meet refused connections
     own_broker.start()  # same ports, same data folder: the log is recovered
-    kafka.produce(source, order_payloads(registry, 150, 50), partition=lambda index: index % 2)
+    kafka.produce(source, order_payloads(registry, produced, 50), partition=lambda index: index % 2)
+    produced += 50
 
-    expected = Counter(f"o{index}" for index in range(200))
-    wait_until(lambda: delivered() == expected, 240, "all 200 orders once each after the restart")
+    expected = Counter(f"o{index}" for index in range(produced))
+    wait_until(lambda: delivered() == expected, 240, f"all {produced} orders once each after the restart")
     time.sleep(3)  # a few more triggers: nothing else may arrive (no replayed batch)
     assert delivered() == expected
     running.assert_still_running()
     running.run.wait(timeout_s=0.1)  # collects the progress reports
     assert len(running.run.reports) > batches_before
-    assert sum(report.input_rows for report in running.run.reports) == 200  # no record read twice
+    assert sum(report.input_rows for report in running.run.reports) == produced  # no record read twice
 
 
 # --------------------------------------------------------------------------------------------------------
