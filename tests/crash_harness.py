@@ -469,7 +469,8 @@ class Kill:
     parquet_mid_write: bool
     """The lake had a batch started and not committed when the driver died."""
     rows_at_broker: bool
-    """A micro-batch was in flight and some of its rows were already at the broker."""
+    """A micro-batch was in flight, some of its rows were already at the broker, and the transaction that
+    held them was open: its attempt has no commit marker."""
     in_recovery: bool
     """A restarted run was killed before its first commit."""
 
@@ -510,8 +511,9 @@ class OutputWatch:
     def start(self) -> None:
         self._consumer.assign([TopicPartition(self._topic, 0, self._next_offset)])
 
-    def wait_for_batch(self, batch_id: int, timeout_s: float = 60) -> None:
-        """Returns as soon as a row written for `batch_id` is on the broker (after `start`)."""
+    def wait_for_batch(self, batch_id: int, timeout_s: float = 60) -> str:
+        """The attempt of the first row written for `batch_id` on the broker (after `start`), as soon as
+        it shows."""
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
@@ -520,7 +522,7 @@ class OutputWatch:
                         continue
                     self._next_offset = record.offset() + 1
                     if headers(record)["dagger.batch"] == str(batch_id):
-                        return
+                        return headers(record)["dagger.attempt"]
         finally:
             self._consumer.unassign()
         raise AssertionError(f"no row of batch {batch_id} reached the sink's topic in {timeout_s}s")
@@ -660,8 +662,9 @@ class CrashDagger:
         if moment in (Moment.INTO_BATCH, Moment.AT_KAFKA_ROWS):
             committed = self.state().committed
             wait_for(lambda: self.state().planned > committed, 60, "the next batch", poll_s=0.01)
+        seen_attempt = None
         if moment is Moment.AT_KAFKA_ROWS:
-            self.watch.wait_for_batch(self.state().planned)
+            seen_attempt = self.watch.wait_for_batch(self.state().planned)
         time.sleep(delay)
         if moment is Moment.IN_RECOVERY:
             victims = process_tree(pid) if whole_tree else [pid]
@@ -683,11 +686,18 @@ class CrashDagger:
             whole_tree,
             at,
             parquet_mid_write,
-            rows_at_broker=moment is Moment.AT_KAFKA_ROWS and at.mid_batch,
+            rows_at_broker=seen_attempt is not None and at.mid_batch and self._cut_short(seen_attempt),
             in_recovery=restarted and at.committed == committed_before,
         )
         self.kills.append(kill)
         return kill
+
+    def _cut_short(self, attempt: str) -> bool:
+        """Whether the killed `attempt` never wrote its commit marker: even read_uncommitted, the marker
+        topic has none (a marker written and not yet committed counts as not cut, to be safe), so its
+        transaction was open when the driver died and can never commit."""
+        written = markers(self.kafka, self.output, isolation_level="read_uncommitted")
+        return all(marker["attempt"] != attempt for marker in written)
 
     def wait_for_run_worker(self, run_id: str, timeout_s: float = 120) -> int:
         """The pid of the run's worker, once it has started executing (before Spark is up)."""
@@ -820,6 +830,8 @@ class CrashOutcome:
         report, counts = self.report(), kill_counts(self.kills)
         assert len(self.kills) == self.plan.kills, report
         assert counts["mid-batch"] >= self.plan.at_kafka_rows, report
+        # each of those kills cut an open transaction short: its attempt's rows and no marker
+        assert self.from_kafka.cut_short >= counts["mid-batch"], report
         assert counts["in recovery"] >= self.plan.in_recovery, report
         assert counts["with workers"] >= self.plan.with_workers, report
         assert all(tally.exact for tally in self.tallies), report
