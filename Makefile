@@ -32,6 +32,10 @@ KAFKA_STAMP := build/kafka/.resolved
 # Maven from Maven Central into build/connectors/s3a/libs; jobs/spark.py puts it on the class path when there.
 S3A_POM := jobs/connectors/s3a/pom.xml
 S3A_STAMP := build/connectors/s3a/.resolved
+# Elasticsearch for the sink and enrichment tests: Elastic's integ-test-zip distributions (8.15, and 7.17 for a
+# few tests) from Maven Central, unpacked into build/elasticsearch/<version> (tests/servers/elasticsearch.py).
+ELASTICSEARCH_POM := tests/servers/elasticsearch_dist/pom.xml
+ELASTICSEARCH_STAMP := build/elasticsearch/.unpacked
 # Apicurio Registry for the Avro stream tests: its server build (a Quarkus runner jar and its libraries) from
 # Maven Central (tests/servers/apicurio.py).
 APICURIO_VERSION := 3.0.9
@@ -53,7 +57,7 @@ APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 
 # Everything the tests talk to, and what they read from the build.
 TEST_SETUP := $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) \
-	$(FLINK_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
+	$(ELASTICSEARCH_STAMP) $(FLINK_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
 PYTEST := $(BIN)/python -m pytest --numprocesses 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test soak lint bench protos jvm s3a jvm-archive clean
@@ -77,8 +81,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 # The suite last: its table (also written into docs/benchmarks.md) is the last thing printed.
-bench: $(STAMP) $(INFLUXD) protos jvm-archive $(KAFKA_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP) \
-		$(SHIP_ARCHIVE)
+bench: $(STAMP) $(INFLUXD) protos jvm-archive $(KAFKA_STAMP) $(ELASTICSEARCH_STAMP) $(FLINK_STAMP) \
+		$(FLINK_BENCH_STAMP) $(SHIP_ARCHIVE)
 	for sink in kafka_parquet influx elasticsearch bigquery; do $(BIN)/python bench/sink_$$sink.py || exit 1; done
 	$(BIN)/python bench/suite.py --publish
 
@@ -144,6 +148,12 @@ $(APICURIO_STAMP):
 		-Dartifact=io.apicurio:apicurio-registry-app:$(APICURIO_VERSION):tar.gz:all -DoutputDirectory=$(CURDIR)/build
 	tar xzf build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz -C build/apicurio
 	rm build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz
+	touch $@
+
+$(ELASTICSEARCH_STAMP): $(ELASTICSEARCH_POM)
+	rm -rf build/elasticsearch
+	mvn --batch-mode --quiet -f $(ELASTICSEARCH_POM) dependency:unpack@unpack \
+		-Delasticsearch.build=$(CURDIR)/build/elasticsearch
 	touch $@
 
 $(FLINK_BENCH_STAMP): $(FLINK_BENCH_POM)

@@ -1,8 +1,9 @@
-"""Benchmark: documents/s the Elasticsearch sink indexes into osmem-server, against raw bulk requests.
+"""Benchmark: documents/s the Elasticsearch sink indexes into Elasticsearch 8.15, against raw bulk requests.
 
     .venv/bin/python bench/sink_elasticsearch.py [--docs 20000] [--batch-size 5000]
 
-1. osmem-server (the in-memory OpenSearch REST server the tests use) is started on a free port.
+1. Elasticsearch 8.15 (the single-node server the tests use, `tests/servers/elasticsearch.py`) is started
+   on a free port.
 2. Baseline: the same documents as prepared NDJSON bodies, posted to `_bulk` from this process one request
    after another (what the server alone sustains; no conversion, no Spark).
 3. The sink: a static DataFrame of `--docs` booking summaries (2 partitions, cached) written by
@@ -108,7 +109,8 @@ def main() -> None:
         spark.stop()
         server.stop()
 
-    print(f"osmem-server, {arguments.docs:,} documents, {arguments.batch_size:,} per bulk request:")
+    print(f"Elasticsearch {server.version}, {arguments.docs:,} documents, ", end="")
+    print(f"{arguments.batch_size:,} per bulk request:")
     print(f"  raw bulk requests, one process (server-bound): {baseline_rate:>9,.0f} docs/s")
     print(f"  elasticsearch sink, 2 partitions:              {rates[0]:>9,.0f} docs/s")
     print(f"  elasticsearch sink, replay (overwrites):       {rates[1]:>9,.0f} docs/s")

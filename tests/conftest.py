@@ -42,7 +42,7 @@ pytest_plugins = [
     "tests.collector",  # `collector`: the Collection API on the test PostgreSQL and Apache Kafka
     "tests.dagster_deployment",  # the `dagster` deployment fixture
     "tests.servers.bigquery",  # `bigquery`: a bqemulator (REST + gRPC Storage Write API)
-    "tests.servers.elasticsearch",  # `elasticsearch`: an osmem-server (Elasticsearch/OpenSearch REST)
+    "tests.servers.elasticsearch",  # `elasticsearch`: Elasticsearch 8.15, single-node, from Maven Central
     "tests.servers.influxdb",  # `influxdb`: Debian's influxd 1.6, with a v2 compatibility proxy
     "tests.servers.kafka",  # `apache_kafka`: a KRaft Apache Kafka broker from Maven Central
     "tests.servers.postgres",  # `postgres`: Debian's PostgreSQL, a throwaway cluster

@@ -1,6 +1,6 @@
 """HTTP and Elasticsearch enrichment post-processors: real broker, real Spark, a real HTTP server started
-here (JSON per path, delays, failures, concurrency count) and the session's Elasticsearch-compatible server;
-exact rows out for rows in, and the requests the API saw."""
+here (JSON per path, delays, failures, concurrency count) and the session's Elasticsearch 8.15 (7.17 in
+`test_elasticsearch7.py`); exact rows out for rows in, and the requests the API saw."""
 
 from __future__ import annotations
 
@@ -488,9 +488,12 @@ def test_an_enrichment_that_cannot_apply_stops_the_dagger_before_start(
 
 @pytest.fixture
 def customer_index(elasticsearch) -> str:
+    """Customers that no refresh ever makes searchable: the lookups by id must see them all the same."""
     index = elasticsearch.unique_name("customers")
     elasticsearch.create_index(
-        index, {"city": {"type": "keyword"}, "zone": {"properties": {"id": {"type": "long"}}}}
+        index,
+        {"city": {"type": "keyword"}, "zone": {"properties": {"id": {"type": "long"}}}},
+        refresh_interval="-1",
     )
     for customer, city, zone in [("c1", "Jakarta", 7), ("c 2", "Bandung", 9)]:
         elasticsearch.ok(
