@@ -7,7 +7,9 @@ own process, as a user starts it. `--clients` concurrent HTTP clients (httpx, on
 `/event/batch` requests of `--batch` heartbeat events in a loop, for `--warmup-seconds` unmeasured, then
 `--seconds` measured. Reported: acknowledged events per second over the measured window, and the p50 /
 p99 / max latency of a request (sent until answered: the broker has acknowledged every event). Every
-acknowledged event is then read back from the topic: none may be missing.
+record of the topic is then read back (its key, its Avro value decoded with the schema its header names)
+and must be exactly the events acknowledged, each once, every property and the key equal
+(`expected_events`, `bench.common.check_records`).
 
 Target: 20,000 events/s or more on the 2-core machine.
 """
@@ -16,23 +18,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import httpx
 import numpy as np
-from confluent_kafka import Consumer, TopicPartition
+import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import bench_broker, machine_description, write_summary
+from bench.common import (
+    bench_broker,
+    check_records,
+    consume_to_end,
+    fast_consumer,
+    machine_description,
+    write_summary,
+)
 from jobs.collection.delivery import topic_of
 from jobs.collection.registry import CollectionRegistry
 from jobs.tools.broker import free_port
@@ -94,6 +105,7 @@ async def load(url: str, write_key: str, args: argparse.Namespace) -> dict[str, 
     measured_events = len(latencies) * args.batch
     return {
         "acknowledged_events": sum(count for count, _ in results),
+        "acknowledged_by_client": [count for count, _ in results],
         "measured_events_per_s": round(measured_events / args.seconds),
         "latency_ms": {
             "p50": round(float(np.percentile(latencies, 50)) * 1000, 1),
@@ -103,16 +115,45 @@ async def load(url: str, write_key: str, args: argparse.Namespace) -> dict[str, 
     }
 
 
-def count_records(bootstrap_servers: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"count-{uuid.uuid4().hex}"})
+def expected_events(acknowledged_by_client: list[int]) -> pa.Table:
+    """The events the clients sent and had acknowledged (`heartbeat`: client c's numbers 0, 1, ... in
+    order), as read back: the Kafka key and the properties, `sent_at` an instant."""
+    client = np.repeat(np.arange(len(acknowledged_by_client)), acknowledged_by_client).astype(str)
+    number = np.concatenate([np.arange(count) for count in acknowledged_by_client] or [np.array([], int)])
+    user = np.char.add("u", client)
+    sent_at = datetime(2026, 11, 26, 10, tzinfo=UTC)
+    return pa.table(
+        {
+            "key": user,
+            "user_id": user,
+            "session_id": np.char.add(
+                np.char.add(np.char.add("s", client), "-"), (number // 1000).astype(str)
+            ),
+            "app_version": pa.repeat("4.2.0", len(number)),
+            "player_state": np.where(number % 3 == 0, "paused", "playing"),
+            "position_ms": number.astype(np.int64) * 250,
+            "sent_at": pa.repeat(pa.scalar(sent_at, pa.timestamp("us", "UTC")), len(number)),
+        }
+    )
+
+
+def read_events(bootstrap_servers: str, topic: str, registry: CollectionRegistry) -> pa.Table:
+    """Every record of `topic`: its key and its Avro value (Confluent wire format) decoded."""
+    schemas: dict[int, Any] = {}
+    rows = []
+    consumer = fast_consumer(bootstrap_servers, f"bench-reader-{topic}")
     try:
-        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
-            for partition in partitions
-        )
+        for messages in consume_to_end(consumer, [topic], 100_000):
+            for message in messages:
+                value = message.value()
+                schema_id = int.from_bytes(value[1:5], "big")
+                if schema_id not in schemas:
+                    schemas[schema_id] = fastavro.parse_schema(registry.by_id(schema_id).schema.to_avro())
+                record = fastavro.schemaless_reader(io.BytesIO(value[5:]), schemas[schema_id], None)
+                rows.append({"key": message.key().decode(), **record})
     finally:
         consumer.close()
+    return pa.Table.from_pylist(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,10 +196,16 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             collector.send_signal(signal.SIGINT)
             collector.wait(timeout=30)
-        stored = count_records(servers, topic_of(PROJECT, COLLECTION))
+        topic = topic_of(PROJECT, COLLECTION)
+        expected = expected_events(result.pop("acknowledged_by_client"))
+        stored = check_records(
+            f"dagger collect ({topic})",
+            expected,
+            read_events(servers, topic, registry),
+            ["user_id", "position_ms"],
+        )
         registry.close()
-    if stored != result["acknowledged_events"]:
-        raise RuntimeError(f"{result['acknowledged_events']} events acknowledged, {stored} in the topic")
+    print(f"verified {stored:,} events read back, each acknowledged one once, every property and the key")
     summary = {
         "settings": vars(args) | {"output": str(args.output)},
         "machine": machine,

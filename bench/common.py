@@ -12,6 +12,8 @@
   which processes used the CPU meanwhile (`CpuMeter`, from /proc: driver, JVM, Python workers, broker);
   `run_fresh_and_warm` runs one twice, in a fresh and in a warmed-up Spark session.
 - `sink_only_dagger` for the sink benchmarks.
+- `check_records`: what a system wrote against what its input makes, record by record and field by
+  field; every benchmark fails on a missing, duplicated, unexpected or wrong record.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyspark
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from pyspark.sql import SparkSession
@@ -157,9 +161,9 @@ def produce_bookings(
     first_event_time: datetime | None = None,
     events_per_minute: float | None = None,
     seed: int = 7,
-) -> float:
+) -> tuple[float, pa.Table]:
     """`records` bookings numbered from 0 to `topic`; returns the produce rate (events/s, flush included,
-    the producer's start not).
+    the producer's start not) and the bookings produced (what the outputs are checked against).
 
     Without `first_event_time` every chunk's event time is now. With it, chunk k is stamped
     `first_event_time + k * chunk / events_per_minute` minutes (the generator spreads each chunk over the
@@ -168,15 +172,17 @@ def produce_bookings(
     if first_event_time is not None and not events_per_minute:
         raise ValueError("events_per_minute must be set with first_event_time")
     producer = BookingProducer(bootstrap_servers, topic, registry, partitions=PARTITIONS)
+    produced = []
     try:
         started = time.perf_counter()
         for start in range(0, records, chunk):
             event_time = None
             if first_event_time is not None and events_per_minute:
                 event_time = first_event_time + timedelta(minutes=start / events_per_minute)
-            producer.produce(booking_batch(start, min(chunk, records - start), event_time, seed))
+            produced.append(booking_batch(start, min(chunk, records - start), event_time, seed))
+            producer.produce(produced[-1])
         producer.flush(timeout_s=300)
-        return records / (time.perf_counter() - started)
+        return records / (time.perf_counter() - started), pa.Table.from_batches(produced)
     finally:
         producer.close()
 
@@ -311,6 +317,21 @@ def read_decoded(
     if invalid:
         raise RuntimeError(f"{topic}: {len(invalid)} record(s) are not {message}")
     return decoded
+
+
+def check_topic(
+    system: str,
+    bootstrap_servers: str,
+    topic: str,
+    registry: SchemaRegistry,
+    message: str,
+    expected: pa.Table,
+    key: str | Sequence[str],
+    rel_tol: Mapping[str, float] | None = None,
+) -> int:
+    """Every record of `topic`, decoded as `message`, against `expected` (`check_records`); the count."""
+    decoded = read_decoded(bootstrap_servers, topic, registry, message)
+    return check_records(f"{system} ({topic})", expected, decoded, key, rel_tol=rel_tol)
 
 
 def warmed_sink_producer(bootstrap_servers: str, topic: str, proto_message: str) -> Producer:
@@ -865,3 +886,116 @@ def sink_only_dagger(name: str, sink: dict[str, Any]) -> DaggerSpec:
         },
         name,
     )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Checking what a system wrote
+# --------------------------------------------------------------------------------------------------------
+
+
+class OutputMismatch(RuntimeError):
+    """What a system wrote is not what its input makes: records missing, duplicated, unexpected or wrong."""
+
+
+def check_records(
+    system: str,
+    expected: pa.Table,
+    actual: pa.Table | pa.RecordBatch,
+    key: str | Sequence[str],
+    *,
+    rel_tol: Mapping[str, float] | None = None,
+    show: int = 3,
+) -> int:
+    """Compares what `system` wrote (`actual`) with what it must have written (`expected`), record by record
+    (matched by the `key` columns) and field by field (every column of `expected`; `actual` must have
+    exactly those). `rel_tol` allows a relative difference in the named float columns (sums in another
+    order). Raises `OutputMismatch` naming the system, the counts, and the first `show` missing,
+    unexpected and duplicated keys and wrong fields; returns the record count.
+
+    Arrow all the way (group-by for duplicates, anti-joins for missing and unexpected keys, both sides
+    sorted by key and compared column by column): a million records take one to two seconds.
+    """
+    keys = [key] if isinstance(key, str) else list(key)
+    actual = pa.Table.from_batches([actual]) if isinstance(actual, pa.RecordBatch) else actual
+    if _duplicated_keys(expected, keys).num_rows:
+        raise ValueError(f"{system}: the expected records repeat keys: {_duplicated_keys(expected, keys)}")
+    fields = set(expected.column_names)
+    if set(actual.column_names) != fields:
+        raise OutputMismatch(
+            f"{system}: fields {sorted(actual.column_names)}, expected {sorted(expected.column_names)}"
+        )
+    actual = actual.select(expected.column_names)
+    problems = []
+    duplicated = _duplicated_keys(actual, keys)
+    if duplicated.num_rows:
+        problems.append(f"{duplicated.num_rows} key(s) written twice or more, e.g. {_rows(duplicated, show)}")
+    missing = expected.select(keys).join(actual.select(keys), keys, join_type="left anti")
+    if missing.num_rows:
+        problems.append(f"{missing.num_rows} missing, e.g. {_rows(missing, show)}")
+    unexpected = actual.select(keys).join(expected.select(keys), keys, join_type="left anti")
+    if unexpected.num_rows:
+        problems.append(f"{unexpected.num_rows} unexpected, e.g. {_rows(unexpected, show)}")
+    if not problems:  # the same keys, each once: sorted by key, the rows line up
+        order = [(name, "ascending") for name in keys]
+        problems = _wrong_fields(expected.sort_by(order), actual.sort_by(order), keys, rel_tol or {}, show)
+    if problems:
+        raise OutputMismatch(
+            f"{system}: {actual.num_rows:,} records written, {expected.num_rows:,} expected; "
+            + "; ".join(problems)
+        )
+    return actual.num_rows
+
+
+def _duplicated_keys(table: pa.Table, keys: list[str]) -> pa.Table:
+    counts = table.select(keys).group_by(keys).aggregate([([], "count_all")])
+    return counts.filter(pc.greater(counts.column("count_all"), 1)).rename_columns([*keys, "times"])
+
+
+def _rows(table: pa.Table, show: int) -> str:
+    return ", ".join(json.dumps(row, default=str) for row in table.slice(0, show).to_pylist())
+
+
+def _wrong_fields(
+    expected: pa.Table, actual: pa.Table, keys: list[str], rel_tol: Mapping[str, float], show: int
+) -> list[str]:
+    """Each field whose values differ between the key-aligned tables: how many records, and the first."""
+    problems = []
+    for name in expected.column_names:
+        want, got = expected.column(name).combine_chunks(), actual.column(name).combine_chunks()
+        if got.type != want.type:
+            try:
+                got = got.cast(want.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                problems.append(f"field {name} is {got.type}, expected {want.type}")
+                continue
+        if got.equals(want):
+            continue
+        wrong = _differing(want, got, rel_tol.get(name))
+        if not len(wrong):
+            continue
+        examples = [
+            f"{_rows(expected.select(keys).slice(i, 1), 1)} has {got[i].as_py()!r}, "
+            f"expected {want[i].as_py()!r}"
+            for i in wrong[:show].tolist()
+        ]
+        problems.append(f"field {name} wrong in {len(wrong):,} record(s): " + "; ".join(examples))
+    return problems
+
+
+def _differing(want: pa.Array, got: pa.Array, rel_tol: float | None) -> np.ndarray:
+    """The positions where `got` differs from `want` (nulls equal only to nulls)."""
+    null_differs = pc.not_equal(want.is_null(), got.is_null()).to_numpy(zero_copy_only=False)
+    if rel_tol is not None:
+        close = np.isclose(
+            got.to_numpy(zero_copy_only=False), want.to_numpy(zero_copy_only=False), rtol=rel_tol, atol=0
+        )
+        return np.flatnonzero(~close | null_differs)
+    try:
+        equal = pc.fill_null(pc.equal(want, got), False).to_numpy(zero_copy_only=False)
+        both_null = pc.and_(want.is_null(), got.is_null()).to_numpy(zero_copy_only=False)
+        return np.flatnonzero(~(equal | both_null))
+    except pa.ArrowNotImplementedError:  # nested types: value by value, only once they differ at all
+        return np.array(
+            [i for i, (a, b) in enumerate(zip(want.to_pylist(), got.to_pylist(), strict=True)) if a != b],
+            np.int64,
+        )

@@ -16,6 +16,11 @@
 
 The figures are printed and written to bench/results/enrichment_http.json, each with its share of the
 ideal `capacity / latency`.
+
+The log sink prints every row it gets (taken to the driver with each batch: a fraction of a second in
+batches of ten to twenty seconds of calls), and those rows (the post-processors' output: `order_id` and
+`name`) must be exactly the orders produced, once each, each with the name the API gives its customer
+(`bench.common.check_records`); the API must have had one call per row.
 """
 
 from __future__ import annotations
@@ -25,15 +30,20 @@ import asyncio
 import json
 import multiprocessing
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from google.protobuf import message_factory
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import check_records
 from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
@@ -139,6 +149,7 @@ def run_dagger(
     topic: str,
     api: LocalApi,
     capacity: int,
+    orders: int,
     rows_per_batch: int,
 ) -> dict[str, Any]:
     spec = parse_dagger(
@@ -170,7 +181,7 @@ def run_dagger(
                 ],
                 "internal": [{"output_field": "order_id", "type": "sql", "value": "order_id"}],
             },
-            "sinks": [{"kind": "log", "max_rows_per_batch": 1}],
+            "sinks": [{"kind": "log", "max_rows_per_batch": rows_per_batch}],
         },
         "bench",
     )
@@ -189,8 +200,18 @@ def run_dagger(
     steady_rows = sum(report.input_rows for report in steady)
     steady_s = sum(report.duration_ms for report in steady) / 1000
     total = sum(report.input_rows for report in batches)
-    assert api.requests == total, f"{api.requests} calls for {total} rows"
-    assert printed and json.loads(printed[0].split(" | ", 1)[1])["name"].startswith("name of c")
+    if api.requests != total:
+        raise RuntimeError(f"capacity {capacity}: {api.requests} calls for {total} rows")
+    rows = pa.Table.from_pylist([json.loads(line.split(" | ", 1)[1]) for line in printed])
+    indexes = [str(index) for index in range(orders)]
+    expected = pa.table(
+        {
+            "order_id": [f"o{index}" for index in indexes],
+            "name": [f"name of c{index}" for index in indexes],
+        }
+    )
+    checked = check_records(f"dagger, capacity {capacity} ({topic})", expected, rows, "order_id")
+    print(f"verified capacity {capacity}: {checked:,} rows, each order once, its customer's name", flush=True)
     return {
         "capacity": capacity,
         "rows": total,
@@ -221,11 +242,11 @@ def main() -> None:
             results = [
                 run_dagger(
                     spark, registry, descriptor_set, servers, "bench-sequential", api, 1,
-                    max(1, args.sequential_rows // 3),
+                    args.sequential_rows, max(1, args.sequential_rows // 3),
                 ),
                 run_dagger(
                     spark, registry, descriptor_set, servers, "bench-concurrent", api, args.capacity,
-                    max(1, args.rows // 3),
+                    args.rows, max(1, args.rows // 3),
                 ),
             ]  # fmt: skip
         finally:

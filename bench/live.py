@@ -36,10 +36,14 @@ For each system:
    (it copies no rowtime) and the producer stamps its wall clock at `send()`; the figures compare as they
    are. Also reported: until the watcher received it (adds the broker and the consumer fetch), a measure
    that needs no timestamp from the system under test. Measured over the records produced from
-   `--warmup-seconds` after the first output for `--seconds`; those must arrive complete (no index
-   missing, none twice). The warm-up covers the start-up transients, measured: the JVM's JIT compilers
-   take most of its CPU for the first minute or so (then its class loading stops), and Spark keeps the
-   Python workers that planned the query parked until they have been idle for a minute.
+   `--warmup-seconds` after the first output for `--seconds`; those must arrive complete and right:
+   once the system is stopped, its whole output topic and its input topic are read back, and the output
+   records stamped in the window must be exactly the GO_RIDE bookings the input topic holds of the
+   window, once each, every field equal, `event_timestamp` the input record's Kafka timestamp
+   (`verify_output`, `bench.common.check_records`); any difference fails the run. The warm-up covers
+   the start-up transients, measured: the JVM's JIT compilers take most of its CPU for the first minute
+   or so (then its class loading stops), and Spark keeps the Python workers that planned the query
+   parked until they have been idle for a minute.
 5. Memory: the process tree (for the dagger: Python driver, JVM, Python workers; for Flink: PyFlink's
    Python process and its JVM, the mini-cluster) sampled from /proc every `--sample-interval`; RSS summed
    over the processes (what the target counts; pages shared by forked workers count once per process)
@@ -95,6 +99,8 @@ from bench.common import (
     batch_breakdown,
     bench_broker,
     booking_decoder,
+    check_records,
+    consume_to_end,
     decode_chunk,
     fast_consumer,
     flush_or_raise,
@@ -103,6 +109,7 @@ from bench.common import (
     local_parallelism,
     machine_description,
     produce_values,
+    read_decoded,
     spark_conf,
     time_shares,
     warmed_sink_producer,
@@ -296,6 +303,68 @@ def latency_summary(
             "max": float(receive_latency.max()),
         },
     }
+
+
+def expected_output(
+    bootstrap_servers: str,
+    topic: str,
+    registry: SchemaRegistry,
+    window_from_ms: float,
+    window_until_ms: float,
+) -> pa.Table:
+    """What the filter makes of the records of the input `topic` produced in the window (Kafka CreateTime,
+    ms): each GO_RIDE booking's order number, customer and cash, its Kafka timestamp as `event_timestamp`,
+    and `service_type` at its enum's default, as BookingSummary reads back."""
+    decoder = booking_decoder(
+        registry, ["order_number", "customer_id", "amount_paid_by_cash", "service_type"]
+    )
+    consumer = fast_consumer(bootstrap_servers, f"bench-reader-{topic}")
+    chunks = []
+    try:
+        for messages in consume_to_end(consumer, [topic], 100_000):
+            decoded = decode_chunk(decoder, topic, [message.value() for message in messages])
+            stamps = pa.array([message.timestamp()[1] for message in messages], pa.int64())
+            chunks.append(pa.Table.from_batches([decoded]).append_column("produced_ms", stamps))
+    finally:
+        consumer.close()
+    bookings = pa.concat_tables(chunks)
+    produced = bookings.column("produced_ms")
+    selected = bookings.filter(
+        pc.and_(
+            pc.and_(pc.greater_equal(produced, window_from_ms), pc.less(produced, window_until_ms)),
+            pc.equal(bookings.column("service_type"), "GO_RIDE"),
+        )
+    )
+    return pa.table(
+        {
+            "order_number": selected.column("order_number"),
+            "customer_id": selected.column("customer_id"),
+            "amount_paid_by_cash": selected.column("amount_paid_by_cash"),
+            "event_timestamp": pc.multiply(selected.column("produced_ms"), 1000).cast(
+                pa.timestamp("us", "UTC")
+            ),
+            "service_type": pa.repeat("SERVICE_TYPE_UNKNOWN", selected.num_rows),
+        }
+    )
+
+
+def verify_output(
+    system: str,
+    bootstrap_servers: str,
+    topics: tuple[str, str],
+    registry: SchemaRegistry,
+    window_from_ms: float,
+    window_until_ms: float,
+) -> int:
+    """The output records stamped in the window against `expected_output`: any missing, duplicated,
+    unexpected or wrong record raises (`check_records`). Returns the records checked."""
+    expected = expected_output(bootstrap_servers, topics[0], registry, window_from_ms, window_until_ms)
+    if not expected.num_rows:
+        raise RuntimeError(f"{system}: no GO_RIDE booking was produced in the latency window")
+    written = read_decoded(bootstrap_servers, topics[1], registry, SUMMARY_MESSAGE)
+    stamped_ms = pc.divide(written.column("event_timestamp").cast(pa.int64()), 1000)
+    in_window = pc.and_(pc.greater_equal(stamped_ms, window_from_ms), pc.less(stamped_ms, window_until_ms))
+    return check_records(f"{system} ({topics[1]})", expected, written.filter(in_window), "order_number")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -607,6 +676,8 @@ def measure(
             watcher.stop()
         if process.returncode not in (0, -signal.SIGINT):
             raise RuntimeError(f"{system} exited with {process.returncode}: {log_path.read_text()[-3000:]}")
+        checked = verify_output(system, servers, topics, registry, window_from * 1000, window_until * 1000)
+        print(f"  {system}: verified {checked:,} output records of the window, each once, every field")
         result: dict[str, Any] = {
             "first_output_s": round(first_output_s, 2),
             "input_events_per_s": round(input_rate),

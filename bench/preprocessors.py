@@ -11,6 +11,11 @@ deduplicate(order_number, 1h)]`, the deduplicate with `clock: event_time` (Spark
 is records over the run's wall time from start to the last batch; each chain's cost is 1 - its best rate
 over the spine's best rate. Targets: the event-time chain costs at most 15%, the processing-time chain at
 most 20%. Results go to bench/results/preprocessors.json (or `--output`).
+
+Every run must read exactly `--records` records. The warm-up runs (one per chain, not measured) write to
+a Kafka sink instead of the log sink, and each one's topic is read back: it must hold every GO_RIDE
+booking produced, once each, every field equal (`bench.common.check_records`): neither pre-processor
+may drop, repeat or alter a record of this input (all valid, each order once).
 """
 
 from __future__ import annotations
@@ -23,17 +28,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import write_summary
+from bench.common import check_topic, kafka_sink, write_summary
+from bench.kafka_filter import SUMMARY_MESSAGE, expected_output
 from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
 from jobs.tools.broker import EmbeddedBroker
-from jobs.tools.generator import BookingProducer, booking_batch
+from jobs.tools.generator import BookingProducer, booking_batch, ensure_topic
 from jobs.tools.protoc import compile_descriptor_set
 
 RESULTS = Path(__file__).parent / "results" / "preprocessors.json"
@@ -57,7 +64,9 @@ def run_once(
     topic: str,
     records: int,
     pre: list[dict[str, Any]],
+    sink: dict[str, Any] | None = None,
 ) -> float:
+    """Records/s of one bounded run; into `sink` (default: the log sink, printing one row a batch)."""
     with tempfile.TemporaryDirectory() as checkpoint:
         spec = parse_dagger(
             {
@@ -74,7 +83,7 @@ def run_once(
                 "sql": "SELECT order_number, customer_id, amount_paid_by_cash FROM bookings "
                 "WHERE service_type = 'GO_RIDE'",
                 "checkpoint_location": checkpoint,
-                "sinks": [{"kind": "log", "max_rows_per_batch": 1}],
+                "sinks": [sink or {"kind": "log", "max_rows_per_batch": 1}],
             }
         )  # fmt: skip
         run = DaggerRun(spark, build_dagger(spark, spec, log_emit=lambda line: None), bounded=True)
@@ -85,7 +94,8 @@ def run_once(
         seconds = time.perf_counter() - started
         run.stop()
     processed = sum(report.input_rows for report in run.reports)
-    assert processed >= records, f"processed {processed} of {records} records"
+    if processed != records:
+        raise RuntimeError(f"the dagger read {processed} records, expected {records}")
     return processed / seconds
 
 
@@ -106,12 +116,33 @@ def main(argv: list[str] | None = None) -> int:
         with EmbeddedBroker() as broker:
             registry = SchemaRegistry.load([str(descriptor_set)])
             producer = BookingProducer(broker.bootstrap_servers, "bookings", registry, 2)
+            produced = []
             for start in range(0, arguments.records, 50_000):
-                producer.produce(booking_batch(start, min(50_000, arguments.records - start)))
+                produced.append(booking_batch(start, min(50_000, arguments.records - start)))
+                producer.produce(produced[-1])
             producer.flush()
             producer.close()
-            for pre in runs.values():  # warm-up: JIT, Python workers
-                run_once(spark, broker, descriptor_set, "bookings", arguments.records, pre)
+            # What the query makes of them, as BookingSummary reads it back (it selects no event time).
+            expected = expected_output(pa.Table.from_batches(produced))
+            index = expected.schema.get_field_index("event_timestamp")
+            expected = expected.set_column(
+                index, "event_timestamp", pa.nulls(expected.num_rows, expected.schema.field(index).type)
+            )
+            for number, (label, pre) in enumerate(runs.items()):  # warm-up: JIT, Python workers; checked
+                topic = f"preprocessors-check-{number}"
+                ensure_topic(broker.bootstrap_servers, topic, 2)
+                sink = kafka_sink(broker.bootstrap_servers, topic, SUMMARY_MESSAGE)
+                run_once(spark, broker, descriptor_set, "bookings", arguments.records, pre, sink)
+                checked = check_topic(
+                    label,
+                    broker.bootstrap_servers,
+                    topic,
+                    registry,
+                    SUMMARY_MESSAGE,
+                    expected,
+                    "order_number",
+                )
+                print(f"verified {label}: {checked:,} GO_RIDE records, each once, every field", flush=True)
             for _ in range(arguments.repeats):
                 for label, pre in runs.items():
                     rate = run_once(spark, broker, descriptor_set, "bookings", arguments.records, pre)

@@ -13,7 +13,10 @@ commit. Measured:
 - `sink, first batch`: into a new table: table and commit-log creation, Python workers, channels;
 - `sink, warm`: further micro-batches into the same table (what a running dagger sustains), 3 runs.
 
-Every run's rows are counted back with a query. The emulator decodes rows one by one in Python, so the
+Each micro-batch holds other rows (`--rows` more ids each, built and cached before the clock starts),
+and after each one every row of the table is read back with a query and must be exactly the rows of the
+batches written so far, each once, every column equal, the struct and the array included
+(`bench.common.check_records`). The emulator decodes rows one by one in Python, so the
 sink's figures here are the emulator's ceiling, not BigQuery's. Results go to
 bench/results/sink_bigquery.json.
 """
@@ -29,9 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import sink_only_dagger
+from bench.common import check_records, sink_only_dagger
 from jobs.sinks.base import SinkContext
 from jobs.sinks.bigquery.rows import TableRows
 from jobs.sinks.bigquery.schema import row_descriptor, wire_columns
@@ -49,7 +54,7 @@ SQL = """
            CAST(id / 100 AS DECIMAL(12, 2)) AS price,
            named_struct('city', concat('city-', CAST(id % 7 AS STRING)), 'zone', id % 13) AS place,
            array(id, id + 1, id + 2) AS items
-    FROM range({rows})
+    FROM range({start}, {end})
 """
 
 
@@ -80,8 +85,16 @@ def main() -> None:
 
     spark = spark_session("local[2]", app_name="bench-bigquery", extra_conf={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    frame = spark.sql(SQL.format(rows=args.rows)).repartition(args.partitions).cache()
-    frame.count()
+    # One micro-batch per run, each of other ids: the table then holds every row once.
+    frames = [
+        spark.sql(SQL.format(start=run * args.rows, end=(run + 1) * args.rows))
+        .repartition(args.partitions)
+        .cache()
+        for run in range(4)
+    ]
+    for frame in frames:
+        frame.count()
+    frame = frames[0]
     results: list[dict[str, Any]] = []
 
     def record(name: str, rows: int, seconds: float) -> None:
@@ -102,13 +115,17 @@ def main() -> None:
             writer = sink_writer(emulator, "orders")
             table_id = f"{emulator.project}.bench.orders"
 
-            def count() -> int:
-                return emulator.query(f"SELECT count(*) AS n FROM `{table_id}`")[0]["n"]
+            def check(runs: int) -> None:
+                """The table holds the rows of the first `runs` batches, each once, every column."""
+                expected = pa.concat_tables([batch.toArrow() for batch in frames[:runs]])
+                rows = pa.Table.from_pylist(emulator.query(f"SELECT * FROM `{table_id}`"))
+                checked = check_records(f"bigquery sink ({table_id})", expected, rows, "order_id")
+                print(f"{'':<22} verified: {checked:,} rows read back, each once, every column", flush=True)
 
             started = time.perf_counter()
             writer.write(frame, 0)
             record("sink, first batch", args.rows, time.perf_counter() - started)
-            assert count() == args.rows, count()
+            check(1)
 
             table = emulator.table(table_id)
             columns = wire_columns(frame.schema, list(table.schema), table_id)
@@ -120,9 +137,9 @@ def main() -> None:
 
             for run in range(1, 4):
                 started = time.perf_counter()
-                writer.write(frame, run)
+                writer.write(frames[run], run)
                 record("sink, warm", args.rows, time.perf_counter() - started)
-                assert count() == args.rows * (run + 1), count()
+                check(run + 1)
         finally:
             stop_emulator(emulator)
     spark.stop()

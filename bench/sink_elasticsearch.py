@@ -11,7 +11,9 @@
    `id_column: order_number`; first on a small warm-up batch (Python workers, connections), then timed,
    then timed again over the same rows (a replay: every document overwritten).
 
-Every timed run is checked: the server must hold exactly `--docs` documents afterwards.
+Every timed run is checked: every document of its indices is read back (a scroll) and must be exactly
+the table's rows, each once, in the index of its day, with its order number as `_id`, every field equal
+(`expected_documents`, `bench.common.check_records`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import sink_only_dagger
+from bench.common import check_records, sink_only_dagger
 from jobs.sinks.base import SinkContext
 from jobs.sinks.elasticsearch.writer import ElasticsearchSinkWriter, documents
 from jobs.spark import spark_session
@@ -49,6 +53,40 @@ def summaries(count: int) -> pa.Table:
             "customer_price": bookings.column("customer_price"),
         }
     )
+
+
+def expected_documents(table: pa.Table, index: str | None) -> pa.Table:
+    """The documents `table` makes, as a search reads them back: `_id` the order number, `_index` `index`
+    (None: `bench-` and the day of `window_timestamp`), times as ISO 8601 in UTC with microseconds."""
+    times = table.column("window_timestamp")
+    indices = pc.strftime(times, "bench-%Y.%m.%d") if index is None else pa.repeat(index, table.num_rows)
+    documents = {
+        "_id": table.column("order_number"),
+        "_index": indices,
+        "window_timestamp": pc.binary_join_element_wise(pc.strftime(times, "%Y-%m-%dT%H:%M:%S"), "Z", ""),
+        "amount_paid_by_cash": pc.cast(table.column("amount_paid_by_cash"), pa.float64()),
+    }
+    return pa.table({**{name: table.column(name) for name in table.column_names}, **documents})
+
+
+def read_documents(server: Any, index: str) -> pa.Table:
+    """Every document of `index` (names and wildcards): `_id`, `_index` and its source, by a scroll."""
+    server.refresh(index)
+    body = {"size": 10_000, "sort": ["_doc"], "query": {"match_all": {}}}
+    answer = server.ok("POST", f"/{index}/_search?scroll=1m", body)
+    hits = []
+    while answer["hits"]["hits"]:
+        hits += [
+            {"_id": hit["_id"], "_index": hit["_index"], **hit["_source"]} for hit in answer["hits"]["hits"]
+        ]
+        answer = server.ok("POST", "/_search/scroll", {"scroll": "1m", "scroll_id": answer["_scroll_id"]})
+    server.request("DELETE", "/_search/scroll", {"scroll_id": answer["_scroll_id"]})
+    return pa.Table.from_pylist(hits)
+
+
+def check_documents(server: Any, index: str, expected: pa.Table, system: str) -> None:
+    checked = check_records(f"{system} ({index})", expected, read_documents(server, index), "_id")
+    print(f"verified {system}: {checked:,} documents read back, each once, every field", flush=True)
 
 
 def baseline(url: str, table: pa.Table, index: str, batch_size: int) -> float:
@@ -83,7 +121,9 @@ def main() -> None:
     try:
         table = summaries(arguments.docs)
         baseline_rate = baseline(server.url, table, "raw-baseline", arguments.batch_size)
-        assert server.count("raw-baseline") == arguments.docs
+        check_documents(
+            server, "raw-baseline", expected_documents(table, "raw-baseline"), "raw bulk requests"
+        )
 
         spec = sink_only_dagger(
             "bench-elasticsearch",
@@ -104,7 +144,7 @@ def main() -> None:
             started = time.perf_counter()
             writer.write(frame, batch_id)
             rates.append(arguments.docs / (time.perf_counter() - started))
-            assert server.count("bench-*") == arguments.docs, server.count("bench-*")
+            check_documents(server, "bench-*", expected_documents(table, None), f"sink, batch {batch_id}")
     finally:
         spark.stop()
         server.stop()

@@ -12,7 +12,9 @@ Arrow batches -> points (influxdb-client `Point`) -> 5,000-point requests, on th
   write API through the 1.8 compatibility proxy of the tests); each run twice into fresh databases, the
   first run starting the Python workers, the second what a running dagger sustains.
 
-Every run's point count is checked with InfluxQL. Results go to bench/results/sink_influx.json.
+After every run, every point of its database is read back with InfluxQL (`SELECT *`) and must be exactly
+the rows written, one point each (by time), every tag and field equal (`bench.common.check_records`).
+Results go to bench/results/sink_influx.json.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import sink_only_dagger
+from bench.common import check_records, sink_only_dagger
 from jobs.sinks.base import SinkContext
 from jobs.sinks.influx.writer import InfluxPartitionWriter, InfluxSinkWriter
 from jobs.spark import spark_session
@@ -43,6 +47,32 @@ SQL = """
            timestamp_micros(1700000000000000 + id * 1000) AS window_timestamp
     FROM range({rows})
 """
+
+
+def expected_points(rows: pa.Table) -> pa.Table:
+    """The points `rows` make, as `SELECT *` reads them back: the time in microseconds, `tag_customer` as
+    it is, `label_city` as the tag `city`, the other columns as fields."""
+    return pa.table(
+        {
+            "time": rows.column("window_timestamp").cast(pa.int64()),
+            "tag_customer": rows.column("tag_customer"),
+            "city": rows.column("label_city"),
+            "amount": pc.cast(rows.column("amount"), pa.float64()),
+            "orders": rows.column("orders"),
+            "paid": rows.column("paid"),
+            "note": rows.column("note"),
+        }
+    )
+
+
+def read_points(server: Any, database: str, expected: pa.Table) -> pa.Table:
+    """Every point of the measurement in `database`, times in microseconds (none: `expected`'s columns,
+    empty)."""
+    series = server.query(f'SELECT * FROM "{MEASUREMENT}"', database)
+    if not series:
+        return expected.slice(0, 0)
+    columns, values = series[0]["columns"], series[0]["values"]
+    return pa.table({name: [row[index] for row in values] for index, name in enumerate(columns)})
 
 
 def sink_writer(url: str, database: str, api: str) -> InfluxSinkWriter:
@@ -89,11 +119,12 @@ def main() -> None:
     arrow = frame.toArrow()
     results = []
     with running_influxdb() as server:
+        expected = expected_points(arrow)
 
-        def check(database: str) -> None:
-            written = server.query(f'SELECT count("amount") FROM "{MEASUREMENT}"', database)
-            count = written[0]["values"][0][1] if written else 0
-            assert count == rows, f"{database}: {count} points, expected {rows}"
+        def check(system: str, database: str) -> None:
+            points = read_points(server, database, expected)
+            checked = check_records(f"{system} (database {database})", expected, points, "time")
+            print(f"{'':<34} verified: {checked:,} points read back, each once, every tag and field")
 
         writer = sink_writer(server.url, "unused", "v1")
         layout = writer.layout(frame)
@@ -119,16 +150,15 @@ def main() -> None:
                 assert response.status == 204, response.data
 
         results.append(timed("raw line protocol (one client)", rows, post_raw))
-        check(database)
+        check("raw line protocol", database)
 
         for api, url in (("v1", server.url), ("v2", server.proxy.url)):
             for run in ("first", "warm"):
                 database = server.create_database()
                 sink = sink_writer(url, database, api)
-                results.append(
-                    timed(f"sink {api}, {run} run (Spark)", rows, lambda s=sink: s.write(frame, 0))
-                )
-                check(database)
+                label = f"sink {api}, {run} run (Spark)"
+                results.append(timed(label, rows, lambda s=sink: s.write(frame, 0)))
+                check(label, database)
                 server.proxy.reset()
 
     summary = {

@@ -12,8 +12,10 @@ every result (nothing is collected but one row per group):
 * `DistinctCount(customer)` per group (100 groups; the aggregate is expanded into Spark's own
   aggregates) against `count(DISTINCT customer)`.
 
-Each query runs `--repeats` times in one warmed session; the best run counts. Results go to
-bench/results/udfs.json.
+Each query runs `--repeats` times in one warmed session; the best run counts. Every run's answer is
+checked (after its clock stops) against the one NumPy and pyarrow compute from the cached rows themselves
+(`expected_answers`): each haversine sum within 1e-9 of the arcsine formula's, each group's distinct count
+exact, every group once (`bench.common.check_records`). Results go to bench/results/udfs.json.
 """
 
 from __future__ import annotations
@@ -22,14 +24,18 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql.functions import arrow_udf
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import check_records
 from jobs.spark import spark_session
 from jobs.udfs import aggregate, register_functions
 
@@ -67,7 +73,27 @@ QUERIES = {
 }
 
 
-def prepare(spark: SparkSession, rows: int) -> None:
+def expected_answers(points: pa.Table) -> dict[str, pa.Table]:
+    """Each query's answer from the rows themselves: the sum of the distances by the arcsine form of the
+    haversine (NumPy), and the distinct customers per bucket (pyarrow)."""
+    lat1, lon1, lat2, lon2 = (
+        np.radians(points.column(name).to_numpy()) for name in ("lat1", "lon1", "lat2", "lon2")
+    )
+    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    distance = pa.table({"answer": [0], "value": [float(np.sum(6371 * 2 * np.arcsin(np.sqrt(a))))]})
+    groups = points.group_by("bucket").aggregate([("customer", "count_distinct")])
+    per_group = groups.rename_columns(["bucket", "value"])
+    return {name: per_group if "per group" in name else distance for name in QUERIES}
+
+
+def answer_table(rows: list[Row], name: str) -> pa.Table:
+    if "per group" in name:
+        return pa.table({"bucket": [row[0] for row in rows], "value": [row[1] for row in rows]})
+    return pa.table({"answer": list(range(len(rows))), "value": [row[0] for row in rows]})
+
+
+def prepare(spark: SparkSession, rows: int) -> pa.Table:
+    """The cached rows, registered as a view; returned as Arrow for the expected answers."""
     register_functions(spark)
     spark.udf.register("bench_arrow_haversine", arrow_udf(numpy_haversine, "double"))
     points = spark.range(rows).selectExpr(
@@ -77,16 +103,26 @@ def prepare(spark: SparkSession, rows: int) -> None:
     )  # fmt: skip
     points.cache().createOrReplaceTempView(POINTS)
     assert points.count() == rows
+    return points.toArrow()
 
 
-def best_rate(spark: SparkSession, sql: str, rows: int, repeats: int) -> float:
-    query = aggregate.rewrite_aggregate_calls(sql).text
+def best_rate(spark: SparkSession, name: str, rows: int, repeats: int, expected: pa.Table) -> float:
+    """Rows/s of the best of `repeats` runs of query `name`; every run's answer must be `expected`."""
+    query = aggregate.rewrite_aggregate_calls(QUERIES[name]).text
     spark.sql(query).collect()  # warm-up: code generation, Python workers
     seconds = []
+    key = "bucket" if "per group" in name else "answer"
     for _ in range(repeats):
         started = time.perf_counter()
-        spark.sql(query).collect()
+        answer = spark.sql(query).collect()
         seconds.append(time.perf_counter() - started)
+        check_records(
+            name,
+            expected,
+            answer_table(answer, name),
+            key,
+            rel_tol={"value": 1e-9} if key == "answer" else None,
+        )
     return rows / min(seconds)
 
 
@@ -98,11 +134,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     arguments = parser.parse_args()
     spark = spark_session(app_name="bench-udfs")
-    prepare(spark, arguments.rows)
+    expected = expected_answers(prepare(spark, arguments.rows))
     rates = {}
-    for name, sql in QUERIES.items():
-        rates[name] = best_rate(spark, sql, arguments.rows, arguments.repeats)
-        print(f"{name:55s} {rates[name]:>14,.0f} rows/s")
+    for name in QUERIES:
+        rates[name] = best_rate(spark, name, arguments.rows, arguments.repeats, expected[name])
+        print(f"{name:55s} {rates[name]:>14,.0f} rows/s (answers verified)")
     spark.stop()
     names = list(QUERIES)
     results = {

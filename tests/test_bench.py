@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Message
 
-from bench.common import TopicChunk, local_parallelism, time_shares
+from bench.common import OutputMismatch, TopicChunk, check_records, local_parallelism, time_shares
 from bench.join import COMPLETED_TOPIC, CREATED_TOPIC, JoinBuffers
 from bench.live import latency_summary
 from bench.processes import cpu_between, snapshot
@@ -224,3 +224,60 @@ def test_a_peer_gets_the_cores_of_the_daggers_local_master(master: str, cores: i
 def test_a_cluster_master_has_no_local_parallelism() -> None:
     with pytest.raises(ValueError, match="spark://host:7077"):
         local_parallelism("spark://host:7077")
+
+
+def orders(rows: list[tuple[str, float, list[int] | None]]) -> pa.Table:
+    """(order_number, amount, items) records."""
+    return pa.table(
+        {
+            "order_number": pa.array([row[0] for row in rows], pa.string()),
+            "amount": pa.array([row[1] for row in rows], pa.float64()),
+            "items": pa.array([row[2] for row in rows], pa.list_(pa.int64())),
+        }
+    )
+
+
+EXPECTED_ORDERS = [("ORD-0", 1.5, [1]), ("ORD-1", 2.5, None), ("ORD-2", 3.5, [2, 3])]
+
+
+def test_check_records_passes_the_same_records_in_any_order() -> None:
+    actual = orders(EXPECTED_ORDERS[::-1])
+    assert check_records("loop", orders(EXPECTED_ORDERS), actual, "order_number") == 3
+
+
+@pytest.mark.parametrize(
+    ("actual", "message"),
+    [
+        (
+            EXPECTED_ORDERS[:2],
+            r"loop: 2 records written, 3 expected; 1 missing, e\.g\. \{\"order_number\": \"ORD-2\"\}",
+        ),
+        (
+            [*EXPECTED_ORDERS, EXPECTED_ORDERS[1]],
+            r"1 key\(s\) written twice or more, e\.g\. \{\"order_number\": \"ORD-1\", \"times\": 2\}",
+        ),
+        ([*EXPECTED_ORDERS, ("ORD-9", 0.0, None)], r"1 unexpected, e\.g\. \{\"order_number\": \"ORD-9\"\}"),
+        (
+            [EXPECTED_ORDERS[0], ("ORD-1", 2.5, [7]), ("ORD-2", 3.6, [2, 3])],
+            r"field amount wrong in 1 record\(s\): \{\"order_number\": \"ORD-2\"\} has 3\.6, expected 3\.5; "
+            r"field items wrong in 1 record\(s\): \{\"order_number\": \"ORD-1\"\} has \[7\], expected None",
+        ),
+    ],
+    ids=["missing", "duplicated", "unexpected", "wrong fields"],
+)
+def test_check_records_names_the_system_the_record_and_the_field(
+    actual: list[tuple[str, float, list[int] | None]], message: str
+) -> None:
+    with pytest.raises(OutputMismatch, match=message) as failure:
+        check_records("loop", orders(EXPECTED_ORDERS), orders(actual), "order_number")
+    assert str(failure.value).startswith("loop: ")
+
+
+def test_check_records_compares_floats_within_the_tolerance_given_and_every_field() -> None:
+    expected = orders(EXPECTED_ORDERS)
+    slightly_off = orders([(key, amount * (1 + 1e-12), items) for key, amount, items in EXPECTED_ORDERS])
+    assert check_records("dagger", expected, slightly_off, "order_number", rel_tol={"amount": 1e-9}) == 3
+    with pytest.raises(OutputMismatch, match="field amount wrong in 3 record"):
+        check_records("dagger", expected, slightly_off, "order_number")
+    with pytest.raises(OutputMismatch, match=r"dagger: fields \['amount', 'order_number'\]"):
+        check_records("dagger", expected, slightly_off.drop_columns(["items"]), "order_number")
