@@ -434,6 +434,10 @@ class KillPlan:
     at_kafka_rows: int
     in_recovery: int
     with_workers: int
+    tasks_die_with_the_driver: bool = True
+    """The tasks run in the driver's JVM (a local master), so a kill with workers ends the transaction it
+    caught open: each such kill must leave an attempt cut short. On a cluster the executors live on, and
+    may still commit it."""
 
     def next_moment(self, rng: random.Random, kills: list[Kill], restarted: bool) -> Moment:
         """A moment drawn from the RNG, unless the kills left are only just enough for the minimums that
@@ -469,8 +473,8 @@ class Kill:
     parquet_mid_write: bool
     """The lake had a batch started and not committed when the driver died."""
     rows_at_broker: bool
-    """A micro-batch was in flight, some of its rows were already at the broker, and the transaction that
-    held them was open: its attempt has no commit marker."""
+    """A micro-batch was in flight, some of its rows were already at the broker, and (where the tasks die
+    with the driver) the transaction that held them was open: its attempt had no commit marker."""
     in_recovery: bool
     """A restarted run was killed before its first commit."""
 
@@ -657,14 +661,12 @@ class CrashDagger:
         # a few milliseconds after its rows show). In recovery the JVM may still be starting: listed late.
         if moment is not Moment.IN_RECOVERY:
             victims = process_tree(pid) if whole_tree else [pid]
-        if moment is Moment.AT_KAFKA_ROWS:
-            self.watch.start()
-        if moment in (Moment.INTO_BATCH, Moment.AT_KAFKA_ROWS):
+        if moment is Moment.INTO_BATCH:
             committed = self.state().committed
             wait_for(lambda: self.state().planned > committed, 60, "the next batch", poll_s=0.01)
-        seen_attempt = None
+        rows_at_broker = False
         if moment is Moment.AT_KAFKA_ROWS:
-            seen_attempt = self.watch.wait_for_batch(self.state().planned)
+            rows_at_broker = self._freeze_inside_a_transaction(victims, feed, plan.tasks_die_with_the_driver)
         time.sleep(delay)
         if moment is Moment.IN_RECOVERY:
             victims = process_tree(pid) if whole_tree else [pid]
@@ -686,18 +688,38 @@ class CrashDagger:
             whole_tree,
             at,
             parquet_mid_write,
-            rows_at_broker=seen_attempt is not None and at.mid_batch and self._cut_short(seen_attempt),
+            rows_at_broker=rows_at_broker and at.mid_batch,
             in_recovery=restarted and at.committed == committed_before,
         )
         self.kills.append(kill)
         return kill
 
-    def _cut_short(self, attempt: str) -> bool:
-        """Whether the killed `attempt` never wrote its commit marker: even read_uncommitted, the marker
-        topic has none (a marker written and not yet committed counts as not cut, to be safe), so its
-        transaction was open when the driver died and can never commit."""
-        written = markers(self.kafka, self.output, isolation_level="read_uncommitted")
-        return all(marker["attempt"] != attempt for marker in written)
+    def _freeze_inside_a_transaction(
+        self, victims: list[int], feed: OrderFeed, tasks_die_with_the_driver: bool, tries: int = 5
+    ) -> bool:
+        """Stops `victims` (SIGSTOP) the instant a batch's first rows show in the sink's topic. Where the
+        tasks run in the driver's JVM, the stop holds a transaction open when the attempt of those rows has
+        no marker a read_committed reader sees: either its own transaction is open, or one holding back the
+        marker topic's last stable offset is; if it has one, the driver goes on and the next batch is
+        tried, `tries` times.
+        Whether the moment was met: the victims are stopped with a transaction open, which the kill then
+        cuts short for ever. On a cluster the executors outlive the driver: the first rows are the
+        moment, and nothing is known of the transaction."""
+        for _ in range(tries):
+            committed = self.state().committed
+            self.watch.start()
+            wait_for(
+                lambda before=committed: self.state().planned > before, 60, "the next batch", poll_s=0.01
+            )
+            attempt = self.watch.wait_for_batch(self.state().planned)
+            signal_all(victims, signal.SIGSTOP)
+            if not tasks_die_with_the_driver:
+                return True
+            if all(marker["attempt"] != attempt for marker in markers(self.kafka, self.output)):
+                return True
+            signal_all(victims, signal.SIGCONT)  # its transaction committed first: the next batch
+            feed.produce(MAX_RECORDS_PER_BATCH)
+        return False
 
     def wait_for_run_worker(self, run_id: str, timeout_s: float = 120) -> int:
         """The pid of the run's worker, once it has started executing (before Spark is up)."""
@@ -830,8 +852,8 @@ class CrashOutcome:
         report, counts = self.report(), kill_counts(self.kills)
         assert len(self.kills) == self.plan.kills, report
         assert counts["mid-batch"] >= self.plan.at_kafka_rows, report
-        # each of those kills cut an open transaction short: its attempt's rows and no marker
-        assert self.from_kafka.cut_short >= counts["mid-batch"], report
+        if self.plan.tasks_die_with_the_driver:  # each of those kills cut an open transaction short
+            assert self.from_kafka.cut_short >= counts["mid-batch"], report
         assert counts["in recovery"] >= self.plan.in_recovery, report
         assert counts["with workers"] >= self.plan.with_workers, report
         assert all(tally.exact for tally in self.tallies), report

@@ -292,7 +292,7 @@ def jvm_task(sink: KafkaSink, registry, spark, sink_id: str) -> TaskWrite:
     """The JVM's task side (`ExactlyOnceKafkaWriter.java`), through the writer's own call, on a DataFrame of
     one partition."""
     columns = StructType([StructField("order_id", StringType())])
-    connector = ConnectorRecords(sink, registry, spark, columns, "dagger_encode_eo_tasks")
+    connector = ConnectorRecords(sink, registry, spark, columns, "dagger_encode_eo_tasks", RecordEncoding())
 
     def write(batch_id: int, committed: frozenset[int], positions: dict[int, int], ids: list[str]) -> int:
         rows = spark.createDataFrame([(order_id,) for order_id in ids], columns).coalesce(1)

@@ -99,6 +99,7 @@ log = logging.getLogger(__name__)
 # default broker_timeout, so that a broker restarting while a batch is written is waited out, as the
 # stream itself waits it out (a refused login or TLS handshake still fails at once).
 _CLIENT_TIMEOUT_S = 120.0
+_NEW_TOPIC_WAIT_S = 10.0  # a marker topic just created: until the broker's metadata has it
 _RESOLVE_TIMEOUT_S = 120.0  # waiting for an open transaction to settle; above the default transaction timeout
 _MAX_TRANSACTIONAL_PRODUCERS = 8  # per worker: one per partition it ran lately
 _MAX_PARALLEL_FENCES = 16
@@ -276,10 +277,19 @@ def _read_to_end(
 
 
 def _partitions(consumer: Consumer, errors: ClientErrors, topic: str) -> list[int]:
-    """The marker topic's partitions; a broker that does not answer is asked again (see `ask_or_fail`)."""
-    metadata = ask_or_fail(
-        consumer, errors, lambda timeout: consumer.list_topics(topic, timeout=timeout), _CLIENT_TIMEOUT_S
-    ).topics.get(topic)
+    """The marker topic's partitions; a broker that does not answer is asked again (see `ask_or_fail`), and
+    so is one that does not know the topic yet: a topic just created reaches every broker's metadata a
+    moment later."""
+    deadline = time.monotonic() + _NEW_TOPIC_WAIT_S
+    while True:
+        metadata = ask_or_fail(
+            consumer, errors, lambda timeout: consumer.list_topics(topic, timeout=timeout), _CLIENT_TIMEOUT_S
+        ).topics.get(topic)
+        unknown = metadata is not None and metadata.error is not None
+        unknown = unknown and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        if not unknown or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         reason = metadata.error.str() if metadata is not None and metadata.error else "no partitions"
         raise KafkaSinkError(f"marker topic {topic!r}: {reason}")
