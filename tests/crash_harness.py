@@ -434,10 +434,6 @@ class KillPlan:
     at_kafka_rows: int
     in_recovery: int
     with_workers: int
-    tasks_die_with_the_driver: bool = True
-    """The tasks run in the driver's JVM (a local master), so a kill with workers ends the transaction it
-    caught open: each such kill must leave an attempt cut short. On a cluster the executors live on, and
-    may still commit it."""
 
     def next_moment(self, rng: random.Random, kills: list[Kill], restarted: bool) -> Moment:
         """A moment drawn from the RNG, unless the kills left are only just enough for the minimums that
@@ -473,8 +469,7 @@ class Kill:
     parquet_mid_write: bool
     """The lake had a batch started and not committed when the driver died."""
     rows_at_broker: bool
-    """A micro-batch was in flight, some of its rows were already at the broker, and (where the tasks die
-    with the driver) the transaction that held them was open: its attempt had no commit marker."""
+    """A micro-batch was in flight and some of its rows were already at the broker."""
     in_recovery: bool
     """A restarted run was killed before its first commit."""
 
@@ -515,9 +510,8 @@ class OutputWatch:
     def start(self) -> None:
         self._consumer.assign([TopicPartition(self._topic, 0, self._next_offset)])
 
-    def wait_for_batch(self, batch_id: int, timeout_s: float = 60) -> str:
-        """The attempt of the first row written for `batch_id` on the broker (after `start`), as soon as
-        it shows."""
+    def wait_for_batch(self, batch_id: int, timeout_s: float = 60) -> None:
+        """Returns as soon as a row written for `batch_id` is on the broker (after `start`)."""
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
@@ -526,7 +520,7 @@ class OutputWatch:
                         continue
                     self._next_offset = record.offset() + 1
                     if headers(record)["dagger.batch"] == str(batch_id):
-                        return headers(record)["dagger.attempt"]
+                        return
         finally:
             self._consumer.unassign()
         raise AssertionError(f"no row of batch {batch_id} reached the sink's topic in {timeout_s}s")
@@ -661,12 +655,13 @@ class CrashDagger:
         # a few milliseconds after its rows show). In recovery the JVM may still be starting: listed late.
         if moment is not Moment.IN_RECOVERY:
             victims = process_tree(pid) if whole_tree else [pid]
-        if moment is Moment.INTO_BATCH:
+        if moment is Moment.AT_KAFKA_ROWS:
+            self.watch.start()
+        if moment in (Moment.INTO_BATCH, Moment.AT_KAFKA_ROWS):
             committed = self.state().committed
             wait_for(lambda: self.state().planned > committed, 60, "the next batch", poll_s=0.01)
-        rows_at_broker = False
         if moment is Moment.AT_KAFKA_ROWS:
-            rows_at_broker = self._freeze_inside_a_transaction(victims, feed, plan.tasks_die_with_the_driver)
+            self.watch.wait_for_batch(self.state().planned)
         time.sleep(delay)
         if moment is Moment.IN_RECOVERY:
             victims = process_tree(pid) if whole_tree else [pid]
@@ -688,38 +683,11 @@ class CrashDagger:
             whole_tree,
             at,
             parquet_mid_write,
-            rows_at_broker=rows_at_broker and at.mid_batch,
+            rows_at_broker=moment is Moment.AT_KAFKA_ROWS and at.mid_batch,
             in_recovery=restarted and at.committed == committed_before,
         )
         self.kills.append(kill)
         return kill
-
-    def _freeze_inside_a_transaction(
-        self, victims: list[int], feed: OrderFeed, tasks_die_with_the_driver: bool, tries: int = 5
-    ) -> bool:
-        """Stops `victims` (SIGSTOP) the instant a batch's first rows show in the sink's topic. Where the
-        tasks run in the driver's JVM, the stop holds a transaction open when the attempt of those rows has
-        no marker a read_committed reader sees: either its own transaction is open, or one holding back the
-        marker topic's last stable offset is; if it has one, the driver goes on and the next batch is
-        tried, `tries` times.
-        Whether the moment was met: the victims are stopped with a transaction open, which the kill then
-        cuts short for ever. On a cluster the executors outlive the driver: the first rows are the
-        moment, and nothing is known of the transaction."""
-        for _ in range(tries):
-            committed = self.state().committed
-            self.watch.start()
-            wait_for(
-                lambda before=committed: self.state().planned > before, 60, "the next batch", poll_s=0.01
-            )
-            attempt = self.watch.wait_for_batch(self.state().planned)
-            signal_all(victims, signal.SIGSTOP)
-            if not tasks_die_with_the_driver:
-                return True
-            if all(marker["attempt"] != attempt for marker in markers(self.kafka, self.output)):
-                return True
-            signal_all(victims, signal.SIGCONT)  # its transaction committed first: the next batch
-            feed.produce(MAX_RECORDS_PER_BATCH)
-        return False
 
     def wait_for_run_worker(self, run_id: str, timeout_s: float = 120) -> int:
         """The pid of the run's worker, once it has started executing (before Spark is up)."""
@@ -852,8 +820,6 @@ class CrashOutcome:
         report, counts = self.report(), kill_counts(self.kills)
         assert len(self.kills) == self.plan.kills, report
         assert counts["mid-batch"] >= self.plan.at_kafka_rows, report
-        if self.plan.tasks_die_with_the_driver:  # each of those kills cut an open transaction short
-            assert self.from_kafka.cut_short >= counts["mid-batch"], report
         assert counts["in recovery"] >= self.plan.in_recovery, report
         assert counts["with workers"] >= self.plan.with_workers, report
         assert all(tally.exact for tally in self.tallies), report

@@ -461,12 +461,8 @@ def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui(
 
 # One kill in `make test`: with rows of an open transaction at the broker and the executors' tasks
 # possibly inside it, the case a cluster adds. Five in `make soak`.
-CLUSTER_PLAN = KillPlan(
-    kills=1, at_kafka_rows=1, in_recovery=0, with_workers=1, tasks_die_with_the_driver=False
-)
-CLUSTER_SOAK_PLAN = KillPlan(
-    kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2, tasks_die_with_the_driver=False
-)
+CLUSTER_PLAN = KillPlan(kills=1, at_kafka_rows=1, in_recovery=0, with_workers=1)
+CLUSTER_SOAK_PLAN = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
 
 
 @pytest.mark.slow
