@@ -208,13 +208,18 @@ def _too_large(stream: KafkaStream) -> Column:
     return F.length("value") > limit if limit is not None else F.lit(False)
 
 
+def _readable(stream: KafkaStream) -> Column:
+    """Whether a record decoded and is within `max_record_bytes`: the validity flag without its policy."""
+    return F.col("__record").isNotNull() & ~_too_large(stream)
+
+
 def _valid(spark: SparkSession, stream: KafkaStream, error: Column) -> Column:
     """Whether a record decoded (and is within `max_record_bytes`). An invalid record fails the query under
     the `fail` policy, naming where it is and why, and is copied to the dead-letter topic under
     `dead_letter`."""
     limit = stream.invalid_records.max_record_bytes
     too_large = _too_large(stream)
-    valid = F.col("__record").isNotNull() & ~too_large
+    valid = _readable(stream)
     action = stream.invalid_records.action
     if action == "drop":
         return valid
@@ -250,8 +255,7 @@ def _late(spark: SparkSession, stream: KafkaStream, rowtime: Column) -> Column:
     if action == "keep":
         return F.lit(False)
     watermark = F.col(_WATERMARK)
-    decoded = F.col("__record").isNotNull() & ~_too_large(stream)
-    late = decoded & (watermark > 0) & (F.unix_micros(rowtime) < watermark)
+    late = _readable(stream) & (watermark > 0) & (F.unix_micros(rowtime) < watermark)
     if action == "drop":
         return late
     writer = _register_dead_letter_writer(spark, stream, stream.late_records.dead_letter_topic, "late")
