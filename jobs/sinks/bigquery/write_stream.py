@@ -56,6 +56,7 @@ MAX_REQUEST_BYTES = 9 * 1024 * 1024  # BigQuery and the emulator refuse AppendRo
 MAX_IN_FLIGHT = 4  # AppendRows requests sent ahead of their answers, per stream
 ERRORS_SHOWN = 5
 _ALREADY_EXISTS = grpc.StatusCode.ALREADY_EXISTS.value[0]
+_OUT_OF_RANGE = grpc.StatusCode.OUT_OF_RANGE.value[0]
 # How often a waiting append looks at its answer (the library's futures poll every 1 s to 20 s otherwise).
 _ANSWER_POLLING = polling.DEFAULT_POLLING.with_delay(initial=0.001, maximum=0.02, multiplier=2)
 
@@ -89,6 +90,7 @@ class Appender:
         self._pending: deque[_Request] = deque()
         self._appended = 0
         self._connection: AppendRowsStream | None = None
+        self._reconnected = False
 
     def write(self, requests: Iterable[list[bytes]]) -> int:
         """Append each list of rows as one request; the rows appended, once every one is acknowledged."""
@@ -110,6 +112,7 @@ class Appender:
 
     def _append(self, chunks: Iterator[list[bytes]]) -> None:
         """On a new connection: the unacknowledged requests again, then the rest."""
+        self._reconnected = self._connection is not None  # the previous one broke
         self._disconnect()
         self._connection = AppendRowsStream(self._client, self._template)
         for request in self._pending:
@@ -151,6 +154,11 @@ class Appender:
             pb = type(answer).pb(answer)
             # ALREADY_EXISTS for a request sent again: taken before the connection broke (bqemulator:
             # "Offset 2 already buffered; next expected 10"), so done.
+            if pb.error.code == _OUT_OF_RANGE and self._reconnected:
+                # A request of the broken connection that the service had read but not yet applied lands
+                # after one of this connection's (bqemulator: "Offset 9500 beyond next expected 9000"):
+                # go again from the first unacknowledged offset, as for a broken connection.
+                raise _ConnectionLost(self._rejection(pb, request)) from None
             if not (pb.error.code == _ALREADY_EXISTS and request.resent):
                 raise BigQuerySinkError(self._rejection(pb, request)) from None
         self._pending.popleft()
