@@ -1,6 +1,7 @@
 """Dagger files -> Dagster definitions.
 
-Each dagger in `$DAGGER_DIR` (default: the repository's `daggers/` folder) becomes a group of stage
+Each dagger in `$DAGGER_DIR` (default: the repository's `daggers/` folder), a dagger file (`*.yaml`) or
+a raystack Dagger job config loaded as it is (`*.properties`, `jobs.raystack`), becomes a group of stage
 assets run by one streaming multi-asset and a job (`stages.py`), asset checks on its health
 (`checks.py`), and the sensors that run it without an operator: restarts of crashed runs with back-off
 (`restarts.py`), runs for new topics, runs while there is demand and restarts on schema changes
@@ -34,7 +35,8 @@ from dagger_assets.sensors import demand_sensor, new_topic_sensor, schema_change
 from dagger_assets.stages import dagger_assets, dagger_job
 from jobs.analysis.project import analysis_folder, load_projects
 from jobs.project import PROJECT_ROOT
-from jobs.spec import DaggerConfigError, DaggerSpec, load_dagger
+from jobs.raystack import load_dagger_or_job
+from jobs.spec import DaggerConfigError, DaggerSpec
 from resources import default_resources
 
 log = logging.getLogger(__name__)
@@ -68,9 +70,9 @@ def build_definitions(
     `default_resources()` by key (a deployment's cluster, credentials, Spark master)."""
     assets, checks, jobs, sensors = [], [], [], []
     loaded: list[tuple[Path, DaggerSpec]] = []
-    for path in sorted(folder.glob("*.yaml")):
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.properties")]):
         try:
-            loaded.append((path, load_dagger(path)))
+            loaded.append((path, load_dagger_or_job(path)))
         except DaggerConfigError as error:
             log.error("%s", error)
             assets.append(broken_dagger_asset(path, error))

@@ -30,7 +30,22 @@ def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
     sql = AssetKey(["booking_filter", "sql"])
     sinks = {AssetKey(["booking_filter", "sink", "0_log"]), AssetKey(["booking_filter", "sink", "1_kafka"])}
     bookings_topic = AssetKey(["external_sources", "kafka", "bookings"])  # no dagger writes it
-    assert set(graph.get_all_asset_keys()) == {bookings_topic, stream, sql, *sinks}
+    # The raystack job config beside it (booking_counts.properties) loads as it is.
+    counts_stream, counts_sql, counts_sink = (
+        AssetKey(["booking_counts", *stage])
+        for stage in (["stream", "bookings"], ["sql"], ["sink", "0_kafka"])
+    )
+    assert set(graph.get_all_asset_keys()) == {
+        bookings_topic,
+        stream,
+        sql,
+        *sinks,
+        counts_stream,
+        counts_sql,
+        counts_sink,
+    }
+    assert graph.get(counts_stream).parent_keys == {bookings_topic}
+    assert graph.get(counts_sink).parent_keys == {counts_sql}
     assert graph.get(stream).parent_keys == {bookings_topic}
     assert graph.get(sql).parent_keys == {stream}
     assert {key for key in sinks if graph.get(key).parent_keys == {sql}} == sinks

@@ -10,10 +10,15 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from dagster import AssetKey, DagsterInstance, Definitions, materialize
+
+from dagger_assets.definitions import build_definitions
 from jobs.cli import main as cli
 from jobs.raystack import load_dagger_or_job
 from jobs.raystack.importer import read_job
+from jobs.sinks.log.resource import LogSinkResource
 from jobs.spec import DaggerSpec
+from resources import SparkResource, default_resources
 from tests.conftest import message_class
 
 BOOKING = "dagger.examples.BookingLogMessage"
@@ -24,13 +29,21 @@ SERVICE_TYPES = ["GO_RIDE", "GO_SEND", "GO_FOOD"]
 CUTOFF_S = 30  # the query leaves out the first 30 s, through Dagger's row layout: event_timestamp.seconds
 EVENTS = [(seconds, SERVICE_TYPES[(seconds * 7) % 3]) for seconds in range(0, 360, 4)] + [(359, "GO_RIDE")]
 
-JOB = """\
-# == Query ==
-FLINK_SQL_QUERY=SELECT service_type, count(1) AS booking_count, \\
+WINDOW_COUNTS = """\
+SELECT service_type, count(1) AS booking_count, \\
     TUMBLE_END(rowtime, INTERVAL '60' SECOND) AS window_timestamp \\
   FROM `bookings` \\
   WHERE event_timestamp.seconds >= {cutoff} \\
-  GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), service_type
+  GROUP BY TUMBLE(rowtime, INTERVAL '60' SECOND), service_type"""
+KAFKA_SINK = """\
+SINK_TYPE=kafka
+SINK_KAFKA_BROKERS={brokers}
+SINK_KAFKA_TOPIC={output}
+SINK_KAFKA_PROTO_MESSAGE={counts}
+SINK_KAFKA_STREAM=local"""
+JOB = """\
+# == Query ==
+FLINK_SQL_QUERY={query}
 FLINK_WATERMARK_INTERVAL_MS=10000
 FLINK_WATERMARK_DELAY_MS={delay_ms}
 FLINK_JOB_ID=booking-counts
@@ -39,11 +52,7 @@ FLINK_PARALLELISM=1
 # == Input Stream ==
 STREAMS={streams}
 # == Sink ==
-SINK_TYPE=kafka
-SINK_KAFKA_BROKERS={brokers}
-SINK_KAFKA_TOPIC={output}
-SINK_KAFKA_PROTO_MESSAGE={counts}
-SINK_KAFKA_STREAM=local
+{sink}
 # == Stencil ==
 SCHEMA_REGISTRY_STENCIL_ENABLE=false
 # == Telemetry ==
@@ -51,7 +60,15 @@ METRIC_TELEMETRY_ENABLE=true
 """
 
 
-def write_job(path: Path, kafka, source: str, output: str, group: str) -> Path:
+def write_job(
+    path: Path,
+    kafka,
+    source: str,
+    output: str,
+    group: str,
+    query: str = WINDOW_COUNTS,
+    sink: str = KAFKA_SINK,
+) -> Path:
     streams = [
         {
             "SOURCE_KAFKA_TOPIC_NAMES": source,
@@ -68,12 +85,10 @@ def write_job(path: Path, kafka, source: str, output: str, group: str) -> Path:
     ]
     path.write_text(
         JOB.format(
-            cutoff=int(START.timestamp()) + CUTOFF_S,
+            query=query.format(cutoff=int(START.timestamp()) + CUTOFF_S),
             delay_ms=DELAY_S * 1000,
             streams=json.dumps(streams),
-            brokers=kafka.bootstrap_servers,
-            output=output,
-            counts=COUNTS,
+            sink=sink.format(brokers=kafka.bootstrap_servers, output=output, counts=COUNTS),
         ),
         encoding="utf-8",
     )
@@ -107,9 +122,13 @@ def run_and_read(spec: DaggerSpec, start_dagger, kafka, registry, checkpoint: Pa
     running.process_available()
     running.process_available()  # the batch after the data closes the windows the watermark passed
     running.run.stop()  # both runs have the job's name, which a running query keeps to itself
+    return read_counts(kafka, registry, spec.sinks[0].topic)
+
+
+def read_counts(kafka, registry, topic: str) -> set[tuple]:
     decode = message_class(registry, COUNTS).FromString
     service_names = registry.message(COUNTS).fields_by_name["service_type"].enum_type.values_by_number
-    rows = [decode(record.value()) for record in kafka.read_all(spec.sinks[0].topic)]
+    rows = [decode(record.value()) for record in kafka.read_all(topic)]
     return {
         (service_names[row.service_type].name, row.booking_count, row.window_timestamp.ToDatetime(tzinfo=UTC))
         for row in rows
@@ -142,9 +161,7 @@ def test_a_raystack_job_runs_unchanged_and_its_converted_yaml_gives_the_same_row
 
 def test_the_example_job_config_converts(monkeypatch):
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "broker-1:9092")
-    job = read_job(
-        Path(__file__).resolve().parent.parent / "daggers" / "raystack" / "booking_counts.properties"
-    )
+    job = read_job(Path(__file__).resolve().parent.parent / "daggers" / "booking_counts.properties")
     assert job.spec.name == "booking-counts"
     assert job.spec.streams[0].bootstrap_servers == "broker-1:9092"
     assert job.spec.sql == (
@@ -152,3 +169,73 @@ def test_the_example_job_config_converts(monkeypatch):
         "FROM `bookings` GROUP BY window(rowtime, '1 minute'), service_type"
     )
     assert job.spec.sinks[0].proto_message == COUNTS
+
+
+def _stages(definitions: Definitions) -> dict[AssetKey, tuple]:
+    """Each asset's parents, description and metadata, but for the file it was loaded from."""
+    graph = definitions.resolve_asset_graph()
+    return {
+        key: (
+            graph.get(key).parent_keys,
+            graph.get(key).description,
+            {name: value for name, value in graph.get(key).metadata.items() if name != "dagger_file"},
+        )
+        for key in graph.get_all_asset_keys()
+    }
+
+
+def test_a_job_config_in_the_daggers_folder_is_a_dagster_dagger_like_its_converted_yaml(
+    kafka, registry, tmp_path, spark, monkeypatch
+):
+    """A bounded materialization, so a stateless query: a bounded run is one micro-batch, which closes no
+    window (docs/limits.md)."""
+    monkeypatch.chdir(tmp_path)  # a job config has no checkpoint key: the default is under the cwd
+    source = kafka.new_topic("raystack-dagster-bookings", partitions=2)
+    produce_bookings(kafka, registry, source)
+    jobs_folder, converted_folder = tmp_path / "jobs", tmp_path / "converted"
+    jobs_folder.mkdir()
+    converted_folder.mkdir()
+    query = "SELECT order_number FROM `bookings` WHERE event_timestamp.seconds >= {cutoff}"
+    job_file = write_job(
+        jobs_folder / "late_bookings.properties",
+        kafka,
+        source,
+        "",
+        "raystack-dagster",
+        query,
+        "SINK_TYPE=log",
+    )
+    assert cli.main(["convert", str(job_file), "-o", str(converted_folder / "late_bookings.yaml")]) == 0
+    (jobs_folder / "refused.properties").write_text(
+        job_file.read_text() + "FUNCTION_FACTORY_CLASSES=com.example.Functions\n"
+    )
+
+    definitions = build_definitions(jobs_folder)
+    broken_key = AssetKey(["broken_daggers", "refused"])
+    broken_description = definitions.get_assets_def(broken_key).descriptions_by_key[broken_key]
+    assert "refused.properties" in broken_description
+    assert "FUNCTION_FACTORY_CLASSES: com.example.Functions is a Java UDF factory" in broken_description
+    stages = _stages(definitions)
+    del stages[broken_key]
+    assert stages == _stages(build_definitions(converted_folder))
+
+    instance = DagsterInstance.ephemeral()
+    result = materialize(
+        [definitions.get_assets_def(AssetKey(["booking_counts", "sql"]))],
+        resources={
+            **default_resources(),
+            "spark": SparkResource(master="local[2]"),
+            "log_sink": LogSinkResource(max_rows_per_batch=len(EVENTS)),
+        },
+        run_config={"ops": {"booking_counts_query": {"config": {"bounded": True}}}},
+        instance=instance,
+    )
+    assert result.success
+    logged = [
+        json.loads(entry.user_message.split(" | ", 1)[1])["order_number"]
+        for entry in instance.all_logs(result.run_id)
+        if entry.user_message.startswith("batch ")
+    ]
+    assert sorted(logged) == sorted(
+        f"ORD-{index}" for index, (seconds, _) in enumerate(EVENTS) if seconds >= CUTOFF_S
+    )

@@ -41,7 +41,8 @@ def _run(pipes: PipesContext) -> int:
     # Imported here: the module must stay importable (and refuse clearly) without a Spark install.
     from jobs.launch import configured_instance, open_session, spark_ui_url, start_run
     from jobs.runner import DaggerBuildError, DaggerQueryError
-    from jobs.spec import DaggerConfigError, load_dagger
+    from jobs.raystack import load_dagger_or_job
+    from jobs.spec import DaggerConfigError
     from jobs.submitted import progress_message
 
     stop = threading.Event()
@@ -54,7 +55,7 @@ def _run(pipes: PipesContext) -> int:
     log_info = pipes.log.info
     try:
         resources = _Resources(extras["resources"])
-        spec = load_dagger(Path(extras["dagger_file"]))
+        spec = load_dagger_or_job(Path(extras["dagger_file"]))
         # The run worker rewound or restored the checkpoint at launch, once: here it is only applied.
         instance = configured_instance(spec, extras["partition_key"], resources, log_info)
         session = open_session(resources)
