@@ -32,6 +32,8 @@ from jobs.codec.protobuf import TIMESTAMP
 from jobs.config import resolve_against
 from jobs.raystack import keys
 from jobs.raystack.flink_sql import FlinkSqlError, SparkQuery, translate
+from jobs.raystack.java_names import message_by_java_name
+from jobs.raystack.kafka_security import KafkaSecurity
 from jobs.raystack.keys import Findings
 from jobs.raystack.processors import post_processors, transformer
 from jobs.raystack.properties import dagger_keys_from_environment, read_properties_file
@@ -48,9 +50,6 @@ RegistryLoader = Callable[[Sequence[str], float, Mapping[str, str]], SchemaRegis
 
 _DEFAULT_SOURCE = [{"SOURCE_NAME": "KAFKA_CONSUMER", "SOURCE_TYPE": "UNBOUNDED"}]
 _SOURCE_TYPES = {"KAFKA_SOURCE": "UNBOUNDED", "KAFKA_CONSUMER": "UNBOUNDED", "PARQUET_SOURCE": "BOUNDED"}
-_SECURITY_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL", "SSL")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-_JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s;]+))""")
 _LONGBOW_COLUMN = re.compile(r".*\blongbow.*key\b.*")
 _SINK_KEY_PREFIXES = {"kafka": "SINK_KAFKA_", "influx": "SINK_INFLUX_", "bigquery": "SINK_BIGQUERY_"}
 _DEFAULT_FUNCTION_FACTORY = "FunctionFactory"
@@ -429,7 +428,7 @@ class _Job:
         try:
             return self.registry.message(class_name)
         except SchemaRegistryError as error:
-            found = _message_by_java_name(self.registry, class_name)
+            found = message_by_java_name(self.registry, class_name)
             if found is None:
                 self.findings.error(key, str(error))
             return found
@@ -494,7 +493,7 @@ class _Job:
             "group_id": value("SOURCE_KAFKA_CONSUMER_CONFIG_GROUP_ID", required=True),
             "auto_offset_reset": offset_reset,
         }
-        consumer_config = _KafkaSecurity(value, key, self.findings).consumer_config()
+        consumer_config = KafkaSecurity(value, key, self.findings).consumer_config()
         if consumer_config:
             stream["consumer_config"] = consumer_config
         return stream
@@ -683,77 +682,6 @@ class _Job:
                 self.findings.not_a_setting(key, keys.ALL_TOP_LEVEL)
 
 
-class _KafkaSecurity:
-    """Dagger's SASL / SSL consumer keys (Java client) as librdkafka settings."""
-
-    def __init__(self, value: Callable[..., Any], key: str, findings: Findings) -> None:
-        self.value, self.key, self.findings = value, key, findings
-
-    def _setting(self, name: str) -> str | None:
-        item = self.value(f"SOURCE_KAFKA_CONSUMER_CONFIG_{name}")
-        return None if item is None else str(item)
-
-    def _allowed(self, name: str, allowed: tuple[str, ...]) -> str | None:
-        item = self._setting(name)
-        if item is not None and item not in allowed:
-            self.findings.error(
-                f"{self.key}.SOURCE_KAFKA_CONSUMER_CONFIG_{name}",
-                f"{item!r} is not one of {', '.join(allowed)}",
-            )
-        return item
-
-    def consumer_config(self) -> dict[str, str]:
-        config: dict[str, str] = {}
-        if protocol := self._allowed("SECURITY_PROTOCOL", _SECURITY_PROTOCOLS):
-            config["security.protocol"] = protocol
-        if mechanism := self._allowed("SASL_MECHANISM", _SASL_MECHANISMS):
-            config["sasl.mechanism"] = mechanism
-        if jaas := self._setting("SASL_JAAS_CONFIG"):
-            options = {
-                match.group(1): next(group for group in match.groups()[1:] if group is not None)
-                for match in _JAAS_OPTION.finditer(jaas)
-            }
-            if "username" not in options or "password" not in options:
-                self.findings.error(
-                    f"{self.key}.SOURCE_KAFKA_CONSUMER_CONFIG_SASL_JAAS_CONFIG",
-                    'expected a login module line with username="..." and password="..."',
-                )
-            else:
-                config["sasl.username"] = options["username"]
-                config["sasl.password"] = options["password"]
-        if key_password := self._setting("SSL_KEY_PASSWORD"):
-            config["ssl.key.password"] = key_password
-        keystore = self._setting("SSL_KEYSTORE_LOCATION")
-        keystore_type = self._allowed("SSL_KEYSTORE_TYPE", ("JKS", "PKCS12", "PEM")) or "JKS"
-        keystore_password = self._setting("SSL_KEYSTORE_PASSWORD")
-        if keystore and keystore_type == "PKCS12":
-            config["ssl.keystore.location"] = keystore
-            if keystore_password:
-                config["ssl.keystore.password"] = keystore_password
-        elif keystore and keystore_type == "PEM":  # one file with the certificate and its private key
-            config["ssl.certificate.location"] = keystore
-            config["ssl.key.location"] = keystore
-            if keystore_password and "ssl.key.password" not in config:
-                config["ssl.key.password"] = keystore_password
-        elif keystore:
-            self.findings.error(
-                f"{self.key}.SOURCE_KAFKA_CONSUMER_CONFIG_SSL_KEYSTORE_TYPE",
-                "a JKS keystore (Kafka's default type) cannot be read by librdkafka: convert it to PKCS12 "
-                "(keytool -importkeystore -deststoretype PKCS12) and set the type to PKCS12",
-            )
-        truststore = self._setting("SSL_TRUSTSTORE_LOCATION")
-        truststore_type = self._allowed("SSL_TRUSTSTORE_TYPE", ("JKS", "PKCS12", "PEM")) or "JKS"
-        if truststore and truststore_type == "PEM":
-            config["ssl.ca.location"] = truststore
-        elif truststore:
-            self.findings.error(
-                f"{self.key}.SOURCE_KAFKA_CONSUMER_CONFIG_SSL_TRUSTSTORE_TYPE",
-                f"a {truststore_type} truststore cannot be read by librdkafka: export its certificates as "
-                "PEM (keytool -exportcert -rfc) and set the type to PEM",
-            )
-        return config
-
-
 def _duration(milliseconds: int) -> str:
     return f"{milliseconds // 1000}s" if milliseconds % 1000 == 0 else f"{milliseconds}ms"
 
@@ -762,32 +690,3 @@ def _dagger_name(job_id: str) -> str:
     """FLINK_JOB_ID as a dagger name (letters, digits, - and _, starting with a letter)."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", job_id).strip("-")
     return name if name[:1].isalpha() else f"dagger-{name}".rstrip("-")
-
-
-def _message_by_java_name(registry: SchemaRegistry, class_name: str) -> Descriptor | None:
-    """A message named the way Java names its generated class (what Dagger's configs hold): java_package,
-    then the outer class unless java_multiple_files, then the nested names (`$` or `.` between)."""
-    wanted = class_name.replace("$", ".")
-    for full_name in registry.message_names:
-        message = registry.message(full_name)
-        options = message.file.GetOptions()
-        package = options.java_package or message.file.package
-        nested = full_name.removeprefix(f"{message.file.package}.") if message.file.package else full_name
-        outer = "" if options.java_multiple_files else f"{_java_outer_class(message)}."
-        if ".".join(part for part in (package, f"{outer}{nested}") if part) == wanted:
-            return message
-    return None
-
-
-def _java_outer_class(message: Descriptor) -> str:
-    """protoc's outer class name: java_outer_classname, or the file name in CamelCase (+ OuterClass when a
-    top-level type has that name)."""
-    file = message.file
-    if file.GetOptions().java_outer_classname:
-        return file.GetOptions().java_outer_classname
-    base = file.name.rsplit("/", 1)[-1].removesuffix(".proto")
-    words = re.split(r"[^A-Za-z0-9]+", base)
-    name = "".join(word[:1].upper() + word[1:] for word in words)
-    name = re.sub(r"(\d)([a-z])", lambda match: match.group(1) + match.group(2).upper(), name)
-    top_level = {*file.message_types_by_name, *file.enum_types_by_name, *file.services_by_name}
-    return f"{name}OuterClass" if name in top_level else name
