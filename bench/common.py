@@ -43,7 +43,8 @@ from pyspark.sql import SparkSession
 
 from bench.processes import cpu_between, snapshot
 from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.runner import DaggerRun, ProgressReport, build_dagger
+from jobs.progress import ProgressReport
+from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import producer_settings

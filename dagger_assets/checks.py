@@ -5,13 +5,16 @@ import time
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, AssetKey, asset_check
 
+from dagger_assets.expectations import expectation_checks
 from dagger_assets.health import CHECK_DESCRIPTIONS, RECENT_BATCHES, BatchHealth, judge
-from dagger_assets.stages import sql_key
+from dagger_assets.keys import sql_key
 from jobs.spec import DaggerChecks, DaggerSpec
 
 
 def dagger_checks(spec: DaggerSpec) -> list[AssetChecksDefinition]:
-    return [_check(sql_key(spec), spec.checks, name) for name in CHECK_DESCRIPTIONS]
+    """The health checks, and a check per expectation (`expectations.py`)."""
+    health = [_check(sql_key(spec), spec.checks, name) for name in CHECK_DESCRIPTIONS]
+    return [*health, *expectation_checks(spec)]
 
 
 def _check(key: AssetKey, limits: DaggerChecks, name: str) -> AssetChecksDefinition:

@@ -16,7 +16,7 @@ from typing import Any
 
 from dagster import AssetCheckEvaluation, AssetKey, AssetObservation
 
-from jobs.runner import ProgressReport
+from jobs.progress import ProgressReport
 from jobs.spec import DaggerChecks
 
 RECENT_BATCHES = 100

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dagster import AssetKey, AssetSpec
 
 from dagger_assets.collections import CollectionAsset
-from dagger_assets.stages import sink_key
+from dagger_assets.keys import sink_key
 from jobs.config import without_credentials
 from jobs.registry import STREAM_KINDS
 from jobs.sources.config import StreamConfig

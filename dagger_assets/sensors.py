@@ -36,8 +36,9 @@ from dagster import (
     sensor,
 )
 
+from dagger_assets.keys import asset_prefix
 from dagger_assets.restarts import PARTITION_TAG, latest_runs, rerun_request
-from dagger_assets.stages import UnresolvedAssetJobDefinition, asset_prefix, dagger_runs, instance_partitions
+from dagger_assets.stages import UnresolvedAssetJobDefinition, dagger_runs, instance_partitions
 from jobs.codec.formats import avro_schemas
 from jobs.demand import subscribed_topics
 from jobs.kafka_errors import ClientErrors, ask_or_fail

@@ -47,12 +47,22 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from pydantic import Field
 from pyspark.sql.types import StructType
 
+from dagger_assets.expectations import live_expectation_evaluations
 from dagger_assets.health import live_evaluations
+from dagger_assets.keys import (
+    asset_prefix,
+    postprocessed_key,
+    preprocessed_key,
+    sink_key,
+    sql_key,
+    stream_key,
+)
 from dagger_assets.submit import SubmittedRun
 from jobs.demand import DemandSubscription, demand_group
 from jobs.launch import configured_instance, open_session, spark_ui_url, start_run
+from jobs.progress import ProgressReport
 from jobs.registry import SINK_KINDS, STREAM_KINDS
-from jobs.runner import DaggerBuildError, DaggerRun, ProgressReport, sink_label
+from jobs.runner import DaggerBuildError, DaggerRun, sink_label
 from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.sinks.base import Written
 from jobs.sources.config import StreamConfig
@@ -122,10 +132,6 @@ class DaggerRunConfig(Config):
     )
 
 
-def asset_prefix(spec: DaggerSpec) -> str:
-    return spec.name.replace("-", "_")
-
-
 def job_name(spec: DaggerSpec) -> str:
     return f"{asset_prefix(spec)}_job"
 
@@ -144,22 +150,6 @@ def instance_partitions(spec: DaggerSpec) -> DynamicPartitionsDefinition | None:
     return DynamicPartitionsDefinition(name=f"{asset_prefix(spec)}_topics") if spec.per_topic else None
 
 
-def stream_key(spec: DaggerSpec, stream: StreamConfig) -> AssetKey:
-    return AssetKey([asset_prefix(spec), "stream", stream.table])
-
-
-def sql_key(spec: DaggerSpec) -> AssetKey:
-    return AssetKey([asset_prefix(spec), "sql"])
-
-
-def preprocessed_key(spec: DaggerSpec, stream: StreamConfig) -> AssetKey:
-    return AssetKey([asset_prefix(spec), "preprocessed", stream.table])
-
-
-def postprocessed_key(spec: DaggerSpec) -> AssetKey:
-    return AssetKey([asset_prefix(spec), "postprocessed"])
-
-
 def has_post_processors(spec: DaggerSpec) -> bool:
     return spec.post_processors.reshapes_output or bool(spec.post_processors.transformers)
 
@@ -167,10 +157,6 @@ def has_post_processors(spec: DaggerSpec) -> bool:
 def result_key(spec: DaggerSpec) -> AssetKey:
     """The stage the sinks read: the post-processed result, or the SQL result."""
     return postprocessed_key(spec) if has_post_processors(spec) else sql_key(spec)
-
-
-def sink_key(spec: DaggerSpec, index: int) -> AssetKey:
-    return AssetKey([asset_prefix(spec), "sink", f"{index}_{spec.sinks[index].kind}"])
 
 
 def table_schema(schema: StructType) -> TableSchema:
@@ -337,7 +323,8 @@ def dagger_assets(
                 held = 0
 
         def record_live_checks() -> None:
-            for evaluation in live_evaluations(sql_key(spec), spec.checks, run.reports):
+            evaluations = live_evaluations(sql_key(spec), spec.checks, run.reports)
+            for evaluation in [*evaluations, *live_expectation_evaluations(spec, run.reports)]:
                 context.instance.report_runless_asset_event(evaluation)
 
         deadline = None if config.stop_after_seconds is None else time.monotonic() + config.stop_after_seconds
@@ -514,6 +501,7 @@ def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
             "lag_by_partition": MetadataValue.json(report.lag_by_partition),
             "invalid_records": MetadataValue.json(report.invalid_records),
             "late_records": MetadataValue.json(report.late_records),
+            "expectations": MetadataValue.json(report.expectations),
             "late_rows": report.total_late,
             "sink_requests": report.sink_requests,
             "sink_retried_requests": report.sink_retries,

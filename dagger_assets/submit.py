@@ -39,7 +39,8 @@ from dagster import (
 from pyspark.sql.types import StructType
 
 from jobs.jvm import driver_java_options, project_class_path
-from jobs.runner import DaggerBuildError, DaggerQueryError, ProgressReport
+from jobs.progress import ProgressReport
+from jobs.runner import DaggerBuildError, DaggerQueryError
 from jobs.spark import (
     DEFAULT_MASTER,
     JAVA_OPTIONS,

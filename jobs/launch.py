@@ -10,7 +10,8 @@ from typing import Any, Protocol
 from pyspark.sql import SparkSession
 
 from jobs.checkpoints import CheckpointGenerations, parse_rewind
-from jobs.runner import DaggerRun, ProgressReport, build_dagger
+from jobs.progress import ProgressReport
+from jobs.runner import DaggerRun, build_dagger
 from jobs.spec import DaggerSpec
 from jobs.tools.protoc import compile_descriptor_set
 from resources import PROCESSOR_RESOURCES, SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS

@@ -17,8 +17,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
@@ -30,16 +29,13 @@ from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.codec.formats import pinned
 from jobs.connect import is_spark_connect
 from jobs.dagger_errors import DaggerBuildError, DaggerQueryError
-from jobs.metrics.exporter import (
-    INVALID_RECORDS_METRIC,
-    DaggerMetrics,
-    dropped_by_watermark,
-    partition_lags,
-    source_offsets,
-)
+from jobs.expectations.config import RESULT_STAGE
+from jobs.expectations.query import ExpectationError, apply_expectations
+from jobs.metrics.exporter import DaggerMetrics
 from jobs.object_store import ObjectStoreError, require_connector, s3a_settings
 from jobs.ordering import BatchWriter, OrderedOutput
 from jobs.processors.post import POST_TABLE, apply_post_processors
+from jobs.progress import ProgressReport
 from jobs.real_time import require_real_time_stages
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
@@ -136,6 +132,11 @@ def build_dagger(
         with processor_errors():
             context = transform_context(spark, spec, registry, "post_processors", POST_TABLE)
             result = apply_post_processors(result, post, context)
+    try:
+        where = f"dagger {spec.name}: the result"
+        result = apply_expectations(result, spec.expectations, RESULT_STAGE, where)
+    except ExpectationError as error:
+        raise DaggerBuildError(str(error)) from None
     if spec.ordered_output and spec.rowtime_column not in result.columns:
         raise DaggerBuildError(
             f"dagger {spec.name}: ordered_output orders by rowtime_column {spec.rowtime_column!r}, which the "
@@ -204,92 +205,6 @@ def _sink_writer(context: SinkContext) -> SinkWriter:
 # --------------------------------------------------------------------------------------------------------
 # Progress
 # --------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProgressReport:
-    """One micro-batch, as a user watching the dagger wants to see it."""
-
-    batch_id: int
-    input_rows: int
-    input_rows_per_second: float
-    processed_rows_per_second: float
-    duration_ms: int
-    watermark: str | None
-    lag_by_partition: dict[str, int] = field(default_factory=dict)
-    invalid_records: dict[str, int] = field(default_factory=dict)
-    late_records: dict[str, int] = field(default_factory=dict)
-    """Records each stream skipped before the SQL as behind the watermark (`late_records` policy)."""
-    end_offsets: list[dict] = field(default_factory=list)
-    """Each source's offsets at the end of the batch, as recorded in the checkpoint."""
-    late_rows: int = 0
-    """Rows stateful operators dropped as behind the watermark (after the streams' own late filter)."""
-    sinks: dict[str, Written] = field(default_factory=dict)
-    """What each sink (by `sink_label`) wrote of the batch."""
-    ended_at: float = 0.0
-    """When the batch ended (epoch seconds)."""
-
-    @property
-    def total_lag(self) -> int:
-        return sum(self.lag_by_partition.values())
-
-    @property
-    def sink_requests(self) -> int:
-        return sum(written.requests for written in self.sinks.values())
-
-    @property
-    def sink_retries(self) -> int:
-        return sum(written.retries for written in self.sinks.values())
-
-    @property
-    def total_late(self) -> int:
-        """Rows behind the watermark, skipped by the streams or dropped by stateful operators."""
-        return sum(self.late_records.values()) + self.late_rows
-
-    @classmethod
-    def from_progress(cls, progress: dict, sinks: dict[str, Written] | None = None) -> ProgressReport:
-        sources = progress.get("sources", [])
-        lag = {f"{topic}[{partition}]": behind for topic, partition, behind in partition_lags(sources)}
-        end_offsets = [
-            end for source in sources if isinstance(end := source_offsets(source, "endOffset"), dict)
-        ]
-        per_stream = {
-            name.removeprefix(f"{INVALID_RECORDS_METRIC}."): row
-            for name, row in (progress.get("observedMetrics") or {}).items()
-            if name.startswith(INVALID_RECORDS_METRIC)
-        }
-        duration_ms = int((progress.get("durationMs") or {}).get("triggerExecution", 0))
-        started = progress.get("timestamp")
-        ended_at = (
-            datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() + duration_ms / 1000
-            if started
-            else time.time()
-        )
-        return cls(
-            batch_id=int(progress.get("batchId", -1)),
-            input_rows=int(progress.get("numInputRows", 0)),
-            input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
-            processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
-            duration_ms=duration_ms,
-            watermark=(progress.get("eventTime") or {}).get("watermark"),
-            lag_by_partition=lag,
-            invalid_records={stream: int(row.get("count", 0)) for stream, row in per_stream.items()},
-            late_records={stream: int(row.get("late", 0)) for stream, row in per_stream.items()},
-            end_offsets=end_offsets,
-            late_rows=dropped_by_watermark(progress),
-            sinks=sinks or {},
-            ended_at=ended_at,
-        )
-
-    def summary(self) -> str:
-        invalid, late = sum(self.invalid_records.values()), self.total_late
-        return (
-            f"batch {self.batch_id}: {self.input_rows} rows in {self.duration_ms} ms, "
-            f"{self.processed_rows_per_second:,.0f} rows/s processed, lag {self.total_lag}"
-            + (f", invalid {invalid}" if invalid else "")
-            + (f", late {late}" if late else "")
-            + (f", watermark {self.watermark}" if self.watermark else "")
-        )
 
 
 class _QueryProgress:

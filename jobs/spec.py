@@ -20,6 +20,7 @@ from jobs.config import ConfigModel as _Model
 from jobs.config import Duration, SqlIdentifier, is_secret_key
 from jobs.config import resolve_path as _resolve_path
 from jobs.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
+from jobs.expectations.config import Expectation, unique_names
 from jobs.metrics.config import MetricsConfig
 from jobs.processors.config import PostProcessors, Transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
@@ -140,6 +141,9 @@ class DaggerSpec(_Model):
     checks: DaggerChecks = Field(default_factory=DaggerChecks)
     post_processors: PostProcessors = Field(default_factory=PostProcessors)
     """Enrichment and transformers on the SQL result, before the sinks (Dagger's order; see README)."""
+    expectations: list[Expectation] = Field(default_factory=list)
+    """Conditions every row of the result should meet, checked after the post-processors, before the sinks
+    (`jobs.expectations`)."""
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
     functions: FunctionsConfig = Field(default_factory=FunctionsConfig)
     """The darts' store and the user's Python functions (Dagger's functions are always there)."""
@@ -150,6 +154,8 @@ class DaggerSpec(_Model):
     demand: DemandConfig | None = None
     """Demand-driven template: one instance per output topic matching `demand.topic` that a consumer
     group reads, running only while one does (`jobs/demand.py`)."""
+
+    _unique_expectations = field_validator("expectations")(unique_names)
 
     @field_validator("checkpoint_location")
     @classmethod

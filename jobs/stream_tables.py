@@ -22,6 +22,7 @@ from jobs import sql as sql_stage
 from jobs.codec.formats import column_names
 from jobs.connect import is_spark_connect
 from jobs.dagger_errors import DaggerBuildError
+from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.kafka_java_client import JavaClientSettingError
 from jobs.metrics.exporter import INVALID_RECORDS_METRIC
 from jobs.object_store import s3a_settings
@@ -83,7 +84,8 @@ def _columns_read(descriptor_sets: str, sql: str, stream: StreamConfig) -> _Colu
     fields = column_names(stream, descriptor_sets)
     metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
     names = [*fields, *metadata]
-    read = sql_stage.referenced_fields(sql, names)
+    conditions = [expectation.condition for expectation in stream.expectations]
+    read = sql_stage.referenced_fields(" ".join([sql, *conditions]), names)
     for step in stream.pre_processors:
         read_by_step = step.columns_read(names)
         if read is None or read_by_step is None:
@@ -127,7 +129,12 @@ def stream_frame(
             frame = apply_transformer(
                 frame, step, transform_context(spark, spec, registry, key, stream.table)
             )
-    return frame
+    try:
+        return apply_expectations(
+            frame, stream.expectations, stream.table, f"dagger {spec.name}: stream {stream.table!r}"
+        )
+    except ExpectationError as error:
+        raise DaggerBuildError(str(error)) from None
 
 
 def _jvm_kafka_frame(

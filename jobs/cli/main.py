@@ -22,9 +22,10 @@ from pathlib import Path
 
 from jobs.checkpoints import CheckpointGenerations, Rewind, parse_rewind
 from jobs.cli import analysis, collect, console
+from jobs.progress import ProgressReport
 from jobs.project import EXAMPLE_DAGGER
 from jobs.raystack import load_dagger_or_job
-from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, ProgressReport, build_dagger
+from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistryError
 from jobs.spark import ShipmentError
 from jobs.spec import DaggerConfigError

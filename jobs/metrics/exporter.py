@@ -30,6 +30,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import HistogramMetricFamily
 
+from jobs.expectations.config import CHECKED_ROWS, EXPECTATIONS_METRIC
 from jobs.metrics.config import MetricsConfig
 from jobs.processors.enrichment.engine import CALL_SECONDS_BUCKETS, ENRICHMENT_METRIC, OUTCOMES
 from jobs.sinks.base import Written
@@ -143,6 +144,15 @@ class DaggerMetrics:
         self.rows_late = counter(
             "dagger_rows_late_dropped", "Rows dropped by stateful operators as behind the watermark"
         )
+        self.expectation_rows = counter(
+            "dagger_expectation_rows_checked", "Rows checked against a stage's expectations", "stage"
+        )
+        self.expectation_unmet = counter(
+            "dagger_expectation_rows_unmet",
+            "Rows that did not meet an expectation (warned, dropped or failing the run)",
+            "stage",
+            "expectation",
+        )
         self.batch_seconds = Histogram(
             "dagger_batch_duration_seconds", "Duration of a micro-batch", ["dagger"],
             buckets=_SECONDS_BUCKETS, registry=registry,
@@ -245,6 +255,8 @@ class DaggerMetrics:
                 self._push("filtered_invalid_records", invalid, "c", table=stream)  # raystack Dagger's name
             elif name.startswith(f"{ENRICHMENT_METRIC}."):
                 self._record_calls(name.removeprefix(f"{ENRICHMENT_METRIC}."), row)
+            elif name.startswith(f"{EXPECTATIONS_METRIC}."):
+                self._record_expectations(name.removeprefix(f"{EXPECTATIONS_METRIC}."), row)
         durations = progress.get("durationMs") or {}
         total_s = float(durations.get("triggerExecution", 0)) / 1000
         self.batch_seconds.labels(dagger).observe(total_s)
@@ -274,6 +286,13 @@ class DaggerMetrics:
         """What each sink wrote in `batch_id`, forgotten once taken."""
         with self._lock:
             return self._written.pop(batch_id, {})
+
+    def _record_expectations(self, stage: str, observed: dict[str, Any]) -> None:
+        self.expectation_rows.labels(self.dagger, stage).inc(int(observed.get(CHECKED_ROWS, 0)))
+        for expectation, count in observed.items():
+            if expectation != CHECKED_ROWS:
+                self.expectation_unmet.labels(self.dagger, stage, expectation).inc(int(count))
+                self._push("expectation.unmet", int(count), "c", stage=stage, expectation=expectation)
 
     def _record_calls(self, processor: str, observed: dict[str, Any]) -> None:
         for outcome in OUTCOMES:

@@ -8,6 +8,7 @@ from typing import ClassVar, Literal, Self
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from jobs.config import ConfigModel, SqlIdentifier, resolve_path
+from jobs.expectations.config import Expectation, unique_names
 from jobs.processors.config import Transformer
 
 
@@ -90,10 +91,15 @@ class StreamConfig(ConfigModel):
     pre_processors: list[Transformer] = Field(default_factory=list)
     """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
     late_records: LateRecordPolicy = Field(default_factory=LateRecordPolicy)
+    expectations: list[Expectation] = Field(default_factory=list)
+    """Conditions every row of the stream should meet, checked after its pre-processors
+    (`jobs.expectations`)."""
     row_layout: Literal["native", "dagger"] = "native"
     """`dagger`: the columns as Dagger lays them out (for jobs converted from Dagger): Timestamp and
     Duration fields as STRUCT<seconds, nanos>, wrappers as STRUCT<value>, maps as ARRAY<STRUCT<key,
     value>>, no source metadata columns, and `__internal_validation_field__` before the rowtime."""
+
+    _unique_expectations = field_validator("expectations")(unique_names)
 
     @field_validator("schema_file")
     @classmethod
