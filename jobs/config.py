@@ -6,7 +6,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import (
     AfterValidator,
@@ -18,6 +18,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
+    model_validator,
 )
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -105,3 +106,17 @@ def resolve_against(value: str, base_dir: str | Path | None) -> str:
     if "://" in value or os.path.isabs(value) or not base_dir:
         return value
     return str(Path(base_dir, value).resolve())
+
+
+class DeadLetterPolicy(ConfigModel):
+    """Base of the policies that may copy a skipped record to a dead-letter topic."""
+
+    action: str
+    dead_letter_topic: str | None = None
+    """The topic, on the stream's own cluster, that `dead_letter` copies the records to."""
+
+    @model_validator(mode="after")
+    def _dead_letter_needs_topic(self) -> Self:
+        if self.action == "dead_letter" and not self.dead_letter_topic:
+            raise ValueError("action 'dead_letter' needs 'dead_letter_topic'")
+        return self

@@ -20,7 +20,7 @@ from jobs.config import ConfigModel as _Model
 from jobs.config import Duration, SqlIdentifier, is_secret_key
 from jobs.config import resolve_path as _resolve_path
 from jobs.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
-from jobs.expectations.config import Expectation, unique_names
+from jobs.expectations.config import Expectation, without_dead_letters
 from jobs.metrics.config import MetricsConfig
 from jobs.processors.config import PostProcessors, Transformer
 from jobs.registry import SINK_KINDS, STREAM_KINDS
@@ -155,7 +155,7 @@ class DaggerSpec(_Model):
     """Demand-driven template: one instance per output topic matching `demand.topic` that a consumer
     group reads, running only while one does (`jobs/demand.py`)."""
 
-    _unique_expectations = field_validator("expectations")(unique_names)
+    _expectations = field_validator("expectations")(without_dead_letters)
 
     @field_validator("checkpoint_location")
     @classmethod

@@ -22,6 +22,7 @@ from jobs import sql as sql_stage
 from jobs.codec.formats import column_names
 from jobs.connect import is_spark_connect
 from jobs.dagger_errors import DaggerBuildError
+from jobs.expectations.config import Expectation
 from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.kafka_java_client import JavaClientSettingError
 from jobs.metrics.exporter import INVALID_RECORDS_METRIC
@@ -129,10 +130,26 @@ def stream_frame(
             frame = apply_transformer(
                 frame, step, transform_context(spark, spec, registry, key, stream.table)
             )
-    try:
-        return apply_expectations(
-            frame, stream.expectations, stream.table, f"dagger {spec.name}: stream {stream.table!r}"
+    dead_letters = None
+    if is_spark_connect(spark) and any(rule.action == "dead_letter" for rule in stream.expectations):
+        raise DaggerBuildError(
+            f"dagger {spec.name}: stream {stream.table!r}: expectations with action 'dead_letter' copy rows "
+            "through a JVM function, which Spark Connect does not reach; use 'drop'"
         )
+    if isinstance(stream, KafkaStream) and not is_spark_connect(spark):
+
+        def dead_letters(expectation: Expectation) -> str:
+            return kafka_connector.register_dead_letter_writer(
+                spark,
+                stream,
+                expectation.dead_letter_topic,
+                f"expectation_{expectation.name}",
+                expectation.name,
+            )
+
+    where = f"dagger {spec.name}: stream {stream.table!r}"
+    try:
+        return apply_expectations(frame, stream.expectations, stream.table, where, dead_letters)
     except ExpectationError as error:
         raise DaggerBuildError(str(error)) from None
 

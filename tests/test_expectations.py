@@ -42,13 +42,16 @@ def _orders(kafka, topic: str, **stream_fields) -> list[dict]:
     ]
 
 
-def test_expectations_are_counted_and_drop_rows_inside_the_query(
+def test_expectations_are_counted_and_dead_letter_rows_inside_the_query(
     kafka, registry, make_dagger, start_dagger, kafka_connector
 ):
-    topic = kafka.new_topic("expectations")
+    topic, dead_letters = kafka.new_topic("expectations"), kafka.new_topic("expectations-dlq")
     kafka.produce(topic, order_payloads(registry, 0, 10))
+    dead_lettered = {"action": "dead_letter", "dead_letter_topic": dead_letters}
     spec = make_dagger(
-        streams=_orders(kafka, topic, expectations=STREAM_EXPECTATIONS),
+        streams=_orders(
+            kafka, topic, expectations=[{**STREAM_EXPECTATIONS[0], **dead_lettered}, STREAM_EXPECTATIONS[1]]
+        ),
         sql="SELECT order_id, amount FROM orders",
         expectations=RESULT_EXPECTATIONS,
         sinks=[{"kind": "log", "max_rows_per_batch": 100}],
@@ -78,6 +81,15 @@ def test_expectations_are_counted_and_drop_rows_inside_the_query(
         "dagger_expectation_rows_checked_total", {"dagger": "test-dagger", "stage": "sql"}
     )
     assert checked == 9
+
+    [record] = kafka.read_all(dead_letters)
+    row = json.loads(record.value())
+    assert (row["order_id"], row["amount"], row["customer_id"]) == ("o0", 0.0, "c")
+    assert dict(record.headers()) == {
+        "dagger.error": b"expectation 'positive_amount' not met: amount > 0",
+        "dagger.stream": b"orders",
+        "dagger.expectation": b"positive_amount",
+    }
 
 
 def test_a_row_failing_a_fail_expectation_stops_the_dagger_naming_it(

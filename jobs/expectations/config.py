@@ -6,7 +6,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from jobs.config import ConfigModel, SqlIdentifier
+from jobs.config import DeadLetterPolicy, SqlIdentifier
 
 EXPECTATIONS_METRIC = "dagger.expectations"
 """Observed-metrics name prefix: `<prefix>.<stage>` holds `rows` and each expectation's violations."""
@@ -16,17 +16,18 @@ CHECKED_ROWS = "rows"
 """The observed metric counting the rows checked, beside each expectation's violations."""
 
 
-class Expectation(ConfigModel):
+class Expectation(DeadLetterPolicy):
     """A condition every row should meet."""
 
     name: SqlIdentifier
     """Names the expectation in metrics, asset checks and errors; unique among a stage's expectations."""
     condition: str = Field(min_length=1)
     """A Spark SQL boolean expression over the stage's columns, e.g. `amount > 0`, `user_id IS NOT NULL`."""
-    action: Literal["warn", "drop", "fail"] = "warn"
-    """`warn` keeps the row and counts it; `drop` counts it and removes it from the stage's rows; `fail`
-    stops the dagger with an error naming the expectation (the micro-batch is not committed, so a restart
-    reads it again)."""
+    action: Literal["warn", "drop", "dead_letter", "fail"] = "warn"
+    """`warn` keeps the row and counts it; `drop` counts it and removes it from the stage's rows;
+    `dead_letter` (a Kafka stream's expectations) also copies it, as JSON, to `dead_letter_topic` on the
+    stream's cluster, with the expectation's name and condition in headers; `fail` stops the dagger with
+    an error naming the expectation (the micro-batch is not committed, so a restart reads it again)."""
 
     @model_validator(mode="after")
     def _not_the_rows_count(self) -> Self:
@@ -41,3 +42,13 @@ def unique_names(expectations: list[Expectation]) -> list[Expectation]:
     if repeated := sorted({name for name in names if names.count(name) > 1}):
         raise ValueError(f"expectation names must be unique; repeated: {', '.join(repeated)}")
     return expectations
+
+
+def without_dead_letters(expectations: list[Expectation]) -> list[Expectation]:
+    """A validator of a stage without a Kafka cluster of its own (the result, a Parquet stream)."""
+    if named := [expectation.name for expectation in expectations if expectation.action == "dead_letter"]:
+        raise ValueError(
+            f"action 'dead_letter' needs a Kafka stream's cluster to write to ({', '.join(named)}); "
+            "use 'drop'"
+        )
+    return unique_names(expectations)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -13,12 +15,20 @@ class ExpectationError(ValueError):
     """An expectation whose condition is not a boolean Spark SQL expression over the stage's columns."""
 
 
+DeadLetterWriters = Callable[[Expectation], str]
+"""Registers the JVM function copying an expectation's rows to its dead-letter topic; gives its name."""
+
+
 def apply_expectations(
-    frame: DataFrame, expectations: list[Expectation], stage: str, where: str
+    frame: DataFrame,
+    expectations: list[Expectation],
+    stage: str,
+    where: str,
+    dead_letters: DeadLetterWriters | None = None,
 ) -> DataFrame:
-    """`frame` with its expectations counted, then its `fail` rows raising and its `drop` rows removed.
-    `stage` names the metrics (a stream's table or `RESULT_STAGE`), `where` the errors (`dagger d:
-    stream 'orders'`)."""
+    """`frame` with its expectations counted, then its `fail` rows raising and its `drop` and `dead_letter`
+    rows removed (the latter copied through `dead_letters`). `stage` names the metrics (a stream's table or
+    `RESULT_STAGE`), `where` the errors (`dagger d: stream 'orders'`)."""
     if not expectations:
         return frame
     met = {expectation.name: _met(frame, expectation, where) for expectation in expectations}
@@ -37,7 +47,35 @@ def apply_expectations(
             )
         elif expectation.action == "drop":
             frame = frame.where(met[expectation.name])
+        elif expectation.action == "dead_letter":
+            if dead_letters is None:
+                raise ExpectationError(f"{where}: expectation {expectation.name!r}: {_NO_DEAD_LETTERS}")
+            frame = frame.where(
+                met[expectation.name] | ~_copied(frame, expectation, dead_letters(expectation))
+            )
     return frame
+
+
+_NO_DEAD_LETTERS = "action 'dead_letter' needs a Kafka stream's cluster to write to; use 'drop'"
+
+
+def _copied(frame: DataFrame, expectation: Expectation, writer: str) -> Column:
+    """The row copied, as JSON, by the dead-letter writer `writer` (true); evaluated only for the rows
+    that miss the expectation, as `Or` does not evaluate its right side when its left is true."""
+    row = F.to_json(F.struct(*(F.col(f"`{name}`") for name in frame.columns))).cast("binary")
+    nothing = {kind: F.lit(None).cast(kind) for kind in ("binary", "string", "int", "long")}
+    reason = F.lit(f"expectation {expectation.name!r} not met: {expectation.condition}")
+    return F.call_function(
+        writer,
+        row,
+        nothing["binary"],  # no key
+        nothing["string"],  # no source position: the row is no longer a record
+        nothing["int"],
+        nothing["long"],
+        reason,
+        nothing["long"],
+        nothing["long"],
+    )
 
 
 def _met(frame: DataFrame, expectation: Expectation, where: str) -> Column:

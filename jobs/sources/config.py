@@ -7,23 +7,9 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ConfigModel, SqlIdentifier, resolve_path
+from jobs.config import ConfigModel, DeadLetterPolicy, SqlIdentifier, resolve_path
 from jobs.expectations.config import Expectation, unique_names
 from jobs.processors.config import Transformer
-
-
-class DeadLetterPolicy(ConfigModel):
-    """Base of the policies that may copy a skipped record to a dead-letter topic."""
-
-    action: str
-    dead_letter_topic: str | None = None
-    """The topic, on the stream's own cluster, that `dead_letter` copies the raw records to."""
-
-    @model_validator(mode="after")
-    def _dead_letter_needs_topic(self) -> Self:
-        if self.action == "dead_letter" and not self.dead_letter_topic:
-            raise ValueError("action 'dead_letter' needs 'dead_letter_topic'")
-        return self
 
 
 class LateRecordPolicy(DeadLetterPolicy):

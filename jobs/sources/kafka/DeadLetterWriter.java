@@ -31,7 +31,9 @@ import org.apache.spark.util.TaskCompletionListener;
  * source writes). Called on each such record as
  * {@code f(value, key, topic, partition, offset, error, eventTime, watermark)}: an invalid record gives
  * its {@code error}, a late one its event time and the batch's watermark (epoch microseconds) instead.
- * It returns true (copied), so it sits where the stream's validity or lateness flag is computed.
+ * It returns true (copied), so it sits where the stream's validity or lateness flag is computed. A row
+ * dropped by an expectation is copied as JSON, without a source position ({@code topic} null), and with
+ * the expectation's name in a header.
  *
  * <p>Dead letters are durable before the task counts as done: when the task ends, the producer is flushed,
  * and a record Kafka did not acknowledge fails the task (so the micro-batch is read again: at least once).
@@ -51,12 +53,23 @@ public final class DeadLetterWriter
   private final String stream;
   private final String deadLetterTopic;
   private final HashMap<String, String> producerSettings;
+  private final String expectation;
 
   /**
    * @param producerSettings the Java client's settings (bootstrap servers, security), to which the
    *     writer adds its serializers, idempotence and a short linger
    */
   public DeadLetterWriter(String stream, String deadLetterTopic, Map<String, String> producerSettings) {
+    this(stream, deadLetterTopic, producerSettings, null);
+  }
+
+  /**
+   * @param expectation the expectation whose dropped rows this writer copies (header {@code
+   *     dagger.expectation}), or null for skipped records
+   */
+  public DeadLetterWriter(
+      String stream, String deadLetterTopic, Map<String, String> producerSettings, String expectation) {
+    this.expectation = expectation;
     this.stream = stream;
     this.deadLetterTopic = deadLetterTopic;
     this.producerSettings = new HashMap<>(producerSettings);
@@ -94,10 +107,15 @@ public final class DeadLetterWriter
     if (watermark != null) {
       headers.add(header("dagger.watermark", isoformat(watermark)));
     }
-    headers.add(header("dagger.source.topic", topic));
-    headers.add(header("dagger.source.partition", String.valueOf(partition)));
-    headers.add(header("dagger.source.offset", String.valueOf(offset)));
+    if (topic != null) {
+      headers.add(header("dagger.source.topic", topic));
+      headers.add(header("dagger.source.partition", String.valueOf(partition)));
+      headers.add(header("dagger.source.offset", String.valueOf(offset)));
+    }
     headers.add(header("dagger.stream", stream));
+    if (expectation != null) {
+      headers.add(header("dagger.expectation", expectation));
+    }
     ProducerRecord<byte[], byte[]> record =
         new ProducerRecord<>(deadLetterTopic, null, key, value, headers);
     try {
@@ -108,8 +126,9 @@ public final class DeadLetterWriter
       });
     } catch (RuntimeException e) {
       throw new IllegalStateException(
-          String.format("stream '%s': %s[%d]@%d: could not write the record to dead-letter topic %s: %s",
-              stream, topic, partition, offset, deadLetterTopic, e.getMessage()), e);
+          String.format("stream '%s': %s: could not write the record to dead-letter topic %s: %s",
+              stream, topic == null ? "a row" : topic + "[" + partition + "]@" + offset, deadLetterTopic,
+              e.getMessage()), e);
     }
     return true;
   }

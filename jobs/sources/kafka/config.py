@@ -8,9 +8,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from jobs.config import FROM_RESOURCE, ClientConfigValue, Duration
+from jobs.config import FROM_RESOURCE, ClientConfigValue, DeadLetterPolicy, Duration
 from jobs.processors.config import InvalidRecordFilter
-from jobs.sources.config import DeadLetterPolicy, StreamConfig
+from jobs.sources.config import StreamConfig
 
 
 class InvalidRecordPolicy(DeadLetterPolicy):

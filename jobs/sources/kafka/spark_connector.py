@@ -230,7 +230,7 @@ def _valid(spark: SparkSession, stream: KafkaStream, error: Column) -> Column:
         ),
     ).otherwise(error)
     if action == "dead_letter":
-        writer = _register_dead_letter_writer(
+        writer = register_dead_letter_writer(
             spark, stream, stream.invalid_records.dead_letter_topic, "invalid"
         )
         no_time = F.lit(None).cast("long")
@@ -258,7 +258,7 @@ def _late(spark: SparkSession, stream: KafkaStream, rowtime: Column) -> Column:
     late = _readable(stream) & (watermark > 0) & (F.unix_micros(rowtime) < watermark)
     if action == "drop":
         return late
-    writer = _register_dead_letter_writer(spark, stream, stream.late_records.dead_letter_topic, "late")
+    writer = register_dead_letter_writer(spark, stream, stream.late_records.dead_letter_topic, "late")
     copied = F.call_function(
         writer, *map(F.col, _RAW_RECORD), F.lit(None).cast("string"), F.unix_micros(rowtime), watermark
     )
@@ -274,12 +274,12 @@ def _register_batch_watermark(spark: SparkSession, stream: KafkaStream, checkpoi
     return name
 
 
-def _register_dead_letter_writer(
-    spark: SparkSession, stream: KafkaStream, topic: str | None, kind: str
+def register_dead_letter_writer(
+    spark: SparkSession, stream: KafkaStream, topic: str | None, kind: str, expectation: str | None = None
 ) -> str:
     """Registers a dead-letter writer of the stream's `kind` of skipped records (`DeadLetterWriter.java`) and
     gives its function's name: it produces to `topic` with the stream's bootstrap servers and security
-    settings, as the Python source does."""
+    settings, as the Python source does; `expectation` names the expectation whose rows it copies."""
     settings = {
         name: value
         for name, value in java_client_settings(stream.consumer_config, "consumer_config").items()
@@ -288,7 +288,7 @@ def _register_dead_letter_writer(
     settings["bootstrap.servers"] = str(stream.bootstrap_servers)
     name = f"dagger_dead_letter_{kind}_{stream.table}"
     writer_class = spark._jvm.dagger.jobs.sources.kafka.DeadLetterWriter  # type: ignore[attr-defined]
-    writer = writer_class(stream.table, topic, settings)
+    writer = writer_class(stream.table, topic, settings, expectation)
     writer_class.register(spark._jsparkSession, name, writer)  # type: ignore[attr-defined]
     return name
 

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from jobs.config import ConfigModel, resolve_path, without_credentials
+from jobs.expectations.config import without_dead_letters
 from jobs.sources.config import StreamConfig
 
 
@@ -44,6 +45,8 @@ class ParquetStream(StreamConfig):
         if self.format != "protobuf":
             raise ValueError("a Parquet stream's columns follow 'proto_message'; 'format' must be 'protobuf'")
         return self
+
+    _expectations = field_validator("expectations")(without_dead_letters)
 
     @model_validator(mode="after")
     def _late_records_have_no_dead_letter(self) -> ParquetStream:
