@@ -38,9 +38,18 @@ def check_name(expectation: Expectation) -> str:
     return f"expectation_{expectation.name}"
 
 
+_CONSEQUENCES = {
+    "warn": "are counted",
+    "drop": "are dropped",
+    "dead_letter": "are dead-lettered",
+    "fail": "fail the run",
+}
+
+
 def _description(expectation: Expectation) -> str:
-    action = {"warn": "counted", "drop": "dropped", "fail": "fail the run"}[expectation.action]
-    return f"Every row meets `{expectation.condition}` (rows that do not are {action})."
+    return (
+        f"Every row meets `{expectation.condition}` (rows that do not {_CONSEQUENCES[expectation.action]})."
+    )
 
 
 def _verdict(stage: str, expectation: Expectation, batches: Sequence[Counts]) -> tuple[bool, dict[str, int]]:
