@@ -502,6 +502,7 @@ def _observation(spec: DaggerSpec, report: ProgressReport) -> AssetObservation:
             "invalid_records": MetadataValue.json(report.invalid_records),
             "late_records": MetadataValue.json(report.late_records),
             "expectations": MetadataValue.json(report.expectations),
+            "stage_rows": MetadataValue.json(report.stage_rows),
             "late_rows": report.total_late,
             "sink_requests": report.sink_requests,
             "sink_retried_requests": report.sink_retries,

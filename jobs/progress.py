@@ -9,6 +9,7 @@ from datetime import datetime
 
 from jobs.expectations.config import CHECKED_ROWS, EXPECTATIONS_METRIC
 from jobs.metrics.exporter import INVALID_RECORDS_METRIC, dropped_by_watermark, partition_lags, source_offsets
+from jobs.metrics.stages import stage_rows
 from jobs.sinks.base import Written
 
 
@@ -34,6 +35,8 @@ class ProgressReport:
     """What each sink (by `sink_label`) wrote of the batch."""
     ended_at: float = 0.0
     """When the batch ended (epoch seconds)."""
+    stage_rows: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per stage between the streams and the sinks (`jobs.metrics.stages`): its rows `in` and `out`."""
     expectations: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per stage with expectations (a stream's table, or `sql` for the result): the rows checked (`rows`)
     and each expectation's rows that did not meet it."""
@@ -95,6 +98,7 @@ class ProgressReport:
             sinks=sinks or {},
             ended_at=ended_at,
             expectations=expectations,
+            stage_rows=stage_rows(observed),
         )
 
     @property

@@ -32,6 +32,7 @@ from jobs.dagger_errors import DaggerBuildError, DaggerQueryError
 from jobs.expectations.config import RESULT_STAGE
 from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.metrics.exporter import DaggerMetrics
+from jobs.metrics.stages import ROWS_IN, ROWS_OUT, SQL_STAGE, counted
 from jobs.object_store import ObjectStoreError, require_connector, s3a_settings
 from jobs.ordering import BatchWriter, OrderedOutput
 from jobs.processors.post import POST_TABLE, apply_post_processors
@@ -109,7 +110,7 @@ def build_dagger(
     def register_streams(project: bool) -> None:
         for stream in spec.streams:
             frame = stream_frame(spark, spec, stream, registry, descriptor_sets, project)
-            frame.createOrReplaceTempView(stream.table)
+            counted(frame, ROWS_IN, SQL_STAGE, stream.table).createOrReplaceTempView(stream.table)
 
     try:
         register_streams(project=True)
@@ -127,6 +128,7 @@ def build_dagger(
         except sql_stage.SqlError as error:
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
+    result = counted(result, ROWS_OUT, SQL_STAGE)
     post = spec.post_processors
     if post.reshapes_output or post.transformers:
         with processor_errors():

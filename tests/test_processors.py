@@ -25,11 +25,11 @@ def logged(running) -> list[dict]:
 LOG = [{"kind": "log", "max_rows_per_batch": 1000}]
 
 
-def test_pre_processors_run_in_order_before_the_table_is_registered(
+def test_pre_processors_run_in_order_before_the_table_is_registered_and_each_stage_counts_its_rows(
     kafka, registry, make_dagger, start_dagger
 ):
     topic = kafka.new_topic("pre")
-    kafka.produce(topic, order_payloads(registry, 0, 6))
+    kafka.produce(topic, order_payloads(registry, 0, 8))
     pre = [
         {"kind": "sql", "sql": "SELECT *, amount * 10 AS amount_x10 FROM orders WHERE amount >= 3"},
         {
@@ -41,15 +41,30 @@ def test_pre_processors_run_in_order_before_the_table_is_registered(
     ]
     spec = make_dagger(
         streams=[orders(kafka, topic, pre_processors=pre)],
-        sql="SELECT order_id, customer_id, amount_x10, label FROM orders",
+        sql="SELECT order_id, customer_id, amount_x10, label FROM orders WHERE amount_x10 < 70",
+        post_processors={
+            "transformers": [{"kind": "sql", "sql": "SELECT * FROM data_stream WHERE amount_x10 > 30"}]
+        },
         sinks=LOG,
     )
     running = start_dagger(spec)
     running.process_available()
     assert logged(running) == [
         {"order_id": f"o{index}", "customer_id": "", "amount_x10": index * 10.0, "label": "vip:orders"}
-        for index in (3, 4, 5)
+        for index in (4, 5, 6)
     ]
+    [report] = [report for report in running.run.reports if report.input_rows]
+    assert report.stage_rows == {
+        "streams[0].pre_processors[0]": {"in": 8, "out": 5},
+        "streams[0].pre_processors[1]": {"in": 5, "out": 5},
+        "streams[0].pre_processors[2]": {"in": 5, "out": 5},
+        "sql": {"in": 5, "out": 4},
+        "post_processors.transformers[0]": {"in": 4, "out": 3},
+    }
+    exported = running.run.metrics.registry
+    labels = {"dagger": "test-dagger", "stage": "post_processors.transformers[0]"}
+    assert exported.get_sample_value("dagger_stage_rows_in_total", labels) == 4
+    assert exported.get_sample_value("dagger_stage_rows_out_total", labels) == 3
 
 
 def test_internal_sources_rebuild_the_output_as_dagger_does(kafka, registry, make_dagger, start_dagger):

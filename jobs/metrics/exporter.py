@@ -32,6 +32,7 @@ from prometheus_client.core import HistogramMetricFamily
 
 from jobs.expectations.config import CHECKED_ROWS, EXPECTATIONS_METRIC
 from jobs.metrics.config import MetricsConfig
+from jobs.metrics.stages import stage_rows
 from jobs.processors.enrichment.engine import CALL_SECONDS_BUCKETS, ENRICHMENT_METRIC, OUTCOMES
 from jobs.sinks.base import Written
 
@@ -143,6 +144,12 @@ class DaggerMetrics:
         )
         self.rows_late = counter(
             "dagger_rows_late_dropped", "Rows dropped by stateful operators as behind the watermark"
+        )
+        self.stage_rows_in = counter(
+            "dagger_stage_rows_in", "Rows into a stage between the streams and the sinks", "stage"
+        )
+        self.stage_rows_out = counter(
+            "dagger_stage_rows_out", "Rows out of a stage between the streams and the sinks", "stage"
         )
         self.expectation_rows = counter(
             "dagger_expectation_rows_checked", "Rows checked against a stage's expectations", "stage"
@@ -257,6 +264,11 @@ class DaggerMetrics:
                 self._record_calls(name.removeprefix(f"{ENRICHMENT_METRIC}."), row)
             elif name.startswith(f"{EXPECTATIONS_METRIC}."):
                 self._record_expectations(name.removeprefix(f"{EXPECTATIONS_METRIC}."), row)
+        for stage, rows in stage_rows(progress.get("observedMetrics") or {}).items():
+            self.stage_rows_in.labels(dagger, stage).inc(rows["in"])
+            self.stage_rows_out.labels(dagger, stage).inc(rows["out"])
+            self._push("stage.rows_in", rows["in"], "c", stage=stage)
+            self._push("stage.rows_out", rows["out"], "c", stage=stage)
         durations = progress.get("durationMs") or {}
         total_s = float(durations.get("triggerExecution", 0)) / 1000
         self.batch_seconds.labels(dagger).observe(total_s)

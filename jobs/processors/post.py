@@ -13,6 +13,7 @@ from dataclasses import replace
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from jobs.metrics.stages import ROWS_IN, ROWS_OUT, counted
 from jobs.processors.config import (
     ElasticsearchEnrichment,
     Enrichment,
@@ -33,7 +34,7 @@ def apply_post_processors(frame: DataFrame, post: PostProcessors, context: Trans
     for key, kind, enrichment in post.keyed_enrichments():
         step_context = replace(context, key=key)
         _require_deployment_keys(enrichment, step_context, f"{kind}_enrichment")
-        frame = _enrich(frame, enrichment, step_context)
+        frame = counted(_enrich(counted(frame, ROWS_IN, key), enrichment, step_context), ROWS_OUT, key)
     if post.reshapes_output:
         outputs = [
             F.col(f"`{name}`") for enrichment in post.enrichments for name in enrichment.output_mapping

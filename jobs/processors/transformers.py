@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import sql as sql_stage
+from jobs.metrics.stages import ROWS_IN, ROWS_OUT, counted
 from jobs.processors.config import (
     ClearColumn,
     CustomTransformer,
@@ -25,8 +26,12 @@ from jobs.processors.context import ProcessorError, TransformContext
 
 
 def apply_transformer(frame: DataFrame, config: TransformerConfig, context: TransformContext) -> DataFrame:
-    """`frame` transformed by one step; each kind names its function (`applied_by`) in its config."""
-    return pkgutil.resolve_name(config.applied_by)(frame, config, context)
+    """`frame` transformed by one step, its rows in and out counted; each kind names its function
+    (`applied_by`) in its config."""
+    transformed = pkgutil.resolve_name(config.applied_by)(
+        counted(frame, ROWS_IN, context.key), config, context
+    )
+    return counted(transformed, ROWS_OUT, context.key)
 
 
 def keep_decoded_rows(frame: DataFrame, config: InvalidRecordFilter, context: TransformContext) -> DataFrame:
