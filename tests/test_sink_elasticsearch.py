@@ -338,12 +338,14 @@ def test_requests_and_documents_rejected_for_now_are_retried(
 
 def test_a_request_that_times_out_is_sent_again(kafka, registry, make_dagger, start_dagger, elasticsearch):
     index = elasticsearch.unique_name("slow")
-    proxy = FaultyProxy(elasticsearch.url, [Fault(delay_s=1.5)])  # forwarded late: indexed all the same
+    # Forwarded late (indexed all the same), long after the sink gave up on it. The timeout leaves the
+    # request sent again seconds to be answered, even by an Elasticsearch busy with a whole test suite.
+    proxy = FaultyProxy(elasticsearch.url, [Fault(delay_s=8)])
     try:
         spec = make_dagger(
             streams=[orders_stream(kafka, orders_topic(kafka, registry, 4))],
             sql="SELECT order_id FROM orders",
-            sinks=[es_sink(proxy.url, index, id_column="order_id", timeout="500ms", max_retries=1)],
+            sinks=[es_sink(proxy.url, index, id_column="order_id", timeout="3s", max_retries=1)],
         )
         start_dagger(spec).process_available()
     finally:
