@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobs.expectations.config import CHECKED_ROWS, EXPECTATIONS_METRIC
-from jobs.metrics.exporter import INVALID_RECORDS_METRIC, dropped_by_watermark, partition_lags, source_offsets
-from jobs.metrics.stages import stage_rows
+from jobs.metrics.exporter import dropped_by_watermark, partition_lags, source_offsets
+from jobs.metrics.stages import INVALID_RECORDS_METRIC, stage_rows
 from jobs.sinks.base import Written
 
 

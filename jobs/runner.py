@@ -32,7 +32,7 @@ from jobs.dagger_errors import DaggerBuildError, DaggerQueryError
 from jobs.expectations.config import RESULT_STAGE
 from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.metrics.exporter import DaggerMetrics
-from jobs.metrics.stages import ROWS_IN, ROWS_OUT, SQL_STAGE, counted
+from jobs.metrics.stages import ROWS_IN, ROWS_OUT, SQL_STAGE, counted, counted_again_for_the_sql
 from jobs.object_store import ObjectStoreError, require_connector, s3a_settings
 from jobs.ordering import BatchWriter, OrderedOutput
 from jobs.processors.post import POST_TABLE, apply_post_processors
@@ -110,7 +110,9 @@ def build_dagger(
     def register_streams(project: bool) -> None:
         for stream in spec.streams:
             frame = stream_frame(spark, spec, stream, registry, descriptor_sets, project)
-            counted(frame, ROWS_IN, SQL_STAGE, stream.table).createOrReplaceTempView(stream.table)
+            if counted_again_for_the_sql(stream):
+                frame = counted(frame, ROWS_IN, SQL_STAGE, stream.table)
+            frame.createOrReplaceTempView(stream.table)
 
     try:
         register_streams(project=True)

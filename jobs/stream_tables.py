@@ -25,7 +25,7 @@ from jobs.dagger_errors import DaggerBuildError
 from jobs.expectations.config import Expectation
 from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.kafka_java_client import JavaClientSettingError
-from jobs.metrics.exporter import INVALID_RECORDS_METRIC
+from jobs.metrics.stages import INVALID_RECORDS_METRIC
 from jobs.object_store import s3a_settings
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.transformers import apply_transformer
@@ -198,6 +198,7 @@ def _without_flags(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> 
         F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count"),
         F.count(F.lit(1)).alias("records"),
         F.count(F.when(F.col(LATE_RECORD_COLUMN), 1)).alias("late"),
+        F.count(F.when(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN), 1)).alias("passed"),
     )
     frame = frame.where(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN)).drop(LATE_RECORD_COLUMN)
     if stream.row_layout == "dagger":  # Dagger's rows keep the flag, just before the rowtime

@@ -101,6 +101,9 @@ def test_internal_sources_rebuild_the_output_as_dagger_does(kafka, registry, mak
         }
         for index in (0, 1)
     ]
+    # No pre-processor: the SQL's rows in are the stream's own count of the records it passed.
+    [report] = [report for report in running.run.reports if report.input_rows]
+    assert report.stage_rows["sql"] == {"in": 2, "out": 2}
 
 
 def test_an_internal_star_source_keeps_every_sql_column(kafka, registry, make_dagger, start_dagger):

@@ -32,14 +32,11 @@ from prometheus_client.core import HistogramMetricFamily
 
 from jobs.expectations.config import CHECKED_ROWS, EXPECTATIONS_METRIC
 from jobs.metrics.config import MetricsConfig
-from jobs.metrics.stages import stage_rows
+from jobs.metrics.stages import INVALID_RECORDS_METRIC, stage_rows
 from jobs.processors.enrichment.engine import CALL_SECONDS_BUCKETS, ENRICHMENT_METRIC, OUTCOMES
 from jobs.sinks.base import Written
 
 log = logging.getLogger(__name__)
-
-INVALID_RECORDS_METRIC = "invalid_records"
-"""Observed per stream as `invalid_records.<table>`, with the columns `count` (invalid) and `records`."""
 
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 

@@ -4,7 +4,8 @@ arrive with each micro-batch's progress report.
 
 A stage is named by its key in the dagger file (`streams[0].pre_processors[1]`, `sql`,
 `post_processors.http[0]`, `post_processors.transformers[0]`). The SQL's rows in are the rows of every
-stream's table it reads, counted per table and added up."""
+stream's table it reads, counted per table and added up; a stream without pre-processors or expectations
+is not counted again for it: its own count of the records it passes (`passed`) is those rows."""
 
 from __future__ import annotations
 
@@ -14,10 +15,21 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from jobs.sources.config import StreamConfig
+
+INVALID_RECORDS_METRIC = "invalid_records"
+"""Observed per stream as `invalid_records.<table>`: `records` read, `count` invalid, `late` skipped as
+late, `passed` handed on (to its pre-processors, expectations, or the SQL)."""
 ROWS_IN = "dagger.stage_rows_in"
 ROWS_OUT = "dagger.stage_rows_out"
 SQL_STAGE = "sql"
 _SEPARATOR = "|"  # stage keys hold dots and brackets
+
+
+def counted_again_for_the_sql(stream: StreamConfig) -> bool:
+    """Whether the SQL's rows in from `stream` need a count of their own: its pre-processors or
+    expectations may change the rows after the stream counted those it passes."""
+    return bool(stream.pre_processors or stream.expectations)
 
 
 def counted(frame: DataFrame, metric: str, stage: str, part: str = "") -> DataFrame:
@@ -29,6 +41,11 @@ def counted(frame: DataFrame, metric: str, stage: str, part: str = "") -> DataFr
 def stage_rows(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     """Per stage, its rows `in` and `out` in one micro-batch's observed metrics."""
     rows: dict[str, dict[str, int]] = {}
+    passed = {
+        name.removeprefix(f"{INVALID_RECORDS_METRIC}."): int(row.get("passed", 0))
+        for name, row in observed.items()
+        if name.startswith(f"{INVALID_RECORDS_METRIC}.")
+    }
     for name, row in observed.items():
         metric, _, rest = name.partition(_SEPARATOR)
         if metric in (ROWS_IN, ROWS_OUT):
@@ -36,4 +53,8 @@ def stage_rows(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
             direction = "in" if metric == ROWS_IN else "out"
             counts = rows.setdefault(stage, {"in": 0, "out": 0})
             counts[direction] += int(row.get("rows", 0))
+            if metric == ROWS_IN and stage == SQL_STAGE:
+                passed.pop(rest.split(_SEPARATOR)[1], None)  # counted again: see counted_again_for_the_sql
+    if SQL_STAGE in rows:  # the streams not counted again for the SQL
+        rows[SQL_STAGE]["in"] += sum(passed.values())
     return rows
