@@ -1,7 +1,9 @@
 """The soak tier: `make soak` (`pytest --soak`) runs only the tests marked `soak`, at their long lengths.
 
 `make test` proves every claim once; a test marked `soak` has a longer version that tries the same claim
-again and again (the crash harnesses' kill plans, the whole demand scenario). The `soak` fixture tells a
+again and again (the crash harnesses' kill plans, the whole demand scenario). A test marked `soak_only`
+too repeats a claim `make test` proves elsewhere (the same mechanism on another deployment): only
+`make soak` runs it. The `soak` fixture tells a
 test which run it is in. What a soak test records with `record_property(SOAK_PROPERTY, {figure: value})`
 goes, with each test's outcome and time and the commit tested, into `docs/soak-report.md`, which the docs
 site shows.
@@ -38,9 +40,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--soak"):
-        config.hook.pytest_deselected(items=[item for item in items if not item.get_closest_marker("soak")])
-        items[:] = [item for item in items if item.get_closest_marker("soak")]
+    wanted = "soak" if config.getoption("--soak") else None
+    kept = [
+        item
+        for item in items
+        if (item.get_closest_marker("soak") if wanted else not item.get_closest_marker("soak_only"))
+    ]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

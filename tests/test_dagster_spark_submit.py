@@ -182,6 +182,8 @@ def _write_dagger(dagster, kafka, descriptor_set, name: str, source: str, output
 
 
 @pytest.mark.slow
+@pytest.mark.soak
+@pytest.mark.soak_only  # `make test` runs the same on the standalone cluster (tests/test_spark_cluster.py)
 @pytest.mark.timeout(1800)  # two driver starts
 def test_a_submitted_run_stops_gracefully_on_terminate_and_the_next_resumes_from_its_checkpoint(
     dagster, kafka, registry, descriptor_set

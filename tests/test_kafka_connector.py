@@ -12,7 +12,7 @@ from jobs.kafka_java_client import JavaClientSettingError, java_client_settings
 from jobs.runner import DaggerBuildError
 from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
 from tests.crash_harness import crash_run
-from tests.test_crash_kills import PLAN, SOAK_PLAN
+from tests.test_crash_kills import ONE_KILL_PLAN, SOAK_PLAN
 
 ORDER = "dagger.testing.Order"
 
@@ -166,7 +166,7 @@ def test_sigkilled_drivers_reading_through_the_connector_lose_and_duplicate_noth
     """tests/test_crash_kills.py's harness with the stream and the exactly-once Kafka sink on Spark's
     connector (the lake is the Python writer's): its offsets, checkpoint and the JVM's transactions under
     SIGKILLs."""
-    plan = SOAK_PLAN if soak else PLAN
+    plan = SOAK_PLAN if soak else ONE_KILL_PLAN
     where = "on Apache Kafka, read through Spark's connector"
     dagger, outcome = crash_run(dagster, kafka, registry, descriptor_set, plan, where, connector="spark")
     outcome.record(record_property)

@@ -55,6 +55,7 @@ from tests.crash_harness import (
 from tests.dagster_deployment import DagsterDeployment
 from tests.servers.kafka import ApacheKafka
 from tests.servers.spark_cluster import SparkCluster
+from tests.test_crash_kills import ONE_KILL_PLAN
 from tests.test_dagster_spark_submit import submitting_environment, terminate_then_restart
 from tests.test_example_dagger import expected_summary_rows, summary_rows
 
@@ -441,8 +442,9 @@ def deployment_on(
 def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui(
     cluster, kafka, registry, descriptor_set, monkeypatch, request, soak
 ):
-    """`make soak` also runs the next run, which resumes from the checkpoint on the cluster (the same
-    resume on `local[2]` is in every run: tests/test_dagster_spark_submit.py)."""
+    """A run spark-submitted to the cluster streams, stops gracefully on the UI's terminate, and the next
+    run resumes from its checkpoint (tests/test_dagster_spark_submit.py's `terminate_then_restart`: the
+    mechanism is spark-submit's whatever the master, so `local[2]` runs it in `make soak` only)."""
     dagster = deployment_on(
         cluster, monkeypatch, request, **submitting_environment(cluster.master_url, kafka)
     )
@@ -451,7 +453,7 @@ def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui(
     def terminate_in_the_ui(run_id: str) -> None:  # with a browser, as a user does
         dagster.stop_run_in_browser(run_id, screenshots)
 
-    terminate_then_restart(dagster, kafka, registry, descriptor_set, terminate_in_the_ui, restart=soak)
+    terminate_then_restart(dagster, kafka, registry, descriptor_set, terminate_in_the_ui)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -459,9 +461,8 @@ def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui(
 # --------------------------------------------------------------------------------------------------------
 
 
-# One kill in `make test`: with rows of an open transaction at the broker and the executors' tasks
-# possibly inside it, the case a cluster adds. Five in `make soak`.
-CLUSTER_PLAN = KillPlan(kills=1, at_kafka_rows=1, in_recovery=0, with_workers=1)
+# One kill in `make test` (ONE_KILL_PLAN): with rows of an open transaction at the broker and the executors'
+# tasks possibly inside it, the case a cluster adds. Five in `make soak`.
 CLUSTER_SOAK_PLAN = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
 
 
@@ -484,7 +485,7 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     # Each run is a new application: its executors fetch and unpack the packed environment (and the
     # project's jars) before the first batch, a minute or more on a busy 2-core machine.
     _, outcome = crash_run(
-        dagster, kafka, registry, descriptor_set, CLUSTER_SOAK_PLAN if soak else CLUSTER_PLAN, where,
+        dagster, kafka, registry, descriptor_set, CLUSTER_SOAK_PLAN if soak else ONE_KILL_PLAN, where,
         upfront_orders=UPFRONT_ORDERS // 2, start_timeout_s=600,
     )  # fmt: skip
     outcome.record(record_property)
