@@ -35,6 +35,7 @@ from dagger_assets.stages import (
     dagger_runs,
     job_name,
 )
+from dagger_assets.tags import GENERATION_TAG, PARTITION_TAG
 from jobs.spec import DaggerSpec, RestartPolicy
 
 RESTART_OF_TAG = "dagger/restart_of"
@@ -43,7 +44,6 @@ RESTART_ATTEMPT_TAG = "dagger/restart_attempt"
 """On a restart: its number among consecutive restarts (1 for the first)."""
 NOT_RESTARTED_TAG = "dagger/not_restarted"
 """On a failed run the sensor will not restart: why."""
-PARTITION_TAG = "dagster/partition"
 _RUNS_EXAMINED = 200  # per job: enough to find the latest run of each topic of a busy template
 
 
@@ -78,13 +78,15 @@ def plan_restart(record: RunRecord, policy: RestartPolicy) -> RestartPlan:
 def rerun_request(spec: DaggerSpec, run: DagsterRun, run_key: str, tags: dict[str, str]) -> RunRequest:
     """A request to run `spec`'s job with `run`'s config and partition, tagged as its restart (a run
     launched from the UI as an implicit asset job is restarted as the dagger's own job). A rewind or a
-    restore in that config happened at the run's launch; the restart resumes from where it got to."""
+    restore in that config happened at the run's launch; the restart resumes from where it got to, in
+    the same generation of a time partition."""
+    generation = {GENERATION_TAG: run.tags[GENERATION_TAG]} if GENERATION_TAG in run.tags else {}
     return RunRequest(
         run_key=run_key,
         job_name=job_name(spec),
         run_config=_without_operator_actions(run.run_config),
         partition_key=run.tags.get(PARTITION_TAG),
-        tags={RESTART_OF_TAG: run.run_id, **tags},
+        tags={RESTART_OF_TAG: run.run_id, **generation, **tags},
     )
 
 

@@ -34,6 +34,7 @@ from dagster import (
     DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
+    PartitionsDefinition,
     RunsFilter,
     TableColumn,
     TableSchema,
@@ -58,6 +59,12 @@ from dagger_assets.keys import (
     stream_key,
 )
 from dagger_assets.submit import SubmittedRun
+from dagger_assets.tags import DAGGER_TAG
+from dagger_assets.time_partitions import (
+    partition_generation,
+    refuse_rerun_into_appending_sinks,
+    time_partitions,
+)
 from jobs.demand import DemandSubscription, demand_group
 from jobs.launch import configured_instance, open_session, spark_ui_url, start_run
 from jobs.progress import ProgressReport
@@ -75,9 +82,6 @@ from resources.spark import SparkLaunch
 
 log = logging.getLogger(__name__)
 
-DAGGER_TAG = "dagger/name"
-"""On every run of a dagger, whether launched as its job or from the UI's "Materialize" (an implicit
-asset job): the sensors find a dagger's runs by it."""
 FAILURE_KIND_TAG = "dagger/failure"
 """Set to `deterministic` on a run that failed in a way a restart would repeat (bad SQL, unknown message,
 invalid dagger file); the restart sensor leaves such runs alone."""
@@ -148,6 +152,11 @@ def instance_partitions(spec: DaggerSpec) -> DynamicPartitionsDefinition | None:
     if spec.demand is not None:
         return DynamicPartitionsDefinition(name=f"{asset_prefix(spec)}_demand")
     return DynamicPartitionsDefinition(name=f"{asset_prefix(spec)}_topics") if spec.per_topic else None
+
+
+def dagger_partitions(spec: DaggerSpec) -> PartitionsDefinition | None:
+    """A template's instances, or a bounded dagger's time partitions."""
+    return instance_partitions(spec) or time_partitions(spec)
 
 
 def has_post_processors(spec: DaggerSpec) -> bool:
@@ -269,7 +278,7 @@ def dagger_assets(
         name=f"{asset_prefix(spec)}_query",
         specs=[*stream_specs, *preprocessor_specs, sql_spec, *postprocessor_specs, *sink_specs],
         can_subset=False,
-        partitions_def=instance_partitions(spec),
+        partitions_def=dagger_partitions(spec),
         required_resource_keys=set(default_resources()),
         description=f"Runs dagger {spec.name} as one Spark structured streaming query.",
     )
@@ -286,13 +295,16 @@ def dagger_assets(
         try:
             rewind = None if config.rewind is None else config.rewind.model_dump()
             partition = context.partition_key if context.has_partition_key else None
+            generation = None
+            if spec.partitions is not None:
+                generation = partition_generation(context)
+                refuse_rerun_into_appending_sinks(context, spec, generation)
             instance = configured_instance(
-                spec, partition, resources, context.log.info, rewind, config.restore_generation
+                spec, partition, resources, context.log.info, rewind, config.restore_generation, generation
             )
             if resources.spark.launch_mode() is SparkLaunch.spark_submit:
-                run = driver.enter_context(
-                    SubmittedRun(context, resources.spark, _driver_extras(source, context, config))
-                )
+                extras = _driver_extras(source, context, config, generation)
+                run = driver.enter_context(SubmittedRun(context, resources.spark, extras))
                 result_schema, spark_ui = run.result_schema, run.spark_ui
             else:
                 session = open_session(resources)
@@ -388,13 +400,17 @@ def dagger_assets(
     return run_dagger_query
 
 
-def _driver_extras(source: Path, context: AssetExecutionContext, config: DaggerRunConfig) -> dict[str, Any]:
-    """What a submitted driver is told (Pipes extras): the dagger file, its partition, whether bounded,
-    and the run's resources' configuration (the driver rebuilds them: `jobs/submitted/driver.py`)."""
+def _driver_extras(
+    source: Path, context: AssetExecutionContext, config: DaggerRunConfig, generation: str | None
+) -> dict[str, Any]:
+    """What a submitted driver is told (Pipes extras): the dagger file, its partition (and a time
+    partition's generation), whether bounded, and the run's resources' configuration (the driver rebuilds
+    them: `jobs/submitted/driver.py`)."""
     resources = {key: getattr(context.resources, key).model_dump(mode="json") for key in default_resources()}
     return {
         "dagger_file": str(source),
         "partition_key": context.partition_key if context.has_partition_key else None,
+        "partition_generation": generation,
         "bounded": config.bounded,
         "resources": resources,
     }

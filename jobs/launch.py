@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from jobs.checkpoints import CheckpointGenerations, parse_rewind
 from jobs.progress import ProgressReport
 from jobs.runner import DaggerRun, build_dagger
-from jobs.spec import DaggerSpec
+from jobs.spec import DaggerConfigError, DaggerSpec
 from jobs.tools.protoc import compile_descriptor_set
 from resources import PROCESSOR_RESOURCES, SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS
 from resources.components import configure_dagger
@@ -31,11 +31,19 @@ def configured_instance(
     log_info: Callable[[str], None],
     rewind: Mapping[str, Any] | None = None,
     restore_generation: str | None = None,
+    partition_generation: str | None = None,
 ) -> DaggerSpec:
-    """The dagger (a template's instance for `partition_key`) on its current checkpoint generation, after
-    the launch's rewind or restore if any, with the deployment's resources overlaid on its components.
-    Pure Python: a submitted launch does it in the run worker (which rewinds once) and in the driver."""
-    instance = spec.instance(partition_key) if spec.is_template else spec
+    """The dagger (a template's instance for `partition_key`, or its time partition and that partition's
+    `partition_generation`) on its current checkpoint generation, after the launch's rewind or restore if
+    any, with the deployment's resources overlaid on its components. Pure Python: a submitted launch does
+    it in the run worker (which rewinds once) and in the driver."""
+    instance = spec
+    if spec.is_template:
+        instance = spec.instance(partition_key)
+    elif spec.partitions is not None:
+        if partition_key is None or partition_generation is None:
+            raise DaggerConfigError(f"dagger {spec.name} has 'partitions': a run computes one of them")
+        instance = spec.for_time_partition(partition_key, partition_generation)
     generations = CheckpointGenerations(instance)
     if rewind is not None:
         generation = generations.rewind(parse_rewind(dict(rewind)))

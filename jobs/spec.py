@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from jobs.config import ConfigModel as _Model
 from jobs.config import Duration, SqlIdentifier, is_secret_key
@@ -28,6 +28,8 @@ from jobs.sinks.config import SinkConfig
 from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
 from jobs.sinks.parquet.config import ParquetSink
 from jobs.sources.kafka.config import KafkaStream
+from jobs.sources.parquet.config import DateRange, ParquetStream
+from jobs.time_partitions import PartitionRun, TimePartitioning
 from jobs.udfs.config import FunctionsConfig
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -154,7 +156,11 @@ class DaggerSpec(_Model):
     demand: DemandConfig | None = None
     """Demand-driven template: one instance per output topic matching `demand.topic` that a consumer
     group reads, running only while one does (`jobs/demand.py`)."""
+    partitions: TimePartitioning | None = None
+    """Daily or hourly partitions of a dagger of Parquet streams: each runs over its range of the streams'
+    `dt=`/`hr=` files and replaces its own output (`jobs/time_partitions.py`)."""
 
+    _time_partition: PartitionRun | None = PrivateAttr(default=None)
     _expectations = field_validator("expectations")(without_dead_letters)
 
     @field_validator("checkpoint_location")
@@ -236,6 +242,41 @@ class DaggerSpec(_Model):
                 "its subscribers read"
             )
         return self
+
+    @model_validator(mode="after")
+    def _partitions_read_parquet(self) -> DaggerSpec:
+        if self.partitions is None:
+            return self
+        if self.is_template:
+            raise ValueError("'partitions' are time partitions of one dagger; a template's are its topics")
+        for index, stream in enumerate(self.streams):
+            if not isinstance(stream, ParquetStream):
+                raise ValueError(
+                    f"'partitions' take Parquet streams, whose dt=/hr= files each partition reads; streams"
+                    f"[{index}] ({stream.table}) is {stream.kind}"
+                )
+        return self
+
+    @property
+    def time_partition(self) -> PartitionRun | None:
+        """The partition this instance computes (`for_time_partition`); None for a whole dagger."""
+        return self._time_partition
+
+    def for_time_partition(self, key: str, generation: str) -> DaggerSpec:
+        """The dagger over one of its `partitions`: each stream reads the partition's files only, and the
+        generation has a checkpoint of its own."""
+        if self.partitions is None:
+            raise DaggerConfigError(f"dagger {self.name} has no 'partitions'")
+        try:
+            start, end = self.partitions.window(key)
+        except ValueError as error:
+            raise DaggerConfigError(f"dagger {self.name}: {error}") from None
+        run = PartitionRun(key, start, end, generation)
+        streams = [_stream_for_partition(self.name, stream, run) for stream in self.streams]
+        checkpoint = str(Path(self.resolved_checkpoint_location, "partitions", run.slug, generation))
+        instance = self.model_copy(update={"streams": streams, "checkpoint_location": checkpoint})
+        instance._time_partition = run
+        return instance
 
     @property
     def is_template(self) -> bool:
@@ -421,6 +462,21 @@ def load_dagger(path: str | Path) -> DaggerSpec:
     except yaml.YAMLError as error:
         raise DaggerConfigError(f"{path}: not valid YAML: {error}") from None
     return parse_dagger(data, str(path), path.parent.resolve())
+
+
+def _stream_for_partition(dagger: str, stream: Any, run: PartitionRun) -> ParquetStream:
+    """The stream's files of the partition: its `date_ranges` cut to the partition's window."""
+    window = DateRange(start=run.start, end=run.last_microsecond)
+    ranges = [
+        DateRange(start=max(declared.start, window.start), end=min(declared.end, window.end))
+        for declared in stream.date_ranges or [window]
+        if declared.start <= window.end and window.start <= declared.end
+    ]
+    if not ranges:
+        raise DaggerConfigError(
+            f"dagger {dagger}: partition {run.key} is outside stream {stream.table!r}'s date_ranges"
+        )
+    return stream.model_copy(update={"date_ranges": ranges})
 
 
 def _sink_for_topic(sink: SinkConfig, topic: str) -> SinkConfig:

@@ -253,13 +253,19 @@ def dagster_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def dagster_instance_yaml() -> str:
+    """The deployment's `dagster.yaml`; a test overrides this fixture to change it."""
+    return _DAGSTER_YAML
+
+
+@pytest.fixture
 def dagster(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dagster_env: dict[str, str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dagster_env: dict[str, str], dagster_instance_yaml: str
 ) -> Iterator[DagsterDeployment]:
     home, daggers = tmp_path / "dagster_home", tmp_path / "daggers"
     home.mkdir()
     daggers.mkdir()
-    (home / "dagster.yaml").write_text(_DAGSTER_YAML)
+    (home / "dagster.yaml").write_text(dagster_instance_yaml)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     # The instance's storage is created here, before `dagster dev` starts: two processes creating the same
     # new SQLite database at once can record two schema heads, and `dagster dev` then refuses to start.

@@ -31,10 +31,7 @@ KEY_VALUE = StructType([StructField("k", StringType()), StructField("v", LongTyp
 
 @pytest.fixture
 def conninfo(postgres) -> str:
-    return (
-        f"host={postgres.host} port={postgres.port} dbname={postgres.database} user={postgres.user} "
-        f"password={postgres.password}"
-    )
+    return postgres.conninfo
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import signal
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,10 +45,19 @@ def run_dagger(
     bounded: bool | None,
     checkpoint: str | None = None,
     rewind: Rewind | None = None,
+    partition: str | None = None,
 ) -> int:
     from jobs.spark import spark_session
 
-    generations = CheckpointGenerations(load_dagger_or_job(path))
+    spec = load_dagger_or_job(path)
+    if spec.partitions is not None and partition is None:
+        example = spec.partitions.start.strftime(spec.partitions.key_format)
+        raise DaggerConfigError(
+            f"{path}: dagger {spec.name} has 'partitions': name the one to run, e.g. --partition {example}"
+        )
+    if partition is not None:  # a new generation of the partition, replacing its output
+        spec = spec.for_time_partition(partition, uuid.uuid4().hex[:8])
+    generations = CheckpointGenerations(spec)
     if rewind is not None:
         generation = generations.rewind(rewind)
         log.info("rewound: checkpoint generation %s (%s)", generation.name, generation.path)
@@ -191,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument(
         "--unbounded", dest="bounded", action="store_false", help="keep running (default for Kafka)"
     )
+    run_parser.add_argument(
+        "--partition",
+        metavar="KEY",
+        help="a dagger with 'partitions': run this one (2026-11-20, 2026-11-20-05:00), replacing its output",
+    )
     rewind = run_parser.add_mutually_exclusive_group()
     rewind.add_argument(
         "--rewind-to-timestamp",
@@ -235,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             compile_descriptor_set()
             point = {"to_timestamp": args.rewind_to_timestamp, "to_offsets": args.rewind_to_offsets}
             rewind = parse_rewind(point) if any(point.values()) else None
-            return run_dagger(args.dagger, args.master, args.bounded, rewind=rewind)
+            return run_dagger(args.dagger, args.master, args.bounded, rewind=rewind, partition=args.partition)
         if args.command == "checkpoints":
             return checkpoints(args.dagger, args.restore)
         if args.command == "convert":

@@ -19,6 +19,9 @@ class SinkConfig(ConfigModel):
     takes_complete_results: ClassVar[bool] = False
     """The sink replaces what it holds with each micro-batch's rows, or only shows them, so output_mode
     `complete` (the whole result every batch) is right for it."""
+    replaces_partitions: ClassVar[bool] = False
+    """A new run of a time partition replaces what earlier runs of it wrote here (`jobs.time_partitions`),
+    so a partition may run again; a sink without it takes each partition once."""
 
     def describe(self) -> str:
         """The sink as error messages name it."""

@@ -57,7 +57,13 @@ def _run(pipes: PipesContext) -> int:
         resources = _Resources(extras["resources"])
         spec = load_dagger_or_job(Path(extras["dagger_file"]))
         # The run worker rewound or restored the checkpoint at launch, once: here it is only applied.
-        instance = configured_instance(spec, extras["partition_key"], resources, log_info)
+        instance = configured_instance(
+            spec,
+            extras["partition_key"],
+            resources,
+            log_info,
+            partition_generation=extras["partition_generation"],
+        )
         session = open_session(resources)
         # After the session: PySpark puts its own handlers in while the JVM starts.
         signal.signal(signal.SIGTERM, request_stop)

@@ -42,6 +42,14 @@ class PostgresServer:
     password: str
     database: str
 
+    @property
+    def conninfo(self) -> str:
+        """The libpq connection string a dagger file's `database` takes."""
+        return (
+            f"host={self.host} port={self.port} dbname={self.database} user={self.user} "
+            f"password={self.password}"
+        )
+
     def connect(self, **options: object) -> psycopg.Connection:
         return psycopg.connect(
             host=self.host,

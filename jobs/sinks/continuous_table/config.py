@@ -50,6 +50,7 @@ class ContinuousTableSink(SinkConfig):
     kind: Literal["continuous_table"]
     deployment_keys: ClassVar[tuple[str, ...]] = ("database",)
     takes_complete_results: ClassVar[bool] = True
+    replaces_partitions: ClassVar[bool] = True
     project: TableName
     """Lower-case letters, digits and `_`; the tables of one project are read together."""
     name: TableName

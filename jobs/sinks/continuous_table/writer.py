@@ -22,6 +22,11 @@ Each micro-batch (`write(batch, batch_id)`), without collecting rows on the driv
    EXCLUDED...` (output mode `complete`: `DELETE` every row first), records the batch in the ledger and
    drops the staging table; then commits.
 
+A run of a time partition (`jobs.time_partitions`) keeps the partition's key in the column
+`dagger_partition`, first in the table and in its primary key. The first merge of a partition's generation
+deletes the rows earlier runs of the partition left, in the same transaction: a new run of a partition
+replaces its rows at once, and a restarted one continues its generation.
+
 A reader thus sees the table before or after a micro-batch, never between (MVCC: the merge's rows, the
 deleted ones included, change at its commit), and a replayed batch changes nothing. Connections last one
 micro-batch (driver) or one COPY (task): none idles between batches, and a database restarted between
@@ -85,6 +90,8 @@ from jobs.sinks.partitions import write_partitions
 
 PARTITION_COLUMN = "_dagger_partition"
 """Staging tables' own column: the Spark partition that copied the row."""
+TIME_PARTITION_COLUMN = "dagger_partition"
+"""The time partition a row belongs to, in the tables of partitioned daggers."""
 
 _POSTGRES_TYPES: dict[type[DataType], str] = {
     StringType: "text",
@@ -128,7 +135,7 @@ class TableLayout:
     key: tuple[str, ...]
 
     @classmethod
-    def of(cls, sink: ContinuousTableSink, result: StructType) -> TableLayout:
+    def of(cls, sink: ContinuousTableSink, result: StructType, partitioned: bool = False) -> TableLayout:
         columns = tuple((field.name, _column_type(field)) for field in result.fields)
         names = [name for name, _ in columns]
         for column in sink.key or ():
@@ -136,7 +143,16 @@ class TableLayout:
                 raise ValueError(
                     f"key: the result has no column {column!r} (its columns: {', '.join(names)})"
                 )
-        return cls(table_name(sink.project, sink.name), columns, tuple(sink.key or ()))
+        key = tuple(sink.key or ())
+        if partitioned:
+            if TIME_PARTITION_COLUMN in names:
+                raise ValueError(
+                    f"column {TIME_PARTITION_COLUMN!r}: a partitioned dagger's table keeps each row's "
+                    "partition there; rename it"
+                )
+            columns = ((TIME_PARTITION_COLUMN, "text"), *columns)
+            key = (TIME_PARTITION_COLUMN, *key) if key else key
+        return cls(table_name(sink.project, sink.name), columns, key)
 
     @property
     def identifier(self) -> sql.Identifier:
@@ -254,7 +270,8 @@ class ContinuousTableSinkWriter:
             )
         self._label = sink.describe()
         self._database = sink.database
-        self._layout = TableLayout.of(sink, context.result_schema)
+        self._partition = context.spec.time_partition
+        self._layout = TableLayout.of(sink, context.result_schema, partitioned=self._partition is not None)
         self._application_name = f"dagger {context.spec.name} {self._label}"[:63]
         self._checkpoint = context.spec.resolved_checkpoint_location
         try:
@@ -280,13 +297,20 @@ class ContinuousTableSinkWriter:
             staging = self._layout.staging(query_id, batch_id)
             connection.execute(self._layout.create_staging(staging))
             try:
-                write_partitions(_copyable(batch), self._staging_copy(connection, staging).write)
+                write_partitions(
+                    _copyable(self._with_partition(batch)), self._staging_copy(connection, staging).write
+                )
                 merged = self._merge(connection, staging, query_id, batch_id)
             except Exception:
                 with contextlib.suppress(psycopg.Error):  # a replay would drop it too; a new query would not
                     connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(staging))
                 raise
         return Written(merged)
+
+    def _with_partition(self, batch: DataFrame) -> DataFrame:
+        if self._partition is None:
+            return batch
+        return batch.select(F.lit(self._partition.key).alias(TIME_PARTITION_COLUMN), "*")
 
     def _connect(self) -> psycopg.Connection:
         # One per micro-batch (about 10 ms): the writer has no close to end a longer-lived one.
@@ -338,8 +362,18 @@ class ContinuousTableSinkWriter:
                 _lock(connection, layout.identifier.as_string(connection))
                 merged = 0
                 # Checked again under the lock: another run of the checkpoint may have merged it since.
-                if batch_id > _last_applied(connection, layout.table, query_id):
-                    if self._replaces:
+                last_applied = _last_applied(connection, layout.table, query_id)
+                if batch_id > last_applied:
+                    if self._partition is not None and (self._replaces or last_applied < 0):
+                        # The generation's first merge (or any, in output mode `complete`): the partition's
+                        # rows are this run's from now on.
+                        connection.execute(
+                            sql.SQL("DELETE FROM {} WHERE {} = %s").format(
+                                layout.identifier, sql.Identifier(TIME_PARTITION_COLUMN)
+                            ),
+                            (self._partition.key,),
+                        )
+                    elif self._replaces:
                         connection.execute(sql.SQL("DELETE FROM {}").format(layout.identifier))
                     merged = connection.execute(layout.merge(staging)).rowcount
                     connection.execute(

@@ -14,6 +14,7 @@ class LogSink(SinkConfig):
 
     kind: Literal["log"]
     takes_complete_results: ClassVar[bool] = True
+    replaces_partitions: ClassVar[bool] = True  # it keeps nothing: a partition's new run only shows its rows
     max_rows_per_batch: PositiveInt = 20
 
     def asset_metadata(self) -> dict[str, str | int]:

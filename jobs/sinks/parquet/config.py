@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -14,6 +14,7 @@ class ParquetSink(SinkConfig):
     """Writes result rows to a Parquet lake partitioned by `dt=YYYY-MM-DD/hr=HH` of an event-time column."""
 
     kind: Literal["parquet"]
+    replaces_partitions: ClassVar[bool] = True
     path: str = Field(min_length=1)
     """Folder (or URI) of the lake."""
     time_column: str | None = None

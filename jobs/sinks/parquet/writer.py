@@ -15,12 +15,21 @@ batch again; a batch already committed is skipped. The lake thus holds every row
 crash; while a crashed batch waits for its replay, a reader may see part of it, never a duplicate.
 Rows whose time is null go to the epoch partition (`dt=1970-01-01/hr=00`), as Dagger treats events
 without a time.
+
+A run of a time partition (`jobs.time_partitions`) names its files and markers for the partition and its
+generation, wherever its rows land:
+
+    <path>/dt=2026-11-20/hr=05/part-p20261120-1a2b3c4d-b0000000000-t00000.parquet
+    <path>/_dagger/partitions/20261120/1a2b3c4d/committed/0
+
+and, as it starts, deletes the files and markers of the partition's other generations: a new run of a
+partition replaces its output, and a restarted one keeps what its generation wrote.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -44,10 +53,6 @@ class ParquetSinkError(RuntimeError):
     """Rows that cannot be written to the lake; the micro-batch fails and is replayed."""
 
 
-def _batch_prefix(batch_id: int) -> str:
-    return f"part-b{batch_id:010d}-"
-
-
 @dataclass(frozen=True)
 class ParquetPartitionWriter:
     """Executor side: writes one task's rows, one file per partition folder it has rows for."""
@@ -56,14 +61,15 @@ class ParquetPartitionWriter:
     time_column: str
     by_hour: bool
     compression: str
-    batch_id: int
+    file_prefix: str
+    """Of every file the task writes: the generation's and the batch's."""
     object_store: dict[str, str]
     """The session's `fs.s3a.*` settings, for a lake on `s3a://` (`jobs.object_store`)."""
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> int:
         filesystem, root = arrow_filesystem(self.path, self.object_store)
         task = TaskContext.get()
-        file_name = f"{_batch_prefix(self.batch_id)}t{task.partitionId() if task else 0:05d}.parquet"
+        file_name = f"{self.file_prefix}t{task.partitionId() if task else 0:05d}.parquet"
         writers: dict[str, pq.ParquetWriter] = {}
         rows = 0
         try:
@@ -107,9 +113,17 @@ class ParquetSinkWriter:
         self.time_column = sink.time_column or spec.rowtime_column
         self._object_store = dict(context.object_store)
         self._filesystem, self._root = arrow_filesystem(sink.path, self._object_store)
+        partition = spec.time_partition
+        self._markers = f"{self._root}/{_MARKERS}"
+        self._file_prefix = "part-"
+        if partition is not None:
+            self._markers = f"{self._root}/{_MARKERS}/partitions/{partition.slug}/{partition.generation}"
+            self._file_prefix = f"part-p{partition.slug}-{partition.generation}-"
         try:
             for kind in ("started", "committed"):
-                self._filesystem.create_dir(f"{self._root}/{_MARKERS}/{kind}", recursive=True)
+                self._filesystem.create_dir(f"{self._markers}/{kind}", recursive=True)
+            if partition is not None:
+                self._delete_other_generations(partition.slug, partition.generation)
         except OSError as error:
             raise ValueError(f"cannot create the lake at {sink.path}: {error}") from None
 
@@ -119,8 +133,8 @@ class ParquetSinkWriter:
 
     def write(self, batch: DataFrame, batch_id: int) -> Written:
         self._check_time_column(batch)
-        started = f"{self._root}/{_MARKERS}/started/{batch_id}"
-        committed = f"{self._root}/{_MARKERS}/committed/{batch_id}"
+        started = f"{self._markers}/started/{batch_id}"
+        committed = f"{self._markers}/committed/{batch_id}"
         if self._exists(committed):
             # Written in full before a crash that came ahead of the checkpoint's commit. The batch still
             # runs, so state, metrics and the watermark advance as for any batch; nothing is written.
@@ -134,7 +148,7 @@ class ParquetSinkWriter:
             self.time_column,
             self.sink.partition_by_hour,
             self.sink.compression,
-            batch_id,
+            self._batch_prefix(batch_id),
             self._object_store,
         )
         written = write_partitions(batch, writer.write)
@@ -162,15 +176,32 @@ class ParquetSinkWriter:
         with self._filesystem.open_output_stream(path) as stream:
             stream.write(json.dumps(content).encode())
 
+    def _batch_prefix(self, batch_id: int) -> str:
+        return f"{self._file_prefix}b{batch_id:010d}-"
+
     def _delete_batch_files(self, batch_id: int) -> None:
-        prefix = _batch_prefix(batch_id)
-        selector = pafs.FileSelector(self._root, recursive=True)
-        for info in self._filesystem.get_file_info(selector):
-            if info.type == pafs.FileType.File and info.base_name.lstrip(".").startswith(prefix):
+        prefix = self._batch_prefix(batch_id)
+        self._delete_data_files(lambda name: name.startswith(prefix))
+
+    def _delete_data_files(self, doomed: Callable[[str], bool]) -> None:
+        """Deletes the lake's data files, finished or not (`.<name>.tmp`), whose name `doomed` picks."""
+        for info in self._filesystem.get_file_info(pafs.FileSelector(self._root, recursive=True)):
+            hidden = info.path[len(self._root) :].lstrip("/").startswith(_MARKERS)
+            if info.type == pafs.FileType.File and not hidden and doomed(info.base_name.lstrip(".")):
                 self._filesystem.delete_file(info.path)
+
+    def _delete_other_generations(self, slug: str, generation: str) -> None:
+        partition_files = f"part-p{slug}-"
+        self._delete_data_files(
+            lambda name: name.startswith(partition_files) and not name.startswith(self._file_prefix)
+        )
+        generations = f"{self._root}/{_MARKERS}/partitions/{slug}"
+        for info in self._filesystem.get_file_info(pafs.FileSelector(generations)):
+            if info.type == pafs.FileType.Directory and info.base_name != generation:
+                self._filesystem.delete_dir(info.path)
 
     def _prune_markers(self, batch_id: int) -> None:
         for kind in ("started", "committed"):
-            old = f"{self._root}/{_MARKERS}/{kind}/{batch_id - _KEPT_MARKERS}"
+            old = f"{self._markers}/{kind}/{batch_id - _KEPT_MARKERS}"
             if self._exists(old):
                 self._filesystem.delete_file(old)
