@@ -58,7 +58,7 @@ APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 # Everything the tests talk to, and what they read from the build.
 TEST_SETUP := $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) \
 	$(ELASTICSEARCH_STAMP) $(FLINK_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
-PYTEST := $(BIN)/python -m pytest --numprocesses 4 --dist loadfile --no-loadscope-reorder
+PYTEST := $(BIN)/python -m pytest --numprocesses 3 --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test soak lint bench protos jvm s3a jvm-archive clean
 

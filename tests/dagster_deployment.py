@@ -39,9 +39,6 @@ telemetry:
 """
 
 
-_TERMINATE_IN_UI = PROJECT_ROOT / "tests" / "ui" / "terminate_run.mjs"
-
-
 def write_orders_dagger(
     folder: Path,
     name: str,
@@ -192,18 +189,6 @@ class DagsterDeployment:
         """Waits until the run has ended; None if it stopped gracefully, else what happened instead."""
         wait_for(lambda: self.instance.get_run_by_id(run_id).is_finished, timeout_s, f"run {run_id} to stop")
         return None if self.stopped(run_id) else self.how_it_ended(run_id)
-
-    def stop_run_in_browser(self, run_id: str, screenshots: Path) -> None:
-        """Terminates the run from its page in the UI, with a real browser (`tests/ui/terminate_run.mjs`),
-        and checks it stopped gracefully; the pages seen are kept in `screenshots`."""
-        clicked = subprocess.run(
-            ["node", str(_TERMINATE_IN_UI), f"http://127.0.0.1:{self.port}", run_id, str(screenshots)],
-            cwd=_TERMINATE_IN_UI.parent, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert clicked.returncode == 0, f"{clicked.stderr}\n(screenshots in {screenshots})"
-        problem = self._once_ended(run_id, 60)
-        if problem is not None:
-            raise AssertionError(problem)
 
     def how_it_ended(self, run_id: str) -> str:
         """The run's status, tags and last log entries, for an assertion's message."""

@@ -437,23 +437,18 @@ def deployment_on(
 
 
 @pytest.mark.slow
-@pytest.mark.soak
 @pytest.mark.timeout(1800)
-def test_a_run_submitted_to_the_cluster_stops_on_a_terminate_clicked_in_the_ui(
-    cluster, kafka, registry, descriptor_set, monkeypatch, request, soak
+def test_a_run_submitted_to_the_cluster_stops_on_terminate_and_the_next_resumes_from_its_checkpoint(
+    cluster, kafka, registry, descriptor_set, monkeypatch, request
 ):
-    """A run spark-submitted to the cluster streams, stops gracefully on the UI's terminate, and the next
-    run resumes from its checkpoint (tests/test_dagster_spark_submit.py's `terminate_then_restart`: the
-    mechanism is spark-submit's whatever the master, so `local[2]` runs it in `make soak` only)."""
+    """A run spark-submitted to the cluster streams, stops gracefully on Dagster's terminate (the GraphQL
+    mutation the UI's button sends; tests/test_dagster_ui.py clicks it), and the next run resumes from its
+    checkpoint (tests/test_dagster_spark_submit.py's `terminate_then_restart`: the mechanism is
+    spark-submit's whatever the master, so `local[2]` runs it in `make soak` only)."""
     dagster = deployment_on(
         cluster, monkeypatch, request, **submitting_environment(cluster.master_url, kafka)
     )
-    screenshots = PROJECT_ROOT / "test-artifacts" / "ui-cluster-terminate"
-
-    def terminate_in_the_ui(run_id: str) -> None:  # with a browser, as a user does
-        dagster.stop_run_in_browser(run_id, screenshots)
-
-    terminate_then_restart(dagster, kafka, registry, descriptor_set, terminate_in_the_ui)
+    terminate_then_restart(dagster, kafka, registry, descriptor_set)
 
 
 # --------------------------------------------------------------------------------------------------------
