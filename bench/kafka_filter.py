@@ -87,7 +87,8 @@ AVRO_SHARE_TARGET = 0.6
 """The Avro dagger's warmed steady state against the protobuf dagger's, in the same run."""
 METRICS_ON = {"prometheus_port": 0, "statsd_host": "127.0.0.1", "statsd_port": 8125}
 """Every exporter: an endpoint on a free port, and StatsD lines sent (no daemon needs to listen)."""
-METRICS_COST_TARGET = 0.95
+COST_TARGET = 0.95
+"""Exporting metrics, or counting every stage's rows, keeps at least this share of the filter's events/s."""
 PROJECTION = ["order_number", "customer_id", "amount_paid_by_cash", "event_timestamp"]
 SQL = f"SELECT {', '.join(PROJECTION)} FROM bookings WHERE service_type = 'GO_RIDE'"
 TARGETS = ThroughputTargets(events_per_s=150_000, share_of_baseline=0.6, at_least_flink=True)
@@ -180,48 +181,59 @@ def avro_summary(avro_runs: dict[str, Any], protobuf_runs: dict[str, Any], basel
     }
 
 
-def measure_metrics_cost(
+def measure_cost(
+    what: str,
     dagger: KafkaDagger,
+    metrics: tuple[dict[str, Any], dict[str, Any]],
     registry: SchemaRegistry,
     records: int,
     rounds: int,
     master: str,
     conf: dict[str, str],
 ) -> tuple[dict[str, Any], list[str]]:
-    """Steady-state events/s without and with metrics export, alternating in one warmed session; the
-    summary and the output topics written."""
-    exported = replace(
-        dagger, name=f"{dagger.name}-metrics", settings={**dagger.settings, "metrics": METRICS_ON}
+    """Steady-state events/s of the dagger with its `metrics` keys without and with `what`, alternating in
+    one warmed session; the summary and the output topics written."""
+    without, with_ = (
+        replace(dagger, name=f"{dagger.name}-{what}-{label}", settings={**dagger.settings, "metrics": keys})
+        for label, keys in zip(("off", "on"), metrics, strict=True)
     )
-    spark = spark_session(master, app_name=exported.name, extra_conf=conf)
+    spark = spark_session(master, app_name=f"{dagger.name}-{what}", extra_conf=conf)
     rates: dict[str, list[float]] = {"off": [], "on": []}
-    topics = ["bench-metrics-warmup"]
+    topics = [f"bench-{what}-warmup"]
     try:
-        print("metrics cost: warm-up run ...", flush=True)
-        dagger.run(spark, registry, records, topics[0])
+        print(f"{what} cost: warm-up run ...", flush=True)
+        without.run(spark, registry, records, topics[0])
         for round_ in range(rounds):
             # Alternate which goes first, so a drifting machine does not favour one side.
-            order = [("off", dagger), ("on", exported)]
+            order = [("off", without), ("on", with_)]
             for label, candidate in order if round_ % 2 == 0 else order[::-1]:
-                topic = f"bench-metrics-{label}-{round_}"
+                topic = f"bench-{what}-{label}-{round_}"
                 topics.append(topic)
                 rate = candidate.run(spark, registry, records, topic).steady_events_per_s
                 rates[label].append(rate)
-                print(f"  round {round_}, metrics {label}: {rate:,.0f} events/s", flush=True)
+                print(f"  round {round_}, {what} {label}: {rate:,.0f} events/s", flush=True)
     finally:
         spark.stop()
     off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
     summary = {
         "rounds": rounds,
-        "exporters": METRICS_ON,
+        "metrics_off": metrics[0],
+        "metrics_on": metrics[1],
         "off_events_per_s": round(off),
         "on_events_per_s": round(on),
         "on_vs_off": round(on / off, 3),
-        "target": f">= {METRICS_COST_TARGET:.0%} of metrics off",
-        "target_met": on >= METRICS_COST_TARGET * off,
+        "target": f">= {COST_TARGET:.0%} of {what} off",
+        "target_met": on >= COST_TARGET * off,
         "runs_events_per_s": {label: [round(rate) for rate in values] for label, values in rates.items()},
     }
     return summary, topics
+
+
+COSTS = {
+    "metrics": ({}, METRICS_ON),
+    "stage_rows": ({"stage_rows": False}, {}),
+}
+"""What each cost measurement compares: the dagger's `metrics` keys without, then with it."""
 
 
 FLINK_TOPIC = "bench-flink-out"
@@ -282,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         "--metrics-rounds", type=int, default=3, help="runs each without and with metrics export (0: skip)"
     )
     parser.add_argument(
+        "--stage-rows-rounds",
+        type=int,
+        default=3,
+        help="runs each without and with the rows per stage counted (0: skip)",
+    )
+    parser.add_argument(
         "--flink", action="store_true", help="also run the filter as Flink SQL (needs --broker apache)"
     )
     parser.add_argument(
@@ -319,11 +337,15 @@ def main(argv: list[str] | None = None) -> int:
         runs = run_fresh_and_warm(
             dagger, registry, args.records, PIPELINE_TOPICS, args.master, conf, args.connector
         )
-        metrics_cost, metrics_topics = (
-            measure_metrics_cost(dagger, registry, args.records, args.metrics_rounds, args.master, conf)
-            if args.metrics_rounds
-            else (None, [])
-        )
+        costs: dict[str, dict[str, Any] | None] = {}
+        cost_topics: list[str] = []
+        for what, rounds in (("metrics", args.metrics_rounds), ("stage_rows", args.stage_rows_rounds)):
+            costs[what] = None
+            if rounds:
+                costs[what], topics = measure_cost(
+                    what, dagger, COSTS[what], registry, args.records, rounds, args.master, conf
+                )
+                cost_topics += topics
 
         flink_result = None
         if args.flink:
@@ -352,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         outputs = {
             BASELINE_TOPIC: "hand-written loop",
             **{topic: f"dagger, {session}" for session, topic in PIPELINE_TOPICS.items()},
-            **{topic: "dagger" for topic in metrics_topics},
+            **{topic: "dagger" for topic in cost_topics},
             **({FLINK_TOPIC: "Flink"} if args.flink else {}),
         }
         for topic, system in outputs.items():
@@ -362,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
-    summary["metrics_cost"] = metrics_cost
+    summary["metrics_cost"] = costs["metrics"]
+    summary["stage_rows_cost"] = costs["stage_rows"]
     summary["avro"] = avro
     flink.add_to_summary(summary, flink_result)
     summary["first_to_last_output_events_per_s"] = spans
@@ -373,12 +396,12 @@ def main(argv: list[str] | None = None) -> int:
             f"Avro input, warmed steady state: {avro['steady_state_events_per_s']:,} events/s "
             f"({avro['share_of_protobuf']:.0%} of protobuf; target {avro['target']})"
         )
-    if metrics_cost is not None:
-        on, off = metrics_cost["on_events_per_s"], metrics_cost["off_events_per_s"]
-        print(
-            f"metrics on: {on:,} events/s, off: {off:,} "
-            f"({metrics_cost['on_vs_off']:.1%}; target {metrics_cost['target']})"
-        )
+    for what, cost in costs.items():
+        if cost is not None:
+            print(
+                f"{what} on: {cost['on_events_per_s']:,} events/s, off: {cost['off_events_per_s']:,} "
+                f"({cost['on_vs_off']:.1%}; target {cost['target']})"
+            )
     write_summary(args.output, summary)
     return 0
 

@@ -364,8 +364,9 @@ def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
             rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
             if summary.get("avro"):
                 rows.append(avro_input_row(WORKLOAD_TITLES[name], summary["avro"]))
-            if summary.get("metrics_cost"):
-                rows.append(metrics_cost_row(WORKLOAD_TITLES[name], summary["metrics_cost"]))
+            for key, what in COST_ROWS.items():
+                if summary.get(key):
+                    rows.append(cost_row(WORKLOAD_TITLES[name], what, summary[key]))
     return rows
 
 
@@ -464,17 +465,33 @@ def avro_input_row(workload: str, avro: dict[str, Any]) -> Row:
     )
 
 
-def metrics_cost_row(workload: str, cost: dict[str, Any]) -> Row:
-    """The same workload with every metrics exporter on; the "loop" column holds the run without them."""
+COST_ROWS = {
+    "metrics_cost": (
+        "metrics exported",
+        "metrics off",
+        "Prometheus endpoint and StatsD pushes, updated once per micro-batch on the driver",
+    ),
+    "stage_rows_cost": (
+        "rows per stage counted",
+        "`metrics.stage_rows: false`",
+        "one observed count per stage boundary, inside the query (Spark's observed metrics)",
+    ),
+}
+"""A workload summary's cost measurements: the row's title, what the loop column holds, and its cost."""
+
+
+def cost_row(workload: str, what: tuple[str, str, str], cost: dict[str, Any]) -> Row:
+    """The same workload with something on; the "loop" column holds the run without it."""
+    title, without, limit = what
     return Row(
-        workload=f"{workload}, metrics exported",
-        measure=f"events/s, steady state (median of {cost['rounds']}; loop column: metrics off)",
+        workload=f"{workload}, {title}",
+        measure=f"events/s, steady state (median of {cost['rounds']}; loop column: {without})",
         dagger=_events(cost["on_events_per_s"]),
         loop=_events(cost["off_events_per_s"]),
         dagger_vs_loop=f"{cost['on_vs_off']:.0%}",
         target=cost["target"],
         met=_met(cost["target_met"]),
-        limit="Prometheus endpoint and StatsD pushes, updated once per micro-batch on the driver",
+        limit=limit,
     )
 
 

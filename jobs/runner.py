@@ -111,7 +111,7 @@ def build_dagger(
         for stream in spec.streams:
             frame = stream_frame(spark, spec, stream, registry, descriptor_sets, project)
             if counted_again_for_the_sql(stream):
-                frame = counted(frame, ROWS_IN, SQL_STAGE, stream.table)
+                frame = counted(frame, ROWS_IN, SQL_STAGE, stream.table, enabled=spec.metrics.stage_rows)
             frame.createOrReplaceTempView(stream.table)
 
     try:
@@ -130,7 +130,7 @@ def build_dagger(
         except sql_stage.SqlError as error:
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
-    result = counted(result, ROWS_OUT, SQL_STAGE)
+    result = counted(result, ROWS_OUT, SQL_STAGE, enabled=spec.metrics.stage_rows)
     post = spec.post_processors
     if post.reshapes_output or post.transformers:
         with processor_errors():

@@ -212,7 +212,9 @@ def transform_context(
     spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, key: str, table: str
 ) -> TransformContext:
     """What a processor at `key` (in the dagger file) over `table` gets to work with."""
-    return TransformContext(spark, spec.name, key, table, spec.rowtime_column, registry)
+    return TransformContext(
+        spark, spec.name, key, table, spec.rowtime_column, registry, count_rows=spec.metrics.stage_rows
+    )
 
 
 @contextlib.contextmanager

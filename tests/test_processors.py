@@ -25,34 +25,40 @@ def logged(running) -> list[dict]:
 LOG = [{"kind": "log", "max_rows_per_batch": 1000}]
 
 
-def test_pre_processors_run_in_order_before_the_table_is_registered_and_each_stage_counts_its_rows(
-    kafka, registry, make_dagger, start_dagger
-):
+PRE_PROCESSORS = [
+    {"kind": "sql", "sql": "SELECT *, amount * 10 AS amount_x10 FROM orders WHERE amount >= 3"},
+    {"kind": "custom", "transformer": "tests.custom_transformer:label_rows", "arguments": {"label": "vip"}},
+    {"kind": "clear_column", "column": "customer_id"},
+]
+STAGED_ROWS = [
+    {"order_id": f"o{index}", "customer_id": "", "amount_x10": index * 10.0, "label": "vip:orders"}
+    for index in (4, 5, 6)
+]
+
+
+def run_staged_dagger(kafka, registry, make_dagger, start_dagger, **fields):
+    """Eight orders through three pre-processors, the SQL and a post-processor; the running dagger."""
     topic = kafka.new_topic("pre")
     kafka.produce(topic, order_payloads(registry, 0, 8))
-    pre = [
-        {"kind": "sql", "sql": "SELECT *, amount * 10 AS amount_x10 FROM orders WHERE amount >= 3"},
-        {
-            "kind": "custom",
-            "transformer": "tests.custom_transformer:label_rows",
-            "arguments": {"label": "vip"},
-        },
-        {"kind": "clear_column", "column": "customer_id"},
-    ]
     spec = make_dagger(
-        streams=[orders(kafka, topic, pre_processors=pre)],
+        streams=[orders(kafka, topic, pre_processors=PRE_PROCESSORS)],
         sql="SELECT order_id, customer_id, amount_x10, label FROM orders WHERE amount_x10 < 70",
         post_processors={
             "transformers": [{"kind": "sql", "sql": "SELECT * FROM data_stream WHERE amount_x10 > 30"}]
         },
         sinks=LOG,
+        **fields,
     )
     running = start_dagger(spec)
     running.process_available()
-    assert logged(running) == [
-        {"order_id": f"o{index}", "customer_id": "", "amount_x10": index * 10.0, "label": "vip:orders"}
-        for index in (4, 5, 6)
-    ]
+    return running
+
+
+def test_pre_processors_run_in_order_before_the_table_is_registered_and_each_stage_counts_its_rows(
+    kafka, registry, make_dagger, start_dagger
+):
+    running = run_staged_dagger(kafka, registry, make_dagger, start_dagger)
+    assert logged(running) == STAGED_ROWS
     [report] = [report for report in running.run.reports if report.input_rows]
     assert report.stage_rows == {
         "streams[0].pre_processors[0]": {"in": 8, "out": 5},
@@ -65,6 +71,14 @@ def test_pre_processors_run_in_order_before_the_table_is_registered_and_each_sta
     labels = {"dagger": "test-dagger", "stage": "post_processors.transformers[0]"}
     assert exported.get_sample_value("dagger_stage_rows_in_total", labels) == 4
     assert exported.get_sample_value("dagger_stage_rows_out_total", labels) == 3
+
+
+def test_stage_rows_off_counts_no_stage_and_changes_no_row(kafka, registry, make_dagger, start_dagger):
+    running = run_staged_dagger(kafka, registry, make_dagger, start_dagger, metrics={"stage_rows": False})
+    assert logged(running) == STAGED_ROWS
+    [report] = [report for report in running.run.reports if report.input_rows]
+    assert report.stage_rows == {}
+    assert report.input_rows == 8
 
 
 def test_internal_sources_rebuild_the_output_as_dagger_does(kafka, registry, make_dagger, start_dagger):

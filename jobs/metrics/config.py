@@ -19,3 +19,6 @@ class MetricsConfig(ConfigModel):
     statsd_port: int = Field(default=8125, ge=1, le=65535)
     statsd_prefix: str = ""
     """Put before every pushed metric name (`prefix.name`); empty: the names as they are."""
+    stage_rows: bool = True
+    """Count the rows into and out of every stage between the streams and the sinks (`jobs.metrics.stages`);
+    false: only the streams' and the sinks' own counts."""

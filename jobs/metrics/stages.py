@@ -32,8 +32,11 @@ def counted_again_for_the_sql(stream: StreamConfig) -> bool:
     return bool(stream.pre_processors or stream.expectations)
 
 
-def counted(frame: DataFrame, metric: str, stage: str, part: str = "") -> DataFrame:
-    """`frame`, its rows counted as `metric` (`ROWS_IN` or `ROWS_OUT`) of `stage` (of its `part`)."""
+def counted(frame: DataFrame, metric: str, stage: str, part: str = "", enabled: bool = True) -> DataFrame:
+    """`frame`, its rows counted as `metric` (`ROWS_IN` or `ROWS_OUT`) of `stage` (of its `part`); as it is
+    when not `enabled` (the dagger's `metrics.stage_rows`)."""
+    if not enabled:
+        return frame
     name = _SEPARATOR.join([metric, stage, *([part] if part else [])])
     return frame.observe(name, F.count(F.lit(1)).alias("rows"))
 

@@ -25,6 +25,8 @@ class TransformContext:
     """The stream's table (pre-processors) or `data_stream` (post-processors)."""
     rowtime_column: str
     registry: SchemaRegistry
+    count_rows: bool = True
+    """Whether the step's rows in and out are counted (the dagger's `metrics.stage_rows`)."""
 
     def error(self, message: str) -> ProcessorError:
         return ProcessorError(f"dagger {self.dagger}: {self.key}: {message}")

@@ -34,7 +34,8 @@ def apply_post_processors(frame: DataFrame, post: PostProcessors, context: Trans
     for key, kind, enrichment in post.keyed_enrichments():
         step_context = replace(context, key=key)
         _require_deployment_keys(enrichment, step_context, f"{kind}_enrichment")
-        frame = counted(_enrich(counted(frame, ROWS_IN, key), enrichment, step_context), ROWS_OUT, key)
+        frame = counted(frame, ROWS_IN, key, enabled=context.count_rows)
+        frame = counted(_enrich(frame, enrichment, step_context), ROWS_OUT, key, enabled=context.count_rows)
     if post.reshapes_output:
         outputs = [
             F.col(f"`{name}`") for enrichment in post.enrichments for name in enrichment.output_mapping

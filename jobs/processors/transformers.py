@@ -29,9 +29,9 @@ def apply_transformer(frame: DataFrame, config: TransformerConfig, context: Tran
     """`frame` transformed by one step, its rows in and out counted; each kind names its function
     (`applied_by`) in its config."""
     transformed = pkgutil.resolve_name(config.applied_by)(
-        counted(frame, ROWS_IN, context.key), config, context
+        counted(frame, ROWS_IN, context.key, enabled=context.count_rows), config, context
     )
-    return counted(transformed, ROWS_OUT, context.key)
+    return counted(transformed, ROWS_OUT, context.key, enabled=context.count_rows)
 
 
 def keep_decoded_rows(frame: DataFrame, config: InvalidRecordFilter, context: TransformContext) -> DataFrame:

@@ -186,8 +186,8 @@ class ParquetSinkWriter:
     def _delete_data_files(self, doomed: Callable[[str], bool]) -> None:
         """Deletes the lake's data files, finished or not (`.<name>.tmp`), whose name `doomed` picks."""
         for info in self._filesystem.get_file_info(pafs.FileSelector(self._root, recursive=True)):
-            hidden = info.path[len(self._root) :].lstrip("/").startswith(_MARKERS)
-            if info.type == pafs.FileType.File and not hidden and doomed(info.base_name.lstrip(".")):
+            marker = info.path[len(self._root) :].lstrip("/").startswith(_MARKERS)
+            if info.type == pafs.FileType.File and not marker and doomed(info.base_name.lstrip(".")):
                 self._filesystem.delete_file(info.path)
 
     def _delete_other_generations(self, slug: str, generation: str) -> None:
