@@ -369,14 +369,16 @@ def dagger_assets(
                     context.log.info(f"dagger {spec.name}: stop_after_seconds reached, stopping")
                     break
         except DagsterExecutionInterruptedError:
+            # From here on a further terminate (the user again, or a sensor's restart) asks for the stop
+            # under way: it must not break it off and fail the step, not even while the instance is asked
+            # below why the run was interrupted (database calls, which take a while on a busy machine).
+            stopping.enter_context(_interrupts_deferred(deliver=False))
             if not _termination_requested(context):
+                stopping.close()
                 raise  # interrupted from outside Dagster: a crash, which the restart sensor deals with
             # A stop on request is the normal end of a streaming run: the step succeeds (a run terminated
             # while it was still starting has nothing to show and ends CANCELED).
             context.log.info(f"dagger {spec.name}: run terminated, finishing the current micro-batch")
-            # A further terminate while the micro-batch is being finished (the user again, or a sensor's
-            # restart) asks for the stop under way: it must not break it off and fail the step.
-            stopping.enter_context(_interrupts_deferred(deliver=False))
             run.stop()
             stopped = _where_stopped(run)
             context.instance.add_run_tags(context.run.run_id, {STOPPED_TAG: stopped})

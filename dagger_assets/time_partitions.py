@@ -17,6 +17,7 @@ from dagster import (
 )
 
 from dagger_assets.tags import DAGGER_TAG, GENERATION_TAG, PARTITION_TAG
+from jobs.registry import SINK_KINDS
 from jobs.spec import DaggerConfigError, DaggerSpec
 
 _NEVER_RAN = (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING)
@@ -59,8 +60,9 @@ def refuse_rerun_into_appending_sinks(
         and record.dagster_run.status not in _NEVER_RAN
     ]
     if earlier:
+        replacing = [kind for kind, entry in SINK_KINDS.items() if entry.config.replaces_partitions]
         raise DaggerConfigError(
             f"dagger {spec.name}: partition {key} ran before (run {earlier[0].run_id[:8]}), and "
-            f"{', '.join(appending)} cannot replace what it wrote; only parquet, continuous_table and log "
-            "sinks take a partition again"
+            f"{', '.join(appending)} cannot replace what it wrote; only {', '.join(replacing)} sinks take a "
+            "partition again"
         )

@@ -37,6 +37,7 @@ from dagster import DagsterRunStatus, RunsFilter
 
 from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from jobs.schema_registry import SchemaRegistry
+from jobs.sinks.kafka.exactly_once import HOLD_TRANSACTIONS_ENV
 from tests.conftest import REPORT_PROPERTY, KafkaHelper, kafka_sink, message_class
 from tests.dagster_deployment import DagsterDeployment, wait_for, write_orders_dagger
 from tests.soak import SOAK_PROPERTY
@@ -442,11 +443,12 @@ class KillPlan:
             Moment.AT_KAFKA_ROWS: self.at_kafka_rows - sum(kill.rows_at_broker for kill in kills),
             Moment.IN_RECOVERY: self.in_recovery - sum(kill.in_recovery for kill in kills),
         }
-        if not restarted:
-            unmet.pop(Moment.IN_RECOVERY)  # the first run has nothing to recover
         owed = [moment for moment, count in unmet.items() if count > 0]
-        if owed and sum(unmet[moment] for moment in owed) >= self.kills - len(kills):
-            return rng.choice(owed)
+        # The first run has nothing to recover: what is owed in recovery waits for a later kill, but
+        # counts towards the kills left being just enough.
+        drawable = [moment for moment in owed if restarted or moment is not Moment.IN_RECOVERY]
+        if drawable and sum(unmet[moment] for moment in owed) >= self.kills - len(kills):
+            return rng.choice(drawable)
         return rng.choice([moment for moment in Moment if restarted or moment is not Moment.IN_RECOVERY])
 
     def takes_workers(self, rng: random.Random, kills: list[Kill], moment: Moment) -> bool:
@@ -544,6 +546,9 @@ class CrashDagger:
     watch: OutputWatch
     kills: list[Kill] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
+    hold_flag: Path | None = None
+    """Exists while a kill with rows at the broker is being made, naming the batch from which the sink
+    holds its transactions open."""
     start_timeout_s: float = 300.0
     """How long a run may take to commit its first batch (a hang guard: a JVM starting on a busy machine
     can take minutes; on a cluster, executors fetch the shipment too)."""
@@ -655,13 +660,19 @@ class CrashDagger:
         # a few milliseconds after its rows show). In recovery the JVM may still be starting: listed late.
         if moment is not Moment.IN_RECOVERY:
             victims = process_tree(pid) if whole_tree else [pid]
+        held = None
         if moment is Moment.AT_KAFKA_ROWS:
+            if self.hold_flag is not None:  # the next batch's transactions stay open until the kill
+                held = self.state().planned + 1
+                staged = self.hold_flag.with_suffix(".staged")
+                staged.write_text(str(held))
+                staged.rename(self.hold_flag)
             self.watch.start()
         if moment in (Moment.INTO_BATCH, Moment.AT_KAFKA_ROWS):
             committed = self.state().committed
             wait_for(lambda: self.state().planned > committed, 60, "the next batch", poll_s=0.01)
         if moment is Moment.AT_KAFKA_ROWS:
-            self.watch.wait_for_batch(self.state().planned)
+            self.watch.wait_for_batch(self.state().planned if held is None else held)
         time.sleep(delay)
         if moment is Moment.IN_RECOVERY:
             victims = process_tree(pid) if whole_tree else [pid]
@@ -675,6 +686,8 @@ class CrashDagger:
             kill_tree(pid, stopped=victims)
         else:
             os.kill(pid, signal.SIGKILL)
+        if self.hold_flag is not None:
+            self.hold_flag.unlink(missing_ok=True)  # the restarted run commits as usual
         kill = Kill(
             run_id,
             pid,
@@ -763,6 +776,8 @@ class CrashOutcome:
     seed: int
     where: str
     plan: KillPlan
+    transactions_held: bool
+    """The sink held the transactions of each kill with rows at the broker open until the kill."""
     kills: list[Kill]
     orders: int
     expected: Counter[OutputRow]
@@ -816,16 +831,25 @@ class CrashOutcome:
         record_property(SOAK_PROPERTY, self.figures())
 
     def assert_lost_nothing(self) -> None:
-        """The plan's kills all happened, at the moments it asks for, and both sinks hold every row once."""
+        """The plan's kills all happened, at the moments it asks for (each with rows at the broker cutting
+        an open transaction, where the sink held them), and both sinks hold every row once."""
         report, counts = self.report(), kill_counts(self.kills)
         assert len(self.kills) == self.plan.kills, report
         assert counts["mid-batch"] >= self.plan.at_kafka_rows, report
         assert counts["in recovery"] >= self.plan.in_recovery, report
         assert counts["with workers"] >= self.plan.with_workers, report
+        if self.transactions_held:  # each such kill cut at least one open transaction, by construction
+            assert self.from_kafka.cut_short >= counts["mid-batch"], report
         assert all(tally.exact for tally in self.tallies), report
         assert self.from_kafka.hidden == self.from_kafka.uncommitted_visible == 0, report
         assert self.from_kafka.incomplete_markers == [], report
         assert self.from_lake.uncommitted_files == 0, report
+
+
+def holding_transactions(tmp_path: Path) -> dict[str, str]:
+    """A deployment environment (the `dagster_env` fixture) in which the exactly-once Kafka sink holds
+    a batch's transactions open while the harness makes a kill with rows at the broker."""
+    return {HOLD_TRANSACTIONS_ENV: str(tmp_path / "hold-transactions")}
 
 
 def crash_run(
@@ -841,7 +865,11 @@ def crash_run(
 ) -> tuple[CrashDagger, CrashOutcome]:
     """Deploys the harness's dagger, launches it, kills its driver as `plan` asks (each run restarted by
     the deployment's sensor), lets the last run drain the input and stop, and reads both sinks. The seed
-    is `$DAGGER_CRASH_SEED` or fresh, printed first so a failure can be replayed."""
+    is `$DAGGER_CRASH_SEED` or fresh, printed first so a failure can be replayed.
+
+    A deployment whose environment holds transactions (`holding_transactions`) has each kill with rows at
+    the broker hold that batch's transactions open until the kill (the sink's fault injection), so each
+    such kill cuts an open transaction by construction, and the outcome asserts it."""
     seed = crash_seed()
     print(f"\ncrash seed {seed} {where} (replay with {SEED_VARIABLE}={seed})")
     started = time.monotonic()
@@ -856,6 +884,8 @@ def crash_run(
     )
     if start_timeout_s is not None:
         dagger.start_timeout_s = start_timeout_s
+    flag = dagster.server.environment.get(HOLD_TRANSACTIONS_ENV)
+    hold_flag = dagger.hold_flag = Path(flag) if flag else None
     feed = OrderFeed(kafka, registry, dagger.source)
     feed.produce(upfront_orders)
     try:
@@ -873,6 +903,7 @@ def crash_run(
         seed=seed,
         where=where,
         plan=plan,
+        transactions_held=hold_flag is not None,
         kills=list(dagger.kills),
         orders=feed.produced,
         expected=expected_output(feed.orders),

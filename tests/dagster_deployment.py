@@ -102,7 +102,7 @@ class DagsterDev:
     webserver then exits with "address already in use". `start` again picks another port."""
 
     def __init__(self, log: Path, daggers: Path, environment: dict[str, str]) -> None:
-        self._log, self._daggers, self._environment = log, daggers, environment
+        self._log, self._daggers, self.environment = log, daggers, environment
         self._log_start = 0
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
@@ -116,7 +116,7 @@ class DagsterDev:
             self.process = subprocess.Popen(
                 [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml",
                  "-h", "127.0.0.1", "-p", str(self.port)],
-                cwd=PROJECT_ROOT, env={**os.environ, "DAGGER_DIR": str(self._daggers), **self._environment},
+                cwd=PROJECT_ROOT, env={**os.environ, "DAGGER_DIR": str(self._daggers), **self.environment},
                 stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 

@@ -4,7 +4,9 @@ the Kafka sink and a reader of the Parquet lake see every expected row exactly o
 `tests/crash_harness.py`; seed from `$DAGGER_CRASH_SEED` or fresh, printed either way).
 
 `make test` kills twice: once with rows of an open transaction at the broker (the JVM and Python workers
-die with the run worker), then the restarted run in recovery; `make soak` kills twenty times.
+die with the run worker; the sink holds that batch's transactions open until the kill, so it cuts them by
+construction, and the outcome asserts it), then the restarted run in recovery; `make soak` kills twenty
+times.
 """
 
 from __future__ import annotations
@@ -28,10 +30,19 @@ from tests.crash_harness import (
     Tally,
     crash_run,
     expected_output,
+    holding_transactions,
     order_payloads,
     read_kafka_output,
     read_lake_output,
 )
+
+
+@pytest.fixture
+def dagster_env(tmp_path: Path) -> dict[str, str]:
+    """The crash runs' deployments hold a batch's transactions open while a kill with rows at the broker
+    is made, so that it cuts them."""
+    return holding_transactions(tmp_path)
+
 
 PLAN = KillPlan(kills=2, at_kafka_rows=1, in_recovery=1, with_workers=1)
 ONE_KILL_PLAN = KillPlan(kills=1, at_kafka_rows=1, in_recovery=0, with_workers=1)
@@ -162,6 +173,12 @@ def test_the_kill_plan_draws_the_moments_still_owed_when_the_kills_left_are_just
     # Met by the kills so far: drawn freely again.
     met = [_kill(rows_at_broker=True), _kill(rows_at_broker=True), _kill(in_recovery=True)]
     assert len({plan.next_moment(rng, met, restarted=True) for _ in range(200)}) == len(Moment)
+
+    # `make test`'s two kills: the first must be at Kafka rows, since the second is owed to recovery.
+    assert {PLAN.next_moment(rng, [], restarted=False) for _ in range(50)} == {Moment.AT_KAFKA_ROWS}
+    assert {PLAN.next_moment(rng, [_kill(rows_at_broker=True)], restarted=True) for _ in range(50)} == {
+        Moment.IN_RECOVERY
+    }
 
     three_alone = [_kill(), _kill(), _kill()]
     assert all(plan.takes_workers(rng, three_alone, Moment.AFTER_PROGRESS) for _ in range(50))

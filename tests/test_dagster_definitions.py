@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -11,16 +13,18 @@ import time
 from pathlib import Path
 
 import yaml
-from dagster import AssetCheckKey, AssetKey, DagsterInstance, EnvVar, materialize
+from dagster import AssetCheckKey, AssetKey, DagsterInstance, EnvVar, instance_for_test, materialize
 from dagster_shared.serdes import serialize_value
 
+from dagger_assets import stages
 from dagger_assets.definitions import build_definitions
+from dagger_assets.stages import STOPPED_TAG
 from jobs.project import PROJECT_ROOT
 from jobs.sinks.log.resource import LogSinkResource
 from jobs.sources.kafka.resource import KafkaStreamResource
 from resources import SparkResource, default_resources
 from tests.conftest import order_payloads
-from tests.dagster_deployment import write_orders_dagger
+from tests.dagster_deployment import wait_for, write_orders_dagger
 
 
 def test_the_example_dagger_has_one_asset_per_stage_with_lineage():
@@ -121,6 +125,49 @@ def test_a_bounded_materialization_processes_what_is_available_and_completes(
     assert metadata["input_rows"].value == 25
     assert metadata["invalid_records"].value == 0
     assert [column.name for column in metadata["dagster/column_schema"].value.columns] == ["order_id"]
+
+
+def test_a_second_terminate_landing_while_the_first_is_handled_does_not_break_the_stop(
+    tmp_path: Path, kafka, registry, descriptor_set, spark, monkeypatch
+):
+    """Two terminates in quick succession (a user clicking twice, a sensor's restart beside a user's stop):
+    the second lands while the run asks the instance why it was interrupted, which takes a while on a busy
+    machine. The run still finishes its micro-batch and ends as a graceful stop."""
+    topic = kafka.new_topic("terminated-twice")
+    kafka.produce(topic, order_payloads(registry, 0, 3))
+    _orders_dagger(tmp_path, kafka, descriptor_set, topic, "SELECT order_id FROM orders")
+    definitions = build_definitions(tmp_path)
+    asked = stages._termination_requested
+
+    def asked_while_terminated_again(context) -> bool:
+        os.kill(os.getpid(), signal.SIGINT)  # the second terminate, inside the window, by construction
+        return asked(context)
+
+    monkeypatch.setattr(stages, "_termination_requested", asked_while_terminated_again)
+    with instance_for_test() as instance:
+
+        def terminate_once_streaming() -> None:  # as Dagster's terminate does: CANCELING, then SIGINT
+            wait_for(lambda: _logged_order_ids_of_any_run(instance) == ["o0", "o1", "o2"], 120, "the rows")
+            [run] = instance.get_runs()
+            instance.report_run_canceling(run)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        terminator = threading.Thread(target=terminate_once_streaming)
+        terminator.start()
+        result = materialize(
+            [definitions.get_assets_def(AssetKey(["orders_copy", "sql"]))],
+            resources=_resources(),
+            instance=instance,
+            raise_on_error=False,
+        )
+        terminator.join()
+        assert result.success, [event.event_specific_data for event in result.all_events if event.is_failure]
+        assert instance.get_run_by_id(result.run_id).tags[STOPPED_TAG].startswith("stopped after batch ")
+
+
+def _logged_order_ids_of_any_run(instance: DagsterInstance) -> list[str]:
+    runs = instance.get_runs()
+    return sorted(_logged_order_ids(instance, runs[0].run_id)) if runs else []
 
 
 def test_a_streaming_run_processes_records_as_they_arrive_and_records_observations(

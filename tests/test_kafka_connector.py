@@ -5,13 +5,14 @@ gives are proven by the Kafka pipeline tests, which run on both connectors (`kaf
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from jobs.kafka_java_client import JavaClientSettingError, java_client_settings
 from jobs.runner import DaggerBuildError
 from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
-from tests.crash_harness import crash_run
+from tests.crash_harness import crash_run, holding_transactions
 from tests.test_crash_kills import ONE_KILL_PLAN, SOAK_PLAN
 
 ORDER = "dagger.testing.Order"
@@ -155,6 +156,13 @@ def test_a_setting_the_java_client_has_no_equivalent_for_is_refused_by_name():
         JavaClientSettingError, match=r"producer_config 'sticky\.partitioning\.linger\.ms' has no equivalent"
     ):
         java_client_settings({"sticky.partitioning.linger.ms": 10}, "producer_config")
+
+
+@pytest.fixture
+def dagster_env(tmp_path: Path) -> dict[str, str]:
+    """The crash runs' deployments hold a batch's transactions open while a kill with rows at the broker
+    is made, so that it cuts them."""
+    return holding_transactions(tmp_path)
 
 
 @pytest.mark.slow

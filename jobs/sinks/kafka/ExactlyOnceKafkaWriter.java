@@ -1,6 +1,9 @@
 package dagger.jobs.sinks.kafka;
 
+import java.io.IOException;
 import java.io.Serializable;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -57,10 +60,18 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Producers are kept per executor JVM and transactional id, a few at a time; a task takes its
  * producer out while it writes, so concurrent tasks never share one.
+ *
+ * <p>The crash tests' fault injection is the Python writer's: with {@code
+ * $DAGGER_TEST_HOLD_TRANSACTIONS_WHILE} naming a file that holds a batch id, a task of that batch or a
+ * later one whose rows are all acknowledged waits while the file exists (up to a minute) before its marker
+ * and commit.
  */
 public final class ExactlyOnceKafkaWriter implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final Logger LOG = LoggerFactory.getLogger(ExactlyOnceKafkaWriter.class);
+
+  private static final String HOLD_TRANSACTIONS_ENV = "DAGGER_TEST_HOLD_TRANSACTIONS_WHILE";
+  private static final Duration HOLD_LIMIT = Duration.ofSeconds(60);
 
   private static final String ATTEMPT_HEADER = "dagger.attempt";
   private static final String BATCH_HEADER = "dagger.batch";
@@ -204,6 +215,7 @@ public final class ExactlyOnceKafkaWriter implements Serializable {
           records++;
         }
         transaction.flush(); // every row acknowledged before the marker is produced
+        holdWhileFlagged(batchId);
         transaction.commit(records);
       } catch (KafkaException | IllegalStateException kafka) {
         discard(transaction.producer);
@@ -506,5 +518,25 @@ public final class ExactlyOnceKafkaWriter implements Serializable {
 
   private static Header header(String name, String value) {
     return new RecordHeader(name, value.getBytes(StandardCharsets.UTF_8));
+  }
+
+  /**
+   * The crash tests' fault injection (see the class comment): waits while the flag file exists and names
+   * this batch or an earlier one.
+   */
+  private static void holdWhileFlagged(long batchId) {
+    String flag = System.getenv(HOLD_TRANSACTIONS_ENV);
+    long deadline = System.nanoTime() + HOLD_LIMIT.toNanos();
+    try {
+      while (flag != null && !flag.isEmpty() && System.nanoTime() < deadline) {
+        if (batchId < Long.parseLong(Files.readString(Path.of(flag)).trim())) {
+          return;
+        }
+        Thread.sleep(20);
+      }
+    } catch (IOException | NumberFormatException noFlag) { // removed (the kill is over), or no batch id
+    } catch (InterruptedException interrupted) { // the task is being killed: let it go
+      Thread.currentThread().interrupt();
+    }
   }
 }

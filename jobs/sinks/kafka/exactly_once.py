@@ -55,6 +55,12 @@ consumers). There the sink itself counts an attempt as committed once its marker
 output restricted to attempts that have a marker is exactly once: rows are flushed before their
 marker is produced, so a visible marker means all its rows are visible, and an attempt without one
 was aborted or cut short and its batch written again by a new attempt.
+
+Fault injection for the crash tests: with `$DAGGER_TEST_HOLD_TRANSACTIONS_WHILE` naming a file that
+holds a batch id, an attempt of that batch or a later one whose rows are all acknowledged waits while the
+file exists (up to a minute) before its marker and commit, so that a driver killed then cuts an open
+transaction by construction. Unset, as everywhere but in those tests, nothing waits. The JVM's writer
+honours it too.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -103,6 +110,9 @@ _NEW_TOPIC_WAIT_S = 10.0  # a marker topic just created: until the broker's meta
 _RESOLVE_TIMEOUT_S = 120.0  # waiting for an open transaction to settle; above the default transaction timeout
 _MAX_TRANSACTIONAL_PRODUCERS = 8  # per worker: one per partition it ran lately
 _MAX_PARALLEL_FENCES = 16
+
+HOLD_TRANSACTIONS_ENV = "DAGGER_TEST_HOLD_TRANSACTIONS_WHILE"
+_HOLD_LIMIT_S = 60.0
 
 ATTEMPT_HEADER = "dagger.attempt"
 BATCH_HEADER = "dagger.batch"
@@ -381,6 +391,7 @@ class TransactionalPartitionWriter:
                 if failures:
                     break
             self._flush(producer, failures)  # every row acknowledged before the marker is produced
+            hold_while_flagged(self.batch_id)
             marker = {
                 "sink": self.sink_id,
                 "batch": self.batch_id,
@@ -517,6 +528,21 @@ class TransactionalPartitionWriter:
             f"kafka sink topic {self.sink.topic!r}: transaction failed in batch {self.batch_id} "
             f"partition {partition}: {_reason(error)}"
         )
+
+
+def hold_while_flagged(batch_id: int) -> None:
+    """The crash tests' fault injection (see the module's docstring): waits while the flag file exists and
+    names this batch or an earlier one."""
+    flag = os.environ.get(HOLD_TRANSACTIONS_ENV)
+    deadline = time.monotonic() + _HOLD_LIMIT_S
+    while flag and time.monotonic() < deadline:
+        try:
+            with open(flag) as held:
+                if batch_id < int(held.read()):
+                    return
+        except (FileNotFoundError, ValueError):  # removed (the kill is over), or no batch id
+            return
+        time.sleep(0.02)
 
 
 def _drain(batches: Iterator[pa.RecordBatch]) -> None:
