@@ -272,7 +272,8 @@ class DaggerSpec(_Model):
         except ValueError as error:
             raise DaggerConfigError(f"dagger {self.name}: {error}") from None
         run = PartitionRun(key, start, end, generation)
-        streams = [_stream_for_partition(self.name, stream, run) for stream in self.streams]
+        # `_partitions_read_parquet` admits Parquet streams only.
+        streams = [_stream_for_partition(self.name, stream, run) for stream in self.streams]  # type: ignore[arg-type]
         checkpoint = str(Path(self.resolved_checkpoint_location, "partitions", run.slug, generation))
         instance = self.model_copy(update={"streams": streams, "checkpoint_location": checkpoint})
         instance._time_partition = run
@@ -464,7 +465,7 @@ def load_dagger(path: str | Path) -> DaggerSpec:
     return parse_dagger(data, str(path), path.parent.resolve())
 
 
-def _stream_for_partition(dagger: str, stream: Any, run: PartitionRun) -> ParquetStream:
+def _stream_for_partition(dagger: str, stream: ParquetStream, run: PartitionRun) -> ParquetStream:
     """The stream's files of the partition: its `date_ranges` cut to the partition's window."""
     window = DateRange(start=run.start, end=run.last_microsecond)
     ranges = [
