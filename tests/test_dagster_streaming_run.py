@@ -1,16 +1,15 @@
 """Streaming runs launched through a real Dagster deployment (`dagster dev`: webserver and daemon).
 
-A run stays in progress while its query streams, processes records as they arrive, records observations,
-and, when terminated, stops gracefully and ends SUCCESS, saying where it stopped. (A run whose worker is
-killed is retried from its checkpoint with no gap and no repeat: the crash harness proves it, in
-tests/test_crash_kills.py.)
+A bad dagger fails once and is not retried; a new topic matching a template starts one run; a schema
+change restarts exactly the daggers that use it. (A run that streams, is watched and is terminated through
+the UI is tests/test_dagster_ui.py's; a run whose worker is killed is retried from its checkpoint with no
+gap and no repeat: the crash harness proves it, in tests/test_crash_kills.py.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import socket
 import subprocess
 import sys
@@ -19,11 +18,11 @@ import uuid
 
 import pytest
 import yaml
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from google.protobuf import descriptor_pb2
 
 from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_OF_TAG
-from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG, STOPPED_TAG
+from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
 from jobs.tools.broker import free_port
 from tests.conftest import order_payloads
 from tests.dagster_deployment import DagsterDeployment, DagsterDev, wait_for, write_orders_dagger
@@ -69,40 +68,6 @@ def test_a_terminate_or_a_sigterm_landing_inside_a_poll_is_taken_after_it():
     )
     assert taken.returncode == 0, taken.stderr
     assert taken.stdout.splitlines() == ["SIGINT after the poll", "SIGTERM after the poll"]
-
-
-def test_a_streaming_run_stays_in_progress_and_a_terminate_cancels_it_gracefully(
-    dagster, kafka, registry, descriptor_set
-):
-    topic = kafka.new_topic("dagster-streaming")
-    kafka.produce(topic, order_payloads(registry, 0, 10))
-    dagster.add_orders_dagger("live-orders", kafka.bootstrap_servers, topic, descriptor_set)
-    dagster.wait_until_up()
-    run_id = dagster.client.submit_job_execution("live_orders_job")
-
-    wait_for(lambda: dagster.logged_order_ids(run_id) == _ids(10), 120, "the first records in the run log")
-    assert dagster.client.get_run_status(run_id) == DagsterRunStatus.STARTED
-    kafka.produce(topic, order_payloads(registry, 10, 5))
-    wait_for(lambda: dagster.logged_order_ids(run_id) == _ids(15), 60, "records produced while running")
-    assert dagster.client.get_run_status(run_id) == DagsterRunStatus.STARTED
-
-    dagster.stop_run(run_id)
-    entries = dagster.instance.all_logs(run_id)
-    messages = [entry.user_message for entry in entries]
-    assert any("finishing the current micro-batch" in message for message in messages)
-    # A stop, not an error: the step succeeded, and the run says where the dagger stopped.
-    events = [entry.dagster_event.event_type_value for entry in entries if entry.dagster_event]
-    assert "STEP_SUCCESS" in events and "STEP_FAILURE" not in events
-    stopped = dagster.instance.get_run_by_id(run_id).tags[STOPPED_TAG]
-    assert re.fullmatch(r"stopped after batch \d+, checkpoint at /\S+", stopped), stopped
-    assert f"dagger live-orders: {stopped}" in messages
-    observations = dagster.instance.fetch_observations(AssetKey(["live_orders", "sql"]), limit=100).records
-    rows = [
-        record.asset_observation.metadata["input_rows"].value
-        for record in observations
-        if record.run_id == run_id
-    ]
-    assert sum(rows) == 15
 
 
 def test_a_bad_sql_dagger_fails_once_with_the_sql_error_and_is_not_retried(dagster, kafka, descriptor_set):
@@ -165,18 +130,43 @@ def test_a_new_topic_matching_a_template_starts_exactly_one_run_for_it(
     dagster.stop_run(run.run_id)
 
 
+def _restart_of(dagster: DagsterDeployment, run_id: str) -> str | None:
+    found = dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: run_id}))
+    return found[0].run_id if found else None
+
+
 @pytest.mark.slow
-def test_a_changed_descriptor_set_restarts_the_daggers_that_use_it(
-    dagster, kafka, registry, descriptor_set, tmp_path
+def test_a_schema_change_restarts_exactly_the_daggers_that_use_it(
+    dagster, kafka, registry, descriptor_set, collector, tmp_path
 ):
+    """Two daggers run: one on a descriptor set of its own, one on a collection's Avro subject. A changed
+    descriptor set restarts the first only; a new version of the subject then restarts the second, which
+    reads the new field."""
     schema = tmp_path / "orders.desc"
     schema.write_bytes(descriptor_set.read_bytes())
     topic = kafka.new_topic("dagster-schema")
     kafka.produce(topic, order_payloads(registry, 0, 10))
     dagster.add_orders_dagger("schema-orders", kafka.bootstrap_servers, topic, schema)
+
+    project, write_key = collector.new_project("dagster")
+    collector.collect(write_key, "orders", [{"order_id": "o0", "at": "2026-11-26T10:00:00Z"}])
+    avro = {
+        "topics": [f"{project}.orders"],
+        "format": "avro",
+        "proto_message": None,
+        "schema_registry_url": collector.url,
+        "event_time_field": "at",
+    }
+    every_field = "SELECT * EXCEPT (kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, kafka_key)"
+    write_orders_dagger(
+        dagster.daggers, "avro-orders", kafka.bootstrap_servers, descriptor_set, avro,
+        sql=f"{every_field} FROM orders",
+    )  # fmt: skip
     dagster.wait_until_up()
-    first_run = dagster.client.submit_job_execution("schema_orders_job")
-    wait_for(lambda: dagster.logged_order_ids(first_run) == _ids(10), 120, "the first run's records")
+    proto_first = dagster.client.submit_job_execution("schema_orders_job")
+    avro_first = dagster.client.submit_job_execution("avro_orders_job")
+    wait_for(lambda: dagster.logged_order_ids(proto_first) == _ids(10), 120, "the first run's records")
+    wait_for(lambda: dagster.logged_order_ids(avro_first) == _ids(1), 120, "the Avro run's record")
     wait_for(
         lambda: dagster.sensor_cursor("dagger_schema_changes") is not None, 60, "the schema sensor's tick"
     )
@@ -185,68 +175,32 @@ def test_a_changed_descriptor_set_restarts_the_daggers_that_use_it(
     added = descriptors.file.add(name="dagger/testing/added.proto", package="dagger.testing")
     added.message_type.add(name="AddedLater")
     schema.write_bytes(descriptors.SerializeToString())
-
-    def restart() -> str | None:
-        found = dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: first_run}))
-        return found[0].run_id if found else None
-
-    wait_for(lambda: restart() is not None, 120, "the restart after the schema change")
-    assert dagster.stopped(first_run)
-    second_run = restart()
+    wait_for(lambda: _restart_of(dagster, proto_first) is not None, 120, "the restart after the change")
+    assert dagster.stopped(proto_first)
+    proto_second = _restart_of(dagster, proto_first)
     kafka.produce(topic, order_payloads(registry, 10, 5))
-    wait_for(lambda: dagster.logged_order_ids(second_run) == _ids(5, 10), 120, "records after the restart")
-    dagster.stop_run(second_run)
-
-
-def test_a_new_version_of_an_avro_streams_subject_restarts_the_dagger_with_the_new_field(
-    dagster, kafka, collector, descriptor_set
-):
-    """The collection grows while the dagger runs: the schema sensor restarts it at the new version."""
-    project, write_key = collector.new_project("dagster")
-    collection = f"{project}.orders"
-    collector.collect(write_key, "orders", [{"order_id": "o0", "at": "2026-11-26T10:00:00Z"}])
-    avro = {
-        "topics": [collection],
-        "format": "avro",
-        "proto_message": None,
-        "schema_registry_url": collector.url,
-        "event_time_field": "at",
-    }
-    every_field = "SELECT * EXCEPT (kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, kafka_key)"
-    write_orders_dagger(
-        dagster.daggers,
-        "avro-orders",
-        kafka.bootstrap_servers,
-        descriptor_set,
-        avro,
-        sql=f"{every_field} FROM orders",
-    )
-    dagster.wait_until_up()
-    first_run = dagster.client.submit_job_execution("avro_orders_job")
-    wait_for(lambda: dagster.logged_order_ids(first_run) == _ids(1), 120, "the first run's record")
-    wait_for(
-        lambda: dagster.sensor_cursor("dagger_schema_changes") is not None, 60, "the schema sensor's tick"
-    )
+    wait_for(lambda: dagster.logged_order_ids(proto_second) == _ids(5, 10), 120, "records after the restart")
+    # The Avro dagger does not use the descriptor set: it runs on, unrestarted.
+    assert dagster.client.get_run_status(avro_first) == DagsterRunStatus.STARTED
+    assert _restart_of(dagster, avro_first) is None
 
     collector.collect(
         write_key, "orders", [{"order_id": "o1", "at": "2026-11-26T10:00:01Z", "channel": "app"}]
     )
-
-    def restart() -> str | None:
-        found = dagster.instance.get_runs(RunsFilter(tags={RESTART_OF_TAG: first_run}))
-        return found[0].run_id if found else None
-
-    wait_for(lambda: restart() is not None, 120, "the restart after the subject's new version")
-    assert dagster.stopped(first_run)
-    second_run = restart()
+    wait_for(lambda: _restart_of(dagster, avro_first) is not None, 120, "the restart after the new version")
+    assert dagster.stopped(avro_first)
+    avro_second = _restart_of(dagster, avro_first)
     collector.collect(
         write_key, "orders", [{"order_id": "o2", "at": "2026-11-26T10:00:02Z", "channel": "web"}]
     )
-    wait_for(lambda: "o2" in dagster.logged_order_ids(second_run), 120, "the record after the restart")
-    rows = [row for row in dagster.logged_rows(second_run) if row["order_id"] == "o2"]
+    wait_for(lambda: "o2" in dagster.logged_order_ids(avro_second), 120, "the record after the restart")
+    rows = [row for row in dagster.logged_rows(avro_second) if row["order_id"] == "o2"]
     assert [row["channel"] for row in rows] == ["web"]
-    assert all(order_id in ("o0", "o1") for order_id in dagster.logged_order_ids(first_run))
-    assert dagster.terminate(second_run) is None  # a graceful stop
+    assert all(order_id in ("o0", "o1") for order_id in dagster.logged_order_ids(avro_first))
+    # The new version changed no descriptor set: the protobuf dagger's second run is the latest.
+    assert _restart_of(dagster, proto_second) is None
+    assert dagster.terminate(avro_second) is None  # a graceful stop
+    dagster.stop_run(proto_second)
 
 
 def test_a_deployment_whose_port_was_taken_meanwhile_starts_on_another(tmp_path, monkeypatch):

@@ -82,6 +82,10 @@ def test_a_user_launches_watches_and_terminates_a_dagger_in_the_ui(
     assert seen["stopped_line"].endswith(run.tags[STOPPED_TAG])
     messages = [entry.user_message for entry in dagster.instance.all_logs(run.run_id)]
     assert any("finishing the current micro-batch" in message for message in messages)
+    # A stop, not an error: the step succeeded.
+    entries = dagster.instance.all_logs(run.run_id)
+    events = [entry.dagster_event.event_type_value for entry in entries if entry.dagster_event]
+    assert "STEP_SUCCESS" in events and "STEP_FAILURE" not in events
     observed = dagster.instance.fetch_observations(AssetKey(["booking_filter", "sql"]), limit=100).records
     invalid = [
         record.asset_observation.metadata["invalid_records"].value
