@@ -55,6 +55,11 @@ _DEFAULT_CONF = {
     # state-rows metric is not exported then (docs/metrics.md says how to have it).
     STATE_ROWS_COUNTED: "false",
     "spark.python.worker.reuse": "true",
+    # How long the JVM's local server for a driver-side `collect()` (each sink's tally) waits for the
+    # Python side to connect: 15 s by default, which a machine busy with a test suite was seen to exceed
+    # ("Connection reset by peer" from the Elasticsearch sink's collect). Waiting longer costs nothing when
+    # the Python side is on time.
+    "spark.python.authenticate.socketTimeout": "60s",
     "spark.ui.showConsoleProgress": "false",
     "spark.ui.enabled": "false",
     "spark.executor.extraJavaOptions": JAVA_OPTIONS,

@@ -54,11 +54,15 @@ pytest_plugins = [
 ]
 
 
-# Every Spark driver the tests start (their own session, Dagster's run workers, spark-submit) lives for
-# seconds to minutes on small data: the JVM's optimizing compiler (C2) spends CPU that such a run never
-# earns back. Its quick compiler alone took 28% less CPU from tests/test_dedup_and_hash.py (111-120 against
-# 81-87 CPU-seconds, three runs each) on a suite that is CPU-bound. Benchmarks keep the JVM's default.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# Every Spark JVM the tests start (their own session, Dagster's run workers, spark-submit, and through the
+# `spark.` system property the drivers read, a cluster's executors) lives for seconds to minutes on small
+# data: the JVM's optimizing compiler (C2) spends CPU that such a run never earns back. Its quick compiler
+# alone took 28% less CPU from tests/test_dedup_and_hash.py (111-120 against 81-87 CPU-seconds, three runs
+# each) on a suite that is CPU-bound. Benchmarks keep the JVM's default.
+_QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault(
+    "SPARK_SUBMIT_OPTS", f"{_QUICK_COMPILER} -Dspark.executor.defaultJavaOptions={_QUICK_COMPILER}"
+)
 
 REPORT_PROPERTY = "report"
 """A test's `record_property(REPORT_PROPERTY, text)`: shown in the run's summary, passed or failed."""

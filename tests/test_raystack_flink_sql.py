@@ -93,6 +93,40 @@ def test_flink_constructs_become_spark_sql(flink, spark):
 
 
 @pytest.mark.parametrize(
+    ("flink", "spark"),
+    [
+        (  # the columns keep their names; the window's columns may come in any order in the GROUP BY
+            "SELECT window_start, window_end, k, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE t, "
+            "DESCRIPTOR(rowtime), INTERVAL '10' MINUTES)) GROUP BY k, window_end, window_start",
+            "SELECT window.start AS window_start, window.end AS window_end, k, COUNT(*) AS n FROM t "
+            "GROUP BY k, window(rowtime, '10 minutes')",
+        ),
+        (  # named arguments, an alias and qualified columns; HAVING
+            "SELECT w.window_end AS ends, SUM(amount) AS total FROM TABLE(HOP(DATA => TABLE orders, "
+            "TIMECOL => DESCRIPTOR(rowtime), SLIDE => INTERVAL '5' SECOND, SIZE => INTERVAL '15' SECOND)) "
+            "AS w GROUP BY w.window_start, w.window_end HAVING MAX(w.window_end) > TIMESTAMP '2024-05-01 "
+            "12:00:10'",
+            "SELECT window.end AS ends, SUM(amount) AS total FROM orders AS w GROUP BY "
+            "window(rowtime, '15 seconds', '5 seconds') HAVING MAX(window.end) > "
+            "TIMESTAMP '2024-05-01 12:00:10'",
+        ),
+        (  # window_time: the rowtime of the window, computed outside the aggregation
+            "SELECT window_time, COUNT(*) AS n FROM TABLE(TUMBLE((SELECT * FROM t WHERE a > 1), "
+            "DESCRIPTOR(rowtime), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
+            "SELECT window_time(`window_time`) AS `window_time`, `n` FROM (SELECT window AS window_time, "
+            "COUNT(*) AS n FROM (SELECT * FROM t WHERE a > 1) GROUP BY window(rowtime, '1 minute')) AS "
+            "__dagger_rowtime_0",
+        ),
+    ],
+    ids=["tumble", "hop-named-arguments", "window-time"],
+)
+def test_window_table_functions_in_aggregations_become_group_windows(flink, spark):
+    query = translate(flink)
+    assert query.sql == spark
+    assert not query.unwindowed_aggregation
+
+
+@pytest.mark.parametrize(
     ("interval", "duration"),
     [
         ("INTERVAL '60' SECOND", "1 minute"),
@@ -130,7 +164,44 @@ def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
         ),
         (
             "SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), INTERVAL '10' MINUTES))",
-            "window table-valued functions (TABLE(TUMBLE(...))) are not supported",
+            "at line 1, column 21: TUMBLE(...) is supported in a window aggregation (GROUP BY window_start, "
+            "window_end, ...); window joins, window Top-N and window assignment without an aggregation",
+        ),
+        (
+            "SELECT window_start, count(1) AS c FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), "
+            "INTERVAL '1' MINUTE)) GROUP BY window_start",
+            "TUMBLE(...) is supported in a window aggregation (GROUP BY window_start, window_end, ...)",
+        ),
+        (
+            "SELECT window_end, count(1) AS c FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(rowtime), "
+            "INTERVAL '1' MINUTE, INTERVAL '1' HOUR)) GROUP BY window_start, window_end",
+            "CUMULATE windows are not supported: Spark has no cumulating window",
+        ),
+        (
+            "SELECT window_end, k, count(1) AS c FROM TABLE(SESSION(TABLE t PARTITION BY k, "
+            "DESCRIPTOR(rowtime), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end, k",
+            "the SESSION window table function is not supported; group by the SESSION group window",
+        ),
+        (
+            "SELECT window_end, count(1) AS c FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), "
+            "INTERVAL '1' MINUTE, INTERVAL '10' SECOND)) GROUP BY window_start, window_end",
+            "a window OFFSET is not supported",
+        ),
+        (
+            "SELECT window_end, count(1) AS c FROM TABLE(TUMBLE(TABLE t, rowtime, INTERVAL '1' MINUTE)) "
+            "GROUP BY window_start, window_end",
+            "the time column is DESCRIPTOR(<one column>)",
+        ),
+        (
+            "SELECT window_end, count(1) AS c FROM TABLE(HOP(TABLE t, DESCRIPTOR(rowtime), "
+            "INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
+            "HOP takes (DATA, TIMECOL, SLIDE, SIZE); SIZE missing",
+        ),
+        (
+            "SELECT window_end, count(1) AS c FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(rowtime), "
+            "INTERVAL '1' MINUTE)) WHERE window_start > TIMESTAMP '2024-05-01 00:00:00' "
+            "GROUP BY window_start, window_end",
+            "window_start is not supported in the WHERE of a window aggregation",
         ),
         ("SELECT a, PROCTIME() AS p FROM t", "processing time (PROCTIME()) is not supported"),
         (

@@ -196,11 +196,44 @@ QUERIES = [
         "SUM(int64_value) AS total, AVG(double_value) AS real_mean FROM items "
         "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE)",
     ),
+    # --- window table functions in window aggregations (Flink's recommended windowing) ---------------------
+    Query(
+        "tvf_tumble",
+        "SELECT customer_id, window_start, window_end, COUNT(*) AS orders, SUM(amount) AS total "
+        "FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(rowtime), INTERVAL '10' SECONDS)) "
+        "GROUP BY window_start, window_end, customer_id",
+    ),
+    Query(
+        "tvf_hop",
+        "SELECT window_start, window_end, customer_id, MAX(amount) AS high FROM TABLE(HOP(TABLE orders, "
+        "DESCRIPTOR(rowtime), INTERVAL '5' SECOND, INTERVAL '15' SECOND)) "
+        "GROUP BY customer_id, window_start, window_end",
+    ),
+    Query(
+        "tvf_window_time",
+        "SELECT window_time, COUNT(*) AS orders FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(rowtime), "
+        "INTERVAL '20' SECOND)) GROUP BY window_start, window_end, window_time",
+    ),
+    Query(
+        "tvf_named_arguments_having",
+        "SELECT w.window_end AS ends, customer_id, SUM(amount) AS total FROM TABLE(TUMBLE("
+        "DATA => TABLE orders, TIMECOL => DESCRIPTOR(rowtime), SIZE => INTERVAL '30' SECOND)) AS w "
+        "GROUP BY w.window_start, w.window_end, customer_id HAVING COUNT(*) > 1",
+    ),
+    Query(
+        "tvf_over_a_filtered_query",
+        "SELECT window_start, COUNT(*) AS big_orders FROM TABLE(TUMBLE((SELECT * FROM orders WHERE "
+        "amount >= 5), DESCRIPTOR(rowtime), INTERVAL '30' SECOND)) GROUP BY window_start, window_end",
+    ),
     # --- every INTERVAL form -------------------------------------------------------------------------------
     Query("interval_seconds_plural", _tumble("INTERVAL '10' SECONDS")),
     Query("interval_minute_to_second", _tumble("INTERVAL '0:20' MINUTE TO SECOND")),
     Query("interval_hour_precision", _tumble("INTERVAL '1' HOUR(2)")),
-    Query("interval_day", _tumble("INTERVAL '1' DAY")),
+    Query(  # days, in arithmetic: a day-sized window would hold the flush row and close only at the end
+        "interval_days",
+        "SELECT order_id, rowtime - INTERVAL '2' DAYS AS two_days_before, "
+        "rowtime - INTERVAL '1 02:00' DAY TO MINUTE AS a_day_and_two_hours_before FROM orders",
+    ),
     Query("interval_hour_to_minute", _tumble("INTERVAL '1:00' HOUR TO MINUTE")),
     Query(
         "interval_arithmetic",
@@ -291,7 +324,10 @@ QUERIES = [
     Query(
         "time_functions",
         "SELECT order_id, FLOOR(rowtime TO MINUTE) AS order_minute, HOUR(rowtime) AS hour_of_day, "
-        "YEAR(rowtime) AS year_of, rowtime >= TIMESTAMP '2024-05-01 12:00:30' AS after_half FROM orders",
+        "YEAR(rowtime) AS year_of, rowtime >= TIMESTAMP '2024-05-01 12:00:30' AS after_half, "
+        "MINUTE(rowtime) AS minute_of, SECOND(rowtime) AS second_of, MONTH(rowtime) AS month_of, "
+        "QUARTER(rowtime) AS quarter_of, DAYOFMONTH(rowtime) AS day_of, DAYOFYEAR(rowtime) AS day_of_year, "
+        "EXTRACT(MINUTE FROM rowtime) AS extracted_minute FROM orders",
     ),
     # --- arrays and UNNEST --------------------------------------------------------------------------------
     Query("unnest_strings", "SELECT id, word FROM items, UNNEST(words) AS t (word)"),
@@ -342,6 +378,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "tumble_int_average": "AVG of an INT column is an INT in Flink (4), a DOUBLE in Spark (4.6)",
     "math_functions": "FLOOR and CEIL of a DOUBLE are DOUBLEs in Flink (10.0), BIGINTs in Spark (10)",
     "integer_division": "INT / INT is an INT in Flink (7 / 2 = 3), a DOUBLE in Spark (3.5)",
+    "tumble_case_in_aggregate": "SUM of an INT expression is an INT in Flink, a BIGINT in Spark",
+    "tvf_over_a_filtered_query": "rows a WHERE drops do not move a dagger's watermark: a window stays open",
     "late_rows_kept_by_default": "Spark takes a late row into a window the batch closes",
     "late_rows_dropped_at_the_stream": "`drop` skips a row behind the watermark though its window is open",
     "windows_open_at_end_of_input": "the end of input closes every window in Flink, not in a dagger",

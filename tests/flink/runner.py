@@ -11,10 +11,10 @@ in streaming mode at parallelism 1, so rows are read in file order and a waterma
 A bounded file ends with Flink's final watermark, which closes every window still open.
 
 A query whose result is a changelog (an aggregation without a window) is reported as its final table.
-Values are tagged with their kind (`int`, `float`, `decimal`, `str`, `bool`, `ts`, `date`, `array`) so
-that an INT and a DOUBLE of the same value stay different; instants are cut to milliseconds, as Flink
-hands them to Python. Only the standard library and PyFlink are used: this runs outside the project's
-virtualenv.
+Values are tagged with their column's type (`int8`, `int16`, `int32`, `int64`, `float32`, `float64`,
+`decimal(p,s)`, `str`, `bool`, `ts`, `date`, `array`) so that an INT and a BIGINT, or a DOUBLE, of the same
+value stay different; instants are cut to milliseconds, as Flink hands them to Python. Only the standard
+library and PyFlink are used: this runs outside the project's virtualenv.
 """
 
 from __future__ import annotations
@@ -27,23 +27,33 @@ from decimal import Decimal
 from typing import Any
 
 
-def tagged(value: Any) -> Any:
+def kind_of(data_type: Any) -> str | None:
+    """The tag of a number column's values: its width or its decimal shape (None: the value decides)."""
+    from pyflink.table import types
+
+    widths = {
+        types.TinyIntType: "int8", types.SmallIntType: "int16", types.IntType: "int32",
+        types.BigIntType: "int64", types.FloatType: "float32", types.DoubleType: "float64",
+    }  # fmt: skip
+    if isinstance(data_type, types.DecimalType):
+        return f"decimal({data_type.precision},{data_type.scale})"
+    return widths.get(type(data_type))
+
+
+def tagged(value: Any, data_type: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, bool):
         return ["bool", value]
-    if isinstance(value, int):
-        return ["int", value]
-    if isinstance(value, float):
-        return ["float", value]
-    if isinstance(value, Decimal):
-        return ["decimal", str(value)]
+    if isinstance(value, int | float | Decimal):
+        kind = kind_of(data_type)
+        return [kind, str(value) if isinstance(value, Decimal) else value]
     if isinstance(value, datetime):
         return ["ts", value.replace(tzinfo=None).isoformat(timespec="milliseconds")]
     if isinstance(value, date):
         return ["date", value.isoformat()]
     if isinstance(value, list | tuple):
-        return ["array", [tagged(item) for item in value]]
+        return ["array", [tagged(item, data_type.element_type) for item in value]]
     return ["str", str(value)]
 
 
@@ -72,13 +82,14 @@ def run_query(t_env: Any, sql: str) -> dict[str, Any]:
 
     started = time.monotonic()
     table = t_env.sql_query(sql)
-    columns = table.get_schema().get_field_names()
+    schema = table.get_schema()
+    columns, types = schema.get_field_names(), schema.get_field_data_types()
     final: list[tuple] = []
     changelog = False
     with table.execute().collect() as results:
         for row in results:
             kind = row.get_row_kind()
-            values = tuple(json.dumps(tagged(value)) for value in row)
+            values = tuple(json.dumps(tagged(value, kind)) for value, kind in zip(row, types, strict=True))
             if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
                 final.append(values)
             else:
