@@ -7,7 +7,7 @@ engine on Spark, where a place sqlglot and Spark read SQL differently would show
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from jobs.analysis.engine import AnalysisEngine, AnalysisError
@@ -37,6 +37,17 @@ def result_values(engine: AnalysisEngine, sql: str) -> list[list]:
     return [column.to_pylist() for column in engine.execute("shop", sql, max_rows=100).rows.columns]
 
 
+# Seen failing once in a suite run, after many generated queries on the same Spark context, with Spark's
+# INTERNAL_ERROR "No CTERelationDef found for CTERelationRef" (a CTE named as the table it reads, in the
+# second of two WITHs); on a fresh context it runs. Either way it must end as rows or as an AnalysisError
+# (QueryFailed, Spark's reason), never as a py4j error naming a JVM call.
+SPARK_INTERNAL_ERROR_ONCE = (
+    "(WITH daily_revenue AS (SELECT user_id FROM orders AS t0) SELECT user_id FROM orders AS t0) "
+    "UNION ALL (WITH daily_revenue AS (SELECT user_id FROM orders AS t0), "
+    "orders AS (SELECT user_id FROM orders AS t0) SELECT user_id FROM orders AS t0)"
+)
+
+
 def test_the_planted_rival_rows_are_seen_by_rival_and_never_by_shop(engine) -> None:
     assert not is_rivals(result_values(engine, "SELECT * FROM pageview JOIN orders USING (user_id)"))
     rival = engine.execute("rival", "SELECT * FROM pageview JOIN orders USING (user_id)").rows
@@ -49,6 +60,7 @@ def test_accepted_generated_queries_over_both_projects_names_never_return_a_riva
 
     @settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.one_of(queries_over_both_projects(), queries_of_shop()))
+    @example(SPARK_INTERNAL_ERROR_ONCE)
     def check(sql: str) -> None:
         try:
             values = result_values(engine, sql)

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.errors import PySparkException
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from jobs.analysis.engine import DEFAULT_MAX_ROWS, AnalysisEngine, AnalysisError
+from jobs.analysis.engine import DEFAULT_MAX_ROWS, AnalysisEngine, AnalysisError, QueryFailed
 from jobs.collection.registry import CollectionRegistry
 from jobs.collection.requests import RequestError, api_key, json_object, read_body
-from jobs.results import failure_reason, json_rows
+from jobs.results import json_rows
 
 MAX_BODY_BYTES = 256 * 1024
 
@@ -52,10 +51,10 @@ class QueryService:
             raise RequestError(400, f"limit must be a whole number from 1 to {DEFAULT_MAX_ROWS}")
         try:
             result = self.engine.execute(project, query, max_rows=limit)
+        except QueryFailed as error:
+            raise RequestError(422, str(error)) from None
         except AnalysisError as error:
             raise RequestError(400, str(error)) from None
-        except PySparkException as error:
-            raise RequestError(422, failure_reason(str(error))) from None
         return {
             "columns": [{"name": field.name, "type": str(field.type)} for field in result.rows.schema],
             "rows": list(json_rows(result.rows)),

@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs import sql as sql_stage
 from jobs.analysis.isolation import IsolatedQuery, ProjectTables, QueryRefused, TableRef, isolate
 from jobs.analysis.materialized import Snapshots
 from jobs.analysis.project import AnalysisProject
+from jobs.results import failure_reason
 from jobs.sinks.continuous_table.storage import ContinuousTables
 from jobs.udfs import declared_functions, register_functions
 from jobs.udfs.aggregate import AGGREGATE_NAMES
@@ -35,6 +38,10 @@ DEFAULT_MAX_ROWS = 10_000
 
 class AnalysisError(ValueError):
     """A query that cannot run: refused, naming a table that holds nothing yet, or failing in Spark."""
+
+
+class QueryFailed(AnalysisError):
+    """A query Spark accepted that failed while computing its rows; the message is Spark's reason."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,13 @@ class AnalysisEngine:
             raise AnalysisError(str(error)) from None
 
     def execute(self, project_name: str, sql: str, max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
-        rows = self.frame(project_name, sql).limit(max_rows + 1).toArrow()
+        frame = self.frame(project_name, sql).limit(max_rows + 1)
+        try:
+            rows = frame.toArrow()
+        except PySparkException as error:
+            raise QueryFailed(failure_reason(str(error))) from None
+        except Py4JJavaError as error:  # what PySpark does not convert, e.g. Spark's INTERNAL_ERRORs
+            raise QueryFailed(_root_cause(error)) from None
         return QueryResult(rows.slice(0, max_rows), rows.num_rows > max_rows)
 
     def refresh(self, project_name: str, table_name: str) -> Path:
@@ -136,6 +149,14 @@ class _NoContinuousTables:
 
     def names(self, project: str) -> list[str]:
         return []
+
+
+def _root_cause(error: Py4JJavaError) -> str:
+    """The innermost Java exception's message (py4j's own first line only names the failed call)."""
+    cause = error.java_exception
+    while cause.getCause() is not None and cause.getCause() != cause:
+        cause = cause.getCause()
+    return str(cause.getMessage() or cause.toString())
 
 
 def _collection_path(lake: Path, project: str, collection: str) -> Path:
