@@ -59,9 +59,9 @@ pytest_plugins = [
 # data: the JVM's optimizing compiler (C2) spends CPU that such a run never earns back. Its quick compiler
 # alone took 28% less CPU from tests/test_dedup_and_hash.py (111-120 against 81-87 CPU-seconds, three runs
 # each) on a suite that is CPU-bound. Benchmarks keep the JVM's default.
-_QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault(
-    "SPARK_SUBMIT_OPTS", f"{_QUICK_COMPILER} -Dspark.executor.defaultJavaOptions={_QUICK_COMPILER}"
+    "SPARK_SUBMIT_OPTS", f"{QUICK_COMPILER} -Dspark.executor.defaultJavaOptions={QUICK_COMPILER}"
 )
 
 REPORT_PROPERTY = "report"

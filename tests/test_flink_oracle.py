@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 from jobs.project import PROJECT_ROOT
 from jobs.raystack.flink_sql import translate
 from jobs.runner import DaggerBuildError, DaggerQueryError
-from tests.conftest import REPORT_PROPERTY, kafka_stream, message_class
+from tests.conftest import QUICK_COMPILER, REPORT_PROPERTY, kafka_stream, message_class
 from tests.flink.corpus import (
     FLUSH_CUTOFF,
     KNOWN_DIFFERENCES,
@@ -130,7 +130,7 @@ class FlinkOracle:
         self._log = folder / "flink-runner.log"
         # Flink's JVM with its quick compiler only, as the tests' Spark JVMs (tests/conftest.py): the
         # corpus took 62 CPU-seconds with it and 81 without, in the same 53 s, on an idle machine.
-        environment = {**os.environ, "JVM_ARGS": "-XX:TieredStopAtLevel=1"}
+        environment = {**os.environ, "JVM_ARGS": QUICK_COMPILER}
         with open(self._log, "wb") as log:
             self._process = subprocess.Popen(
                 [str(FLINK_PYTHON), str(RUNNER), str(folder / "job.json"), str(self._results_file)],

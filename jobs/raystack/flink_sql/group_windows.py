@@ -12,11 +12,10 @@ from sqlglot.tokens import TokenType
 
 from jobs.raystack.flink_sql.intervals import spark_duration, window_length_ms
 from jobs.raystack.flink_sql.lexical import AUXILIARY
-from jobs.raystack.flink_sql.tokens import Edit, TokenScan, quote
+from jobs.raystack.flink_sql.tokens import GROUP_BY_ENDS, Edit, TokenScan, quote
 
 GROUP_WINDOWS = ("TUMBLE", "HOP", "SESSION")
 _SPARK_WINDOW_COLUMN = {"TUMBLE": "window", "HOP": "window", "SESSION": "session_window"}
-_CLAUSE_ENDS = {TokenType.HAVING, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.SEMICOLON, TokenType.WINDOW}
 # Dagger's aggregate functions, which the parser cannot know are aggregates.
 _DAGGER_AGGREGATES = {"COLLECTARRAY", "DISTINCTCOUNT", "FEATURES", "FEATURESWITHTYPE", "PERCENTILEAGGREGATOR"}
 
@@ -97,7 +96,7 @@ def _group_windows(scan: TokenScan) -> dict[int, GroupWindow]:
         if token.token_type != TokenType.GROUP_BY:
             continue
         block = scan.block[index]
-        for first, _ in scan.items(index + 1, scan.clause_end(index, _CLAUSE_ENDS)):
+        for first, _ in scan.items(index + 1, scan.clause_end(index, GROUP_BY_ENDS)):
             name = scan.upper(first)
             if name not in GROUP_WINDOWS or not scan.is_call(first):
                 continue

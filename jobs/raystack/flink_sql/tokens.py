@@ -16,6 +16,8 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 SET_OPERATORS = {TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT}
+GROUP_BY_ENDS = {TokenType.HAVING, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.SEMICOLON, TokenType.WINDOW}
+"""What ends a GROUP BY's list (with `clause_end`, also a set operator or the query's closing parenthesis)."""
 
 
 class FlinkSqlError(ValueError):

@@ -25,20 +25,13 @@ from collections.abc import Iterator
 
 from sqlglot.tokens import TokenType
 
-from jobs.raystack.flink_sql.tokens import Edit, FlinkDialect, TokenScan, apply_edits, tokenize
+from jobs.raystack.flink_sql.tokens import GROUP_BY_ENDS, Edit, FlinkDialect, TokenScan, apply_edits, tokenize
 
 _PARAMETERS = {
     "TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"),
     "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
 }
 _WINDOW_COLUMNS = {"WINDOW_START": "START", "WINDOW_END": "END", "WINDOW_TIME": "ROWTIME"}
-_GROUP_BY_ENDS = {
-    TokenType.HAVING,
-    TokenType.ORDER_BY,
-    TokenType.LIMIT,
-    TokenType.SEMICOLON,
-    TokenType.WINDOW,
-}
 _REFUSED = {
     "CUMULATE": "CUMULATE windows are not supported: Spark has no cumulating window",
     "SESSION": (
@@ -100,7 +93,7 @@ def _window_aggregation(scan: TokenScan, table: int) -> Iterator[Edit]:
     )
     if block < 0 or group_by is None:
         raise scan.fail(function, outside)
-    grouped = scan.items(group_by + 1, scan.clause_end(group_by, _GROUP_BY_ENDS))
+    grouped = scan.items(group_by + 1, scan.clause_end(group_by, GROUP_BY_ENDS))
     named = {_window_column(scan, first, last): (first, last) for first, last in grouped}
     if "WINDOW_START" not in named or "WINDOW_END" not in named:
         raise scan.fail(function, outside)
@@ -166,7 +159,7 @@ def _window_column_edits(
         if scan.block[index] == block
         and scan.enclosing[index] == level
         and scan.tokens[index].token_type
-        in (TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING)
+        in (TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING, TokenType.ORDER_BY)
     ]
     from_clause = clauses[0]
     columns = scan.items(block + 1, from_clause - 1)
@@ -183,7 +176,7 @@ def _window_column_edits(
                 raise scan.fail(
                     index, f"{name.lower()} is not supported in the WHERE of a window aggregation"
                 )
-            continue  # FROM: a column of a joined table; after HAVING: ORDER BY names the output column
+            continue  # FROM: a column of a joined table; ORDER BY: the output column it names
         function = f"{kind}_{_WINDOW_COLUMNS[name]}({window})"
         alone = clause == block and (first, index) in columns
         yield scan.span(first, index, f"{function} AS {scan.tokens[index].text}" if alone else function)
