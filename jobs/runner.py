@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from jobs import sql as sql_stage
 from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.codec.formats import pinned
 from jobs.connect import is_spark_connect
-from jobs.dagger_errors import DaggerBuildError, DaggerQueryError
+from jobs.dagger_errors import DaggerBuildError, DaggerQueryError, root_cause
 from jobs.expectations.config import RESULT_STAGE
 from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.metrics.exporter import DaggerMetrics
@@ -495,7 +494,7 @@ class DaggerRun:
         error = self.query.exception() if self.query is not None else None
         if error is not None:
             self._checkpoint_lock.release()  # a failed query has ended: its restart may take the checkpoint
-            raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {_root_cause(str(error))}")
+            raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {root_cause(str(error))}")
 
 
 _CANCELLED_BATCH_LOGGERS = [
@@ -530,26 +529,6 @@ def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
                 raise
             log.warning("dagger %s: the Connect server's foreachBatch worker was late; start again", dagger)
     raise AssertionError("unreachable")
-
-
-# Where the Python exception lines of a worker's traceback start (`cimpl.`: confluent-kafka's own errors).
-_PYTHON_ERROR_PREFIXES = ("jobs.", "pyspark.", "confluent_kafka.", "cimpl.")
-
-
-_LOST_TASK = re.compile(r"most recent failure: Lost task [^(]*\([^)]*\) \([^)]*\): (?:[\w.$]+: )?(.*)")
-
-
-def _root_cause(message: str) -> str:
-    """Spark wraps a task's error in JVM stack traces: keep the JVM task's own message, or the Python
-    exception line(s) of a Python worker."""
-    lost_task = _LOST_TASK.search(message)
-    if lost_task and not lost_task.group(1).startswith("Traceback"):
-        return lost_task.group(1).strip()
-    lines = message.splitlines()
-    for index in range(len(lines) - 1, -1, -1):
-        if lines[index].startswith(_PYTHON_ERROR_PREFIXES) or "Error: " in lines[index]:
-            return lines[index].strip()
-    return lines[0] if lines else message
 
 
 def sink_label(spec: DaggerSpec, index: int) -> str:

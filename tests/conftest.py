@@ -1,8 +1,7 @@
 """Shared test infrastructure: one Apache Kafka broker, one Spark session and one schema registry per run.
 
-Tests talk to Apache Kafka and real Spark; the helpers here only produce, consume and build daggers. The
-smoke set that proves `make run`'s path is parametrized with `on_both_brokers` and also runs on the
-embedded broker.
+Tests talk to Apache Kafka (the same local node `make run` starts) and real Spark; the helpers here only
+produce, consume and build daggers.
 
 Two tiers share the tests: `make test` proves every claim once, `make soak` repeats the long proofs
 (`tests/soak.py`).
@@ -33,7 +32,6 @@ from jobs.project import PROJECT_ROOT
 from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spec import DaggerSpec, parse_dagger
-from jobs.tools.broker import EmbeddedBroker
 from jobs.tools.protoc import compile_descriptor_set
 
 pytest_plugins = [
@@ -93,13 +91,6 @@ def descriptor_set() -> Path:
 @pytest.fixture(scope="session")
 def registry(descriptor_set: Path) -> SchemaRegistry:
     return SchemaRegistry.load([str(descriptor_set)])
-
-
-@pytest.fixture(scope="session")
-def embedded_broker() -> Iterator[EmbeddedBroker]:
-    """The embedded broker `make run` uses, for the smoke set that proves its path."""
-    with EmbeddedBroker() as running:
-        yield running
 
 
 @pytest.fixture(scope="session")
@@ -205,18 +196,10 @@ class KafkaHelper:
             consumer.close()
 
 
-APACHE_KAFKA, EMBEDDED = "apache-kafka", "embedded-broker"
-
-on_both_brokers = pytest.mark.parametrize("kafka", [APACHE_KAFKA, EMBEDDED], indirect=True)
-"""Runs a test on Apache Kafka and on the embedded broker (the smoke set of `make run`'s path)."""
-
-
 @pytest.fixture(scope="session")
-def kafka(request: pytest.FixtureRequest) -> KafkaHelper:
-    """Apache Kafka, or the embedded broker for tests marked `on_both_brokers`."""
-    broker = getattr(request, "param", APACHE_KAFKA)
-    fixture = {APACHE_KAFKA: "apache_kafka", EMBEDDED: "embedded_broker"}[broker]
-    return KafkaHelper(request.getfixturevalue(fixture).bootstrap_servers)
+def kafka(apache_kafka) -> KafkaHelper:
+    """Apache Kafka, through the helpers."""
+    return KafkaHelper(apache_kafka.bootstrap_servers)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""The example dagger (`daggers/booking_filter.yaml`, what `make run` runs) end to end, on Apache Kafka and on
-the embedded broker: generated bookings in, one keyed `BookingSummary` out for every GO_RIDE booking."""
+"""The example dagger (`daggers/booking_filter.yaml`, what `make run` runs) end to end on Apache Kafka, read
+and written through Spark's connector: generated bookings in, one keyed `BookingSummary` out for every
+GO_RIDE booking."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from jobs.codec.protobuf import ProtoEncoder
 from jobs.project import EXAMPLE_DAGGER
 from jobs.spec import parse_dagger
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
-from tests.conftest import message_class, on_both_brokers
+from tests.conftest import message_class
 
 BOOKINGS = 300
 
@@ -38,7 +39,6 @@ def summary_rows(summaries: list[Message]) -> list[tuple]:
     )
 
 
-@on_both_brokers
 def test_the_example_dagger_writes_every_go_ride_booking_as_a_keyed_summary(
     kafka, registry, start_dagger, tmp_path, monkeypatch
 ):

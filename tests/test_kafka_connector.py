@@ -11,6 +11,8 @@ import pytest
 
 from jobs.kafka_java_client import JavaClientSettingError, java_client_settings
 from jobs.runner import DaggerBuildError
+from jobs.sinks.kafka.config import KafkaSink
+from jobs.sinks.kafka.spark_connector import connector_producer_settings
 from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
 from tests.crash_harness import crash_run, holding_transactions
 from tests.test_crash_kills import ONE_KILL_PLAN, SOAK_PLAN
@@ -148,6 +150,29 @@ def test_librdkafka_settings_become_the_java_clients(tmp_path):
         "ssl.keystore.certificate.chain": "CERTIFICATE",
         "ssl.keystore.key": "KEY",
         "fetch.max.wait.ms": "5",
+    }
+
+
+def test_a_delivery_timeout_shorter_than_a_request_gets_requests_that_fit_in_it(kafka):
+    # The Java producer refuses delivery.timeout.ms < linger.ms + request.timeout.ms; librdkafka does not.
+    def producer_settings(config: dict) -> dict[str, str]:
+        sink = KafkaSink.model_validate(spark_sink(kafka, "out", producer_config=config))
+        settings = connector_producer_settings(sink)
+        timeouts = ("delivery.timeout.ms", "linger.ms", "request.timeout.ms", "max.block.ms")
+        return {key: settings[key] for key in timeouts if key in settings}
+
+    assert producer_settings({}) == {"linger.ms": "20"}
+    assert producer_settings({"message.timeout.ms": 2000}) == {
+        "delivery.timeout.ms": "2000",
+        "linger.ms": "20",
+        "request.timeout.ms": "1980",
+        "max.block.ms": "2000",
+    }
+    assert producer_settings({"message.timeout.ms": 2000, "linger.ms": 100, "request.timeout.ms": 500}) == {
+        "delivery.timeout.ms": "2000",
+        "linger.ms": "100",
+        "request.timeout.ms": "500",
+        "max.block.ms": "2000",
     }
 
 

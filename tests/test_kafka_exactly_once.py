@@ -5,10 +5,8 @@ sink records itself: each row carries the attempt that wrote it (header `dagger.
 attempt has a marker in the marker topic (in the same transaction), so read_committed readers must see
 exactly the rows of marked attempts, every expected row once, and no row of an aborted attempt.
 
-The round trip also runs on the embedded broker (`make run`'s path). That broker shows aborted
-transactional records to read_committed readers, so the crash cases run on Apache Kafka only. The round
-trip, the replay and the crash also run on Spark's connector (`kafka_connector`), where the tasks'
-transactions are the JVM's (`ExactlyOnceKafkaWriter.java`) and the driver side is the same Python.
+The round trip, the replay and the crash also run on Spark's connector (`kafka_connector`), where the
+tasks' transactions are the JVM's (`ExactlyOnceKafkaWriter.java`) and the driver side is the same Python.
 """
 
 from __future__ import annotations
@@ -43,8 +41,6 @@ from jobs.sinks.kafka.producers import RecordEncoding
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.spec import DaggerConfigError
 from tests.conftest import (
-    APACHE_KAFKA,
-    EMBEDDED,
     kafka_sink,
     kafka_stream,
     message_class,
@@ -121,12 +117,7 @@ def drop_checkpoint_commit(checkpoint: str, batch_id: int) -> None:
 
 
 # The connector's run proves that the JVM's transactions write the rows, headers and markers the Python
-# writer does (on Apache Kafka only: the connector's source sees the embedded broker's ends late).
-@pytest.mark.parametrize(
-    ("kafka", "kafka_connector"),
-    [(APACHE_KAFKA, "python"), (EMBEDDED, "python"), (APACHE_KAFKA, "spark")],
-    indirect=True,
-)
+# writer does.
 def test_every_row_is_in_one_marked_attempt_and_read_committed_once(
     kafka, kafka_connector, registry, make_dagger, start_dagger
 ):

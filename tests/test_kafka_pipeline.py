@@ -11,8 +11,6 @@ from confluent_kafka import Consumer, TopicPartition
 
 from jobs.runner import DaggerBuildError, DaggerQueryError
 from tests.conftest import (
-    APACHE_KAFKA,
-    EMBEDDED,
     kafka_sink,
     kafka_stream,
     message_class,
@@ -318,13 +316,6 @@ def test_rewind_starts_at_the_first_record_at_or_after_the_timestamp(
     assert _logged_order_ids(running.logged) == [f"o{index}" for index in range(12, 20)]
 
 
-# Spark's connector takes each micro-batch's end from ListOffsets, which the embedded broker answers wrongly
-# (the start of the last record batch): it would see the last records of a produce late (docs/limits.md).
-@pytest.mark.parametrize(
-    ("kafka", "kafka_connector"),
-    [(APACHE_KAFKA, "python"), (EMBEDDED, "python"), (APACHE_KAFKA, "spark")],
-    indirect=True,
-)
 def test_restart_from_checkpoint_continues_without_gap_or_repeat(
     kafka, kafka_connector, registry, make_dagger, start_dagger, spark
 ):

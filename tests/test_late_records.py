@@ -30,7 +30,10 @@ def _late_per_round(running, rounds_ends: list[int], stream: str | None = None) 
     reports = running.run.reports
     starts = [0, *rounds_ends[:-1]]
     return [
-        sum(report.late_records.get(stream, 0) if stream else report.total_late for report in reports[start:end])
+        sum(
+            report.late_records.get(stream, 0) if stream else report.total_late
+            for report in reports[start:end]
+        )
         for start, end in zip(starts, rounds_ends, strict=True)
     ]
 

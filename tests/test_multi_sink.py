@@ -34,7 +34,7 @@ def ids(start: int, count: int) -> list[str]:
 
 
 def test_a_failing_sink_fails_the_batch_and_the_replay_completes_every_sink(
-    kafka, registry, make_dagger, start_dagger, tmp_path
+    kafka, registry, make_dagger, start_dagger, tmp_path, kafka_connector
 ):
     source, output, lake = kafka.new_topic("fan-in"), kafka.new_topic("fan-out"), tmp_path / "lake"
     kafka.produce(source, order_payloads(registry, 0, 8))

@@ -3,7 +3,7 @@
 dagger run daggers/booking_filter.yaml      run until Ctrl-C (or until a bounded dagger's files are read)
 dagger validate daggers/*.yaml              check files, descriptor sets, messages and SQL; run nothing
 dagger convert job.properties > job.yaml    a raystack Dagger job config (or env:) as a dagger file
-dagger demo                                 embedded broker + booking generator + the example dagger
+dagger demo                                 local Apache Kafka + booking generator + the example dagger
 dagger sql "SELECT DistinctCount(x) ..."    batch SQL with every Dagger function; rows as JSON lines
 """
 
@@ -148,17 +148,18 @@ def convert(location: Path, output: Path | None) -> int:
 
 
 def demo(rate: int, master: str | None) -> int:
-    """The example dagger on an embedded broker fed by the booking generator."""
+    """The example dagger on a local Apache Kafka node fed by the booking generator."""
     from jobs.schema_registry import SchemaRegistry
-    from jobs.tools.broker import EmbeddedBroker
+    from jobs.tools.broker import LocalKafka
     from jobs.tools.generator import BookingProducer
 
     descriptor_set = compile_descriptor_set()
-    checkpoint = tempfile.mkdtemp(prefix="dagger-demo-")  # the embedded broker forgets everything on exit
+    checkpoint = tempfile.mkdtemp(prefix="dagger-demo-")  # the broker forgets its topics as it stops
     stop_generator = threading.Event()
-    with EmbeddedBroker() as broker:
+    log.info("starting Apache Kafka on this machine (a single KRaft node)")
+    with LocalKafka() as broker:
         os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
-        log.info("embedded broker on %s", broker.bootstrap_servers)
+        log.info("Apache Kafka on %s", broker.bootstrap_servers)
         producer = BookingProducer(
             broker.bootstrap_servers, "bookings", SchemaRegistry.load([str(descriptor_set)])
         )
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     collect.add_arguments(commands.add_parser("collect", help="serve the Collection API (events to Kafka)"))
     collect.add_key_arguments(commands.add_parser("collect-key", help="make a project's write or read key"))
     analysis.add_arguments(commands.add_parser("analysis", help="serve the Analysis API"))
-    demo_parser = commands.add_parser("demo", help="the example dagger on an embedded broker")
+    demo_parser = commands.add_parser("demo", help="the example dagger on a local Apache Kafka node")
     demo_parser.add_argument("--rate", type=int, default=2000, help="generated bookings per second")
     args = parser.parse_args(argv)
 

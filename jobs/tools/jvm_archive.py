@@ -3,10 +3,10 @@
 A JVM starting Spark loads and verifies thousands of classes one by one, which takes seconds of a dagger's
 start-up. JDK 13+ can dump the classes an application loaded into an archive when the JVM exits
 (`-XX:ArchiveClassesAtExit`) and map them from it at the next start (`-XX:SharedArchiveFile`). This module
-makes the archive once, from short bounded runs of the example dagger on the embedded broker: as written
-(the classes of a streaming query over a Python data source, Arrow, foreachBatch and the checkpoint), and
-on Spark's Kafka connector (its source and sink, the JVM codec); `jobs.jvm.driver_java_options` adds it to
-every driver JVM it fits.
+makes the archive once, from short bounded runs of the example dagger on the local Apache Kafka: as written
+(the classes of a streaming query on Spark's Kafka connector, the JVM codec, foreachBatch and the
+checkpoint), and on the project's Python source and writer (Python data sources, Arrow);
+`jobs.jvm.driver_java_options` adds it to every driver JVM it fits.
 
 The JVM checks the archive against itself and the class path: an archive made by another JDK, for another
 Spark installation or another class path (the s3a connector's jars resolved since, a rebuilt project jar)
@@ -44,14 +44,14 @@ def build(archive: Path = ARCHIVE) -> None:
     from jobs.raystack import load_dagger_or_job
     from jobs.runner import DaggerRun, build_dagger
     from jobs.schema_registry import SchemaRegistry
-    from jobs.tools.broker import EmbeddedBroker
+    from jobs.tools.broker import LocalKafka
     from jobs.tools.generator import BookingProducer, booking_batch
     from jobs.tools.protoc import compile_descriptor_set
 
     archive.parent.mkdir(parents=True, exist_ok=True)
     dumped = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
     descriptor_set = compile_descriptor_set()
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="dagger-jvm-archive-") as work:
+    with LocalKafka() as broker, tempfile.TemporaryDirectory(prefix="dagger-jvm-archive-") as work:
         os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
         producer = BookingProducer(
             broker.bootstrap_servers, "bookings", SchemaRegistry.load([str(descriptor_set)])
@@ -71,7 +71,7 @@ def build(archive: Path = ARCHIVE) -> None:
         )
         class_path = spark.sparkContext.getConf().get("spark.driver.extraClassPath", "")
         example = load_dagger_or_job(EXAMPLE_DAGGER)
-        for index, spec in enumerate((example, _on_spark_connector(example))):
+        for index, spec in enumerate((example, _on_python_connector(example))):
             spec = spec.model_copy(update={"checkpoint_location": f"{work}/checkpoint-{index}"})
             run = DaggerRun(spark, build_dagger(spark, spec), bounded=True)
             run.start()
@@ -90,17 +90,18 @@ def build(archive: Path = ARCHIVE) -> None:
     record_archive_class_path(archive, class_path)
 
 
-def _on_spark_connector(spec: DaggerSpec) -> DaggerSpec:
-    """The dagger reading and writing Kafka through Spark's connector, its Kafka sink alone (so written
-    straight from the query). On the embedded broker the connector may leave the last records of a topic
-    unread (docs/limits.md): the classes are what counts here, not the rows. A group of its own: it reads
-    from the start, not from where the first run's group stopped, which that broker's ListOffsets may not
-    reach yet."""
+def _on_python_connector(spec: DaggerSpec) -> DaggerSpec:
+    """The example dagger reading and writing Kafka through the project's Python source and writer, whose
+    classes (Spark's Python data sources, Arrow's) a dagger on them needs too. A group of its own: it reads
+    from the start, not from where the first run's group stopped."""
     streams = [
-        stream.model_copy(update={"connector": "spark", "group_id": f"{stream.group_id}-spark-connector"})
+        stream.model_copy(update={"connector": "python", "group_id": f"{stream.group_id}-python-connector"})
         for stream in spec.streams
     ]
-    sinks = [sink.model_copy(update={"connector": "spark"}) for sink in spec.sinks if sink.kind == "kafka"]
+    sinks = [
+        sink.model_copy(update={"connector": "python"}) if sink.kind == "kafka" else sink
+        for sink in spec.sinks
+    ]
     return spec.model_copy(update={"streams": streams, "sinks": sinks})
 
 

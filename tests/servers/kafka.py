@@ -1,14 +1,8 @@
-"""Apache Kafka for tests: a single-node KRaft broker started from the classpath Maven resolved.
-
-`make test` resolves the broker declared in `tests/servers/apache_kafka/pom.xml` from Maven Central into
-`build/kafka/libs`. `ApacheKafka` formats a data folder, writes a `server.properties` with free loopback
-ports and starts `kafka.Kafka` in a JVM of its own; `kill()` SIGKILLs it and `start()` brings it back on
-the same data folder and ports, as an operator restarting a crashed broker would.
+"""Apache Kafka for tests: the project's local KRaft node (`jobs/tools/broker.py`), secured on demand.
 
 Clients reach the broker on its `CLIENT` listener: PLAINTEXT by default, or SASL_SSL with SCRAM-SHA-512 and
 ACLs when a `BrokerSecurity` is given (a CA and broker certificate made by `openssl`, an admin user that is
-a super user). The broker talks to itself over a PLAINTEXT `INTERNAL` listener and a `CONTROLLER` listener,
-both on loopback.
+a super user).
 
 The session fixture `apache_kafka` is the plaintext broker most tests use. `$DAGGER_TEST_KAFKA_BOOTSTRAP`
 points it at a running cluster instead (plaintext, topic auto-creation and transactions allowed); the tests
@@ -17,10 +11,7 @@ that kill or secure a broker always start one of their own.
 
 from __future__ import annotations
 
-import base64
 import os
-import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -43,30 +34,14 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from jobs.tools.broker import free_port
-from jobs.tools.processes import end_process
+from jobs.tools.broker import KafkaBrokerError, LocalKafka
 
-REPOSITORY = Path(__file__).resolve().parents[2]
-LIBS = REPOSITORY / "build" / "kafka" / "libs"
 EXTERNAL_BOOTSTRAP_VARIABLE = "DAGGER_TEST_KAFKA_BOOTSTRAP"
 SCRAM = "SCRAM-SHA-512"
 
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-logger.kafka.name = kafka.server.KafkaRaftServer
-logger.kafka.level = info
-"""
 
-
-class ApacheKafkaError(RuntimeError):
-    """The broker's classpath is missing, or the broker did not start."""
+class ApacheKafkaError(KafkaBrokerError):
+    """A secured broker's users or ACLs did not take effect."""
 
 
 @dataclass(frozen=True)
@@ -218,161 +193,31 @@ def _openssl(*arguments: str) -> None:
     subprocess.run(["openssl", *arguments], check=True, capture_output=True, timeout=60)
 
 
-class ApacheKafka:
-    """One KRaft node (broker and controller) on free loopback ports, its data in `data_dir`."""
+class ApacheKafka(LocalKafka):
+    """The project's local Apache Kafka node, its client listener secured when a `BrokerSecurity` is given."""
 
     def __init__(self, data_dir: Path, security: BrokerSecurity | None = None) -> None:
-        if not LIBS.is_dir() or not any(LIBS.glob("kafka_2.13-*.jar")):
-            raise ApacheKafkaError(
-                f"no Apache Kafka classpath in {LIBS}: `make test` resolves it with Maven "
-                "(tests/servers/apache_kafka/pom.xml)"
-            )
-        self.data_dir = data_dir
+        super().__init__(data_dir)
         self.security = security
-        self.port, self.internal_port, self.controller_port = free_port(), free_port(), free_port()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._formatted = False
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        if self._process is None:
-            raise ApacheKafkaError("the broker is not running")
-        return self._process.pid
-
-    @property
-    def log_file(self) -> Path:
-        return self.data_dir / "broker.log"
+        if security:
+            self.client_protocol = "SASL_SSL"
 
     def client_config(self) -> dict[str, str]:
         """Settings a client needs beyond `bootstrap.servers` (the admin's, when secured)."""
         return self.security.client_config() if self.security else {}
 
-    def start(self, timeout_s: float = 120.0) -> ApacheKafka:
-        if not self._formatted:
-            self._format()
-        log = open(self.data_dir / "broker.out", "ab")  # noqa: SIM115 - owned by the child process
-        self._process = subprocess.Popen(
-            [*self._java(), "kafka.Kafka", str(self.data_dir / "server.properties")],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        log.close()
-        self._wait_until_serving(timeout_s)
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash: nothing is flushed or closed; `start()` recovers from the data folder."""
-        if self._process is not None:
-            self._process.send_signal(signal.SIGKILL)
-            self._process.wait()
-            self._process = None
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 10 s: the data folder is thrown away, and a broker that still has
-        transactional clients around was seen to take more than a minute over its shutdown."""
-        end_process(self._process, timeout_s=10)
-        self._process = None
-
-    def _java(self) -> list[str]:
-        return [
-            shutil.which("java") or "java",
-            "-Xms256m",
-            "-Xmx768m",
-            "-XX:+UseG1GC",
-            "-XX:-UsePerfData",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
-            "-cp",
-            f"{LIBS}/*",
-        ]
-
-    def _format(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        (self.data_dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
+    def _prepare(self) -> None:
         if self.security:
             self.security.certificates()
-        (self.data_dir / "server.properties").write_text(self._server_properties())
-        # Kafka's Uuid text form; a leading '-' (1 in 64) would read as an option, hence `--cluster-id=`.
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        command = [*self._java(), "kafka.tools.StorageTool", "format", "--ignore-formatted"]
-        command += [f"--cluster-id={cluster_id}", "-c", str(self.data_dir / "server.properties")]
-        if self.security:
-            admin = self.security.admin
-            command += ["--add-scram", f"{SCRAM}=[name={admin.name},password={admin.password}]"]
-        formatted = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        if formatted.returncode != 0:
-            raise ApacheKafkaError(f"kafka-storage format failed: {formatted.stdout}{formatted.stderr}")
-        self._formatted = True
 
-    def _server_properties(self) -> str:
-        client_protocol = "SASL_SSL" if self.security else "PLAINTEXT"
-        lines = [
-            "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
-            f"listeners=CLIENT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            f"advertised.listeners=CLIENT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}",
-            f"listener.security.protocol.map=CLIENT:{client_protocol},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name=INTERNAL",
-            "controller.listener.names=CONTROLLER",
-            f"log.dirs={self.data_dir / 'logs'}",
-            "num.partitions=1",
-            # One node: every internal topic has one replica; few partitions keep start-up and
-            # the first group or transaction quick.
-            "offsets.topic.replication.factor=1",
-            "offsets.topic.num.partitions=4",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "transaction.state.log.num.partitions=4",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
-            "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=true",
-        ]
-        if self.security:
-            lines.append(self.security.server_properties())
-        return "\n".join(lines) + "\n"
+    def _format_arguments(self) -> list[str]:
+        if not self.security:
+            return []
+        admin = self.security.admin
+        return ["--add-scram", f"{SCRAM}=[name={admin.name},password={admin.password}]"]
 
-    def _wait_until_serving(self, timeout_s: float) -> None:
-        """Until the broker answers a metadata request on its client listener (or its JVM exits)."""
-        admin = AdminClient(
-            {"bootstrap.servers": self.bootstrap_servers, **self.client_config(), "log_level": 0}
-        )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                raise ApacheKafkaError(
-                    f"the broker exited with code {self._process.returncode}: {self._output_tail()}"
-                )
-            try:
-                if admin.list_topics(timeout=2).brokers:
-                    return
-            except Exception:
-                time.sleep(0.2)
-        self.kill()
-        raise ApacheKafkaError(f"the broker did not serve within {timeout_s:.0f}s: {self._output_tail()}")
-
-    def _output_tail(self) -> str:
-        texts = []
-        for path in (self.data_dir / "broker.out", self.log_file):
-            try:
-                texts.append(path.read_text(errors="replace")[-3000:])
-            except OSError:
-                continue
-        return "\n".join(texts) or "(no output)"
-
-    def __enter__(self) -> ApacheKafka:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    def _extra_server_properties(self) -> list[str]:
+        return [self.security.server_properties()] if self.security else []
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pyspark.sql.avro.functions import to_avro
 from pyspark.sql.types import StructType
 
 from jobs.codec.jvm_protobuf import register_encoder
-from jobs.kafka_java_client import java_client_settings
+from jobs.kafka_java_client import fit_requests_in_the_delivery_timeout, java_client_settings
 from jobs.schema_registry import SchemaRegistry
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import RecordEncoding
@@ -35,6 +35,17 @@ _PRODUCER_DEFAULTS = {
     "enable.idempotence": "true",
     "acks": "all",
 }
+
+
+def connector_producer_settings(sink: KafkaSink) -> dict[str, str]:
+    """The Java producer's settings for `sink`: the Python writer's defaults, then the sink's own."""
+    settings = {
+        "bootstrap.servers": str(sink.bootstrap_servers),
+        **_PRODUCER_DEFAULTS,
+        **java_client_settings(sink.producer_config, "producer_config"),
+    }
+    fit_requests_in_the_delivery_timeout(settings)
+    return settings
 
 
 class ConnectorRecords:
@@ -54,12 +65,7 @@ class ConnectorRecords:
     ) -> None:
         self.sink = sink
         self._encoding = encoding
-        java_settings = java_client_settings(sink.producer_config, "producer_config")
-        producer_settings = {
-            "bootstrap.servers": str(sink.bootstrap_servers),
-            **_PRODUCER_DEFAULTS,
-            **java_settings,
-        }
+        producer_settings = connector_producer_settings(sink)
         self.options = {
             "topic": sink.topic,
             **{f"kafka.{key}": value for key, value in producer_settings.items()},

@@ -27,14 +27,17 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message, Producer
+from py4j.protocol import Py4JJavaError
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.codec.avro_encoding import avro_schema_of
 from jobs.config import without_credentials
 from jobs.connect import is_spark_connect, partition_count, streaming_query_id
+from jobs.dagger_errors import root_cause
 from jobs.kafka_errors import ClientErrors, flush_or_fail
 from jobs.schema_registry import encode_descriptor_sets
 from jobs.sinks.base import SinkContext, Written
@@ -94,16 +97,30 @@ class KafkaSinkWriter:
         if self.sink.delivery == "exactly_once":
             return self._write_exactly_once(batch, batch_id)
         if self.connector_records is not None:
-            return self._write_with_connector(batch, self.connector_records)
+            return self._write_with_connector(batch, batch_id, self.connector_records)
         return write_partitions(
             self._python_writer_rows(batch), KafkaPartitionWriter(self.sink, self._encoding, batch_id).write
         )
 
-    def _write_with_connector(self, batch: DataFrame, connector: ConnectorRecords) -> Written:
-        rows = Observation()
-        records = connector.records(batch).observe(rows, F.count(F.lit(1)).alias("rows"))
-        records.write.format("kafka").options(**connector.options).save()
-        return Written(rows=int(rows.get["rows"]))
+    def _write_with_connector(self, batch: DataFrame, batch_id: int, connector: ConnectorRecords) -> Written:
+        # Spark's Kafka sink is a V1 data source: the metrics of a plan it writes never reach an Observation
+        # (its `get` waits for ever), so the rows are counted on the batch, cached to be computed once (the
+        # fan-out to several sinks has cached it already).
+        cache = batch.storageLevel == StorageLevel.NONE
+        if cache:
+            batch.persist()
+        try:
+            rows = batch.count()
+            connector.records(batch).write.format("kafka").options(**connector.options).save()
+        except (Py4JJavaError, PySparkException) as error:
+            raise KafkaSinkError(
+                f"kafka sink topic {self.sink.topic!r}: delivery failed in batch {batch_id}: "
+                f"{root_cause(str(error))}"
+            ) from None
+        finally:
+            if cache:
+                batch.unpersist()
+        return Written(rows=rows)
 
     def _write_exactly_once(self, batch: DataFrame, batch_id: int) -> Written:
         query_id = streaming_query_id(batch, self._checkpoint)
