@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import re
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
-from pyspark.errors import PythonException
+
+from tests.test_udfs_scalar import fails
 
 IST, WIB, UTC = "Asia/Kolkata", "Asia/Jakarta", "UTC"
 
@@ -186,8 +186,11 @@ def test_format_time_in_zone_reads_java_patterns(sql) -> None:
         "2020-12-03T19:15:14.045+05:30",
         None,
     ]
-    with pytest.raises(PythonException, match=re.escape("Illegal pattern character 'q'")):
-        sql("FormatTimeInZone(timestamp_seconds(0), 'UTC', 'yyyy q')")
+    fails(
+        sql,
+        "FormatTimeInZone(timestamp_seconds(0), 'UTC', 'yyyy q')",
+        "FormatTimeInZone: invalid dateFormat 'yyyy q': Illegal pattern character 'q'",
+    )
 
 
 def timestamps_sql(seconds: list[int]) -> str:
