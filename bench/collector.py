@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     machine = machine_description()
-    with throwaway_postgres() as postgres, bench_broker("apache") as servers:
+    with throwaway_postgres() as postgres, bench_broker() as servers:
         database = (
             f"host={postgres.host} port={postgres.port} dbname={postgres.database} "
             f"user={postgres.user} password={postgres.password}"

@@ -50,7 +50,7 @@ from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import producer_settings
 from jobs.spark import spark_session
 from jobs.spec import DaggerSpec, parse_dagger
-from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.broker import LocalKafka
 from jobs.tools.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 
 PARTITIONS = 2
@@ -98,26 +98,16 @@ def local_parallelism(master: str) -> int:
     return 1 if cores is None else (os.cpu_count() or 1) if cores == "*" else int(cores)
 
 
-BROKERS = ("embedded", "apache")
-
-
 @contextlib.contextmanager
-def bench_broker(kind: str) -> Iterator[str]:
-    """The bootstrap servers of the broker a benchmark runs on: the embedded one (in memory), or Apache
-    Kafka, the test bed's single-node broker (resolved into build/kafka/libs by `make bench`)."""
-    if kind == "embedded":
-        with EmbeddedBroker() as broker:
-            yield broker.bootstrap_servers
-        return
-    from tests.servers.kafka import ApacheKafka
-
-    with tempfile.TemporaryDirectory(prefix="bench-kafka-") as data, ApacheKafka(Path(data)) as broker:
+def bench_broker() -> Iterator[str]:
+    """The bootstrap servers of the broker a benchmark runs on: the project's local Apache Kafka node, the
+    one `make run` and the tests start (resolved into build/kafka/libs by `make`)."""
+    with LocalKafka() as broker:
         yield broker.bootstrap_servers
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, results: Path) -> None:
     """The settings every dagger-against-loop throughput benchmark takes besides its input's size."""
-    parser.add_argument("--broker", choices=BROKERS, default="embedded", help="the Kafka the run uses")
     parser.add_argument(
         "--baseline-read-chunk", type=int, default=50_000, help="records per baseline consume()"
     )

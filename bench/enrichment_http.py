@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/enrichment_http.py [--rows 60000] [--capacity 10] [--latency-ms 10]
 
-1. An embedded broker gets `--rows` `dagger.testing.Order`s on a one-partition topic (one Spark task, so
-   `capacity` is the whole budget of calls in flight).
+1. The project's local Apache Kafka node (jobs/tools/broker.py) gets `--rows` `dagger.testing.Order`s
+   on a one-partition topic (one Spark task, so `capacity` is the whole budget of calls in flight).
 2. A local HTTP/1.1 API (asyncio, keep-alive, in its own process so it does not share the driver's
    interpreter) answers `GET /customers/<id>` after `--latency-ms`, counting the most requests it had in
    flight at once.
@@ -48,7 +48,7 @@ from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
-from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.broker import LocalKafka
 from jobs.tools.protoc import compile_descriptor_set
 
 
@@ -233,7 +233,7 @@ def main() -> None:
     descriptor_set = str(compile_descriptor_set())
     registry = SchemaRegistry.load([descriptor_set])
     api = LocalApi(args.latency_ms / 1000)
-    with EmbeddedBroker() as broker:
+    with LocalKafka() as broker:
         servers = broker.bootstrap_servers
         produce_orders(servers, registry, "bench-sequential", args.sequential_rows)
         produce_orders(servers, registry, "bench-concurrent", args.rows)

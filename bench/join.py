@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/join.py [--orders 500000] [--minutes 10]
 
-1. Two 2-partition topics of the embedded broker: `bookings-created` gets `--orders` bookings, and
-   `bookings-completed` the same order numbers again (other statuses and amounts), each 25-35 s of
-   event time after its creation. Event time advances evenly over `--minutes` minutes.
+1. Two 2-partition topics of the project's local Apache Kafka node (jobs/tools/broker.py):
+   `bookings-created` gets `--orders` bookings, and `bookings-completed` the same order numbers again
+   (other statuses and amounts), each 25-35 s of event time after its creation. Event time advances
+   evenly over `--minutes` minutes.
 2. The dagger: a stream-stream inner join on `order_number` within one minute of event time,
 
        SELECT c.order_number, c.customer_id, d.amount_paid_by_cash, d.event_timestamp, c.service_type
@@ -21,7 +22,7 @@
    the watermark is kept per partition, as a correct Kafka consumer keeps it
    (`bench.common.PartitionWatermark`): the earliest of the partitions' latest event times, minus 10 s.
 
-With `--flink` (on `--broker apache`), the same join runs as Flink SQL too (bench/flink): the dagger's
+With `--flink`, the same join runs as Flink SQL too (bench/flink): the dagger's
 query over the two topics as Kafka tables, each with a rowtime from `event_timestamp` and the dagger's
 10 s watermark delay, so Flink plans it as an interval join.
 
@@ -242,17 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-records-per-batch", type=int, default=100_000, help="dagger micro-batch size, per topic"
     )
-    parser.add_argument(
-        "--flink", action="store_true", help="also run the join as Flink SQL (needs --broker apache)"
-    )
+    parser.add_argument("--flink", action="store_true", help="also run the join as Flink SQL")
     add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
-    if args.flink and args.broker != "apache":
-        parser.error("--flink needs --broker apache: the embedded broker cuts Flink's bounded scan short")
     conf = spark_conf(args.conf)
     settings: dict[str, Any] = {
         "master": args.master,
-        "broker": args.broker,
+        "broker": "apache",
         "orders": args.orders,
         "minutes": args.minutes,
         "max_records_per_batch_per_topic": args.max_records_per_batch,
@@ -266,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_description()
     descriptor_set = compile_descriptor_set()
     registry = SchemaRegistry.load([str(descriptor_set)])
-    with bench_broker(args.broker) as servers:
+    with bench_broker() as servers:
         print(f"producing {args.orders:,} created and {args.orders:,} completed bookings ...", flush=True)
         pace = args.orders / args.minutes
         produce_seconds = 0.0

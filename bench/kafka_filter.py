@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/kafka_filter.py [--records 1000000] [--max-records-per-batch 200000]
 
-1. An embedded broker (tansu, in memory) gets `--records` booking events on a 2-partition topic.
+1. The project's local Apache Kafka node (jobs/tools/broker.py) gets `--records` booking events on a
+   2-partition topic.
 2. The baseline: one Python process, one consumer and one producer, doing by hand what the dagger does
    (decode with ptars only the fields the query reads, as the dagger's source does, filter and project
    with pyarrow.compute, encode, produce, flush). Its clients are started before the clock runs (a new
@@ -299,20 +300,16 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="runs each without and with the rows per stage counted (0: skip)",
     )
-    parser.add_argument(
-        "--flink", action="store_true", help="also run the filter as Flink SQL (needs --broker apache)"
-    )
+    parser.add_argument("--flink", action="store_true", help="also run the filter as Flink SQL")
     parser.add_argument(
         "--avro", action="store_true", help="also run the filter over the bookings as Avro events"
     )
     add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
-    if args.flink and args.broker != "apache":
-        parser.error("--flink needs --broker apache: the embedded broker cuts Flink's bounded scan short")
     conf = spark_conf(args.conf)
     settings = {
         "master": args.master,
-        "broker": args.broker,
+        "broker": "apache",
         "max_records_per_batch": args.max_records_per_batch,
         "connector": args.connector,
         "baseline_read_chunk": args.baseline_read_chunk,
@@ -322,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_description()
     descriptor_set = compile_descriptor_set()
     registry = SchemaRegistry.load([str(descriptor_set)])
-    with bench_broker(args.broker) as servers:
+    with bench_broker() as servers:
         print(f"producing {args.records:,} bookings to {INPUT_TOPIC} on {servers} ...", flush=True)
         produce_rate, bookings = produce_bookings(
             servers, INPUT_TOPIC, registry, args.records, args.produce_chunk

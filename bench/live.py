@@ -1,11 +1,11 @@
 """Benchmark: a running dagger fed at a fixed rate: end-to-end latency, memory, time to first output.
 
     .venv/bin/python bench/live.py [--rate 20000] [--seconds 60] [--warmup-seconds 70]
-        [--broker embedded|apache] [--systems dagger,hand-written loop,Flink]
+        [--systems dagger,hand-written loop,Flink]
 
-Systems (`--systems`, comma-separated): the dagger, the hand-written loop and, on Apache Kafka only, Apache
-Flink. Each runs on its own topics of one broker: the embedded one (in memory, the default) or Apache
-Kafka (`--broker apache`, the test bed's single-node broker on a temporary folder, from build/kafka/libs).
+Systems (`--systems`, comma-separated): the dagger, the hand-written loop and Apache Flink. Each runs on
+its own topics of one broker: the project's local Apache Kafka node (jobs/tools/broker.py, a single KRaft
+node on a temporary folder, from build/kafka/libs).
 For each system:
 
 1. A paced producer (a thread of this process, `BookingProducer.run`) writes `--rate` bookings a second,
@@ -94,7 +94,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
 from bench.common import (
-    BROKERS,
     PARTITIONS,
     batch_breakdown,
     bench_broker,
@@ -749,11 +748,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launch-timeout", type=float, default=180)
     parser.add_argument("--drain-timeout", type=float, default=30, help="waiting for the last outputs")
     parser.add_argument("--master", default="local[2]", help="the dagger's; Flink runs at its parallelism")
-    parser.add_argument("--broker", choices=BROKERS, default="embedded", help="the Kafka the run uses")
     parser.add_argument(
         "--systems",
         default=f"{DAGGER},{HAND_LOOP}",
-        help=f"comma-separated, of: {', '.join(TOPIC_SLUGS)} ({FLINK} only with --broker apache)",
+        help=f"comma-separated, of: {', '.join(TOPIC_SLUGS)}",
     )
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting for the dagger"
@@ -772,19 +770,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(systems) - set(TOPIC_SLUGS))
     if unknown:
         parser.error(f"--systems: unknown {', '.join(unknown)}; choose from {', '.join(TOPIC_SLUGS)}")
-    if FLINK in systems and args.broker != "apache":
-        parser.error(
-            f"--systems {FLINK} needs --broker apache: Flink runs only on Apache Kafka (bench/flink)"
-        )
 
     machine = machine_description()
     descriptor_set = compile_descriptor_set()
     registry = SchemaRegistry.load([str(descriptor_set)])
     results = {}
-    with bench_broker(args.broker) as servers:
+    with bench_broker() as servers:
         for system in systems:
             plan = f"{args.warmup_seconds:g} s warm-up + {args.seconds:g} s measured"
-            print(f"{system}: {args.rate:,} bookings/s on {args.broker} Kafka, {plan} ...", flush=True)
+            print(f"{system}: {args.rate:,} bookings/s on Apache Kafka, {plan} ...", flush=True)
             results[system] = measure(system, servers, registry, descriptor_set, args)
             brief = {key: value for key, value in results[system].items() if key != "micro_batches"}
             print(f"  {json.dumps(brief)}", flush=True)
@@ -798,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
             "execution": args.execution,
             "real_time_checkpoint_interval": args.real_time_checkpoint_interval,
             "master": args.master,
-            "broker": args.broker,
+            "broker": "apache",
             "spark_conf": spark_conf(args.conf),
             "sql": SQL,
         },

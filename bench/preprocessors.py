@@ -3,14 +3,15 @@
     .venv/bin/python bench/preprocessors.py [--records 300000] [--repeats 2] [--master local[2]]
 
 `--records` bookings (every order number once, so deduplicate keeps them all and its state holds one key
-per record) on a 2-partition topic of the embedded broker. The same filter dagger
-(`SELECT ... WHERE service_type = 'GO_RIDE'`, a log sink printing one row, so each batch is computed in
-full) runs bounded from a fresh checkpoint, without and with `pre_processors: [invalid_record_filter,
-deduplicate(order_number, 1h)]`, the deduplicate with `clock: event_time` (Spark's own operator) and with
-`clock: processing_time` (the project's JVM operator), alternately, in one warmed Spark session. The rate
-is records over the run's wall time from start to the last batch; each chain's cost is 1 - its best rate
-over the spine's best rate. Targets: the event-time chain costs at most 15%, the processing-time chain at
-most 20%. Results go to bench/results/preprocessors.json (or `--output`).
+per record) on a 2-partition topic of the project's local Apache Kafka node (jobs/tools/broker.py). The
+same filter dagger (`SELECT ... WHERE service_type = 'GO_RIDE'`, a log sink printing one row, so each
+batch is computed in full) runs bounded from a fresh checkpoint, without and with `pre_processors:
+[invalid_record_filter, deduplicate(order_number, 1h)]`, the deduplicate with `clock: event_time`
+(Spark's own operator) and with `clock: processing_time` (the project's JVM operator), alternately, in
+one warmed Spark session. The rate is records over the run's wall time from start to the last batch;
+each chain's cost is 1 - its best rate over the spine's best rate. Targets: the event-time chain costs
+at most 15%, the processing-time chain at most 20%. Results go to bench/results/preprocessors.json (or
+`--output`).
 
 Every run must read exactly `--records` records. The warm-up runs (one per chain, not measured) write to
 a Kafka sink instead of the log sink, and each one's topic is read back: it must hold every GO_RIDE
@@ -39,7 +40,7 @@ from jobs.runner import DaggerRun, build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
-from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.broker import LocalKafka
 from jobs.tools.generator import BookingProducer, booking_batch, ensure_topic
 from jobs.tools.protoc import compile_descriptor_set
 
@@ -59,7 +60,7 @@ def chain(clock: str) -> list[dict[str, Any]]:
 
 def run_once(
     spark: SparkSession,
-    broker: EmbeddedBroker,
+    broker: LocalKafka,
     descriptor_set: Path,
     topic: str,
     records: int,
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {SPINE: [], EVENT_TIME_CHAIN: chain("event_time"), PROCESSING_TIME_CHAIN: chain("processing_time")}
     rates: dict[str, list[float]] = {label: [] for label in runs}
     try:
-        with EmbeddedBroker() as broker:
+        with LocalKafka() as broker:
             registry = SchemaRegistry.load([str(descriptor_set)])
             producer = BookingProducer(broker.bootstrap_servers, "bookings", registry, 2)
             produced = []
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         arguments.output,
         {
             "machine": platform.platform(),
+            "broker": "apache",
             "records": arguments.records,
             "rates": rates,
             "best": best,

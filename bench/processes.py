@@ -17,7 +17,10 @@ from typing import Any
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-_KINDS_BY_COMMAND = {"java": "jvm", "tansu": "broker"}
+_KINDS_BY_COMMAND = {"java": "jvm"}
+KAFKA_MAIN_CLASS = "kafka.Kafka"
+"""The main class of the Apache Kafka broker's JVM (jobs/tools/broker.py): a `java` process, told apart
+from Spark's JVM by its command line."""
 
 
 def _stat_fields(pid: int) -> list[str]:
@@ -41,14 +44,17 @@ def process_tree(root: int) -> list[int]:
 
 
 def process_kind(pid: int, root: int, root_kind: str) -> str:
-    """`root_kind` for the root, `jvm`, `broker` (the embedded tansu), or `python workers`."""
+    """`root_kind` for the root, `broker` (the Apache Kafka node of jobs/tools/broker.py: a JVM running
+    `kafka.Kafka`), `jvm` (any other JVM: Spark's), or `python workers`."""
     if pid == root:
         return root_kind
     try:
-        command = Path(f"/proc/{pid}/comm").read_text().strip()
+        kind = _KINDS_BY_COMMAND.get(Path(f"/proc/{pid}/comm").read_text().strip(), "python workers")
+        if kind == "jvm" and KAFKA_MAIN_CLASS in _arguments(pid):
+            return "broker"
     except OSError:
         return "python workers"
-    return _KINDS_BY_COMMAND.get(command, "python workers")
+    return kind
 
 
 @dataclass(frozen=True)
@@ -103,16 +109,21 @@ def _machine_cpu_s() -> tuple[float, float]:
 
 def _command(pid: int) -> str:
     """The command line, short: file names without folders, a JVM as its main class; 80 characters."""
-    raw = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    arguments = [argument.decode(errors="replace") for argument in raw if argument]
+    arguments = _arguments(pid)
     if not arguments:
         return "?"
     name = Path(arguments[0]).name
     if name == "java":
-        main_class = next((argument for argument in arguments if argument.startswith("org.")), "")
-        return f"java {main_class}"
+        main_classes = (word for word in arguments if word == KAFKA_MAIN_CLASS or word.startswith("org."))
+        return f"java {next(main_classes, '')}"
     words = [name] + [argument if "/" not in argument else Path(argument).name for argument in arguments[1:]]
     return " ".join(words)[:80]
+
+
+def _arguments(pid: int) -> list[str]:
+    """The process's command line, one argument an item."""
+    raw = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return [argument.decode(errors="replace") for argument in raw if argument]
 
 
 def cpu_between(before: TreeSnapshot, after: TreeSnapshot) -> dict[str, Any]:

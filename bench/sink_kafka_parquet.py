@@ -4,8 +4,9 @@
 
 One static DataFrame of booking summaries (2 partitions, cached) is written by each sink's writer the way
 a micro-batch is: `writer.write(frame, batch_id)`, once on a small warm-up batch (clients, Python
-workers) and then timed on `--rows` rows, into the embedded tansu broker and a local folder. Results
-are printed and written to bench/results/sink_kafka_parquet.json.
+workers) and then timed on `--rows` rows, into the project's local Apache Kafka node
+(jobs/tools/broker.py) and a local folder. Results are printed and written to
+bench/results/sink_kafka_parquet.json.
 
 After each timed write, everything the sink wrote (the topic's records, decoded as BookingSummary; every
 Parquet file under the lake, its `dt=`/`hr=` folder included) is read back and must be exactly the rows of
@@ -38,7 +39,7 @@ from jobs.runner import build_dagger
 from jobs.schema_registry import SchemaRegistry
 from jobs.spark import spark_session
 from jobs.spec import parse_dagger
-from jobs.tools.broker import EmbeddedBroker
+from jobs.tools.broker import LocalKafka
 from jobs.tools.generator import booking_batch, ensure_topic
 from jobs.tools.protoc import compile_descriptor_set
 
@@ -94,7 +95,7 @@ def expected_rows(kind: str, table: pa.Table) -> pa.Table:
 
 
 @contextlib.contextmanager
-def sink_config(kind: str, workdir: Path, broker: EmbeddedBroker) -> Iterator[dict[str, Any]]:
+def sink_config(kind: str, workdir: Path, broker: LocalKafka) -> Iterator[dict[str, Any]]:
     """The sink's dagger-file settings, with its server running."""
     if kind == "kafka":
         ensure_topic(broker.bootstrap_servers, "bench-sink", 2)
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         frame, table = booking_rows(spark, 0, arguments.rows)
         warm_up, warm_up_table = booking_rows(spark, arguments.rows, WARM_UP_ROWS)  # other orders
         both = pa.concat_tables([warm_up_table, table])
-        with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as workdir:
+        with LocalKafka() as broker, tempfile.TemporaryDirectory() as workdir:
             for kind in arguments.sinks.split(","):
                 with sink_config(kind, Path(workdir), broker) as config:
                     result = measure(spark, registry_path, kind, config, warm_up, frame, arguments.rows)

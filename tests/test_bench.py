@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +17,7 @@ from confluent_kafka import Message
 from bench.common import OutputMismatch, TopicChunk, check_records, local_parallelism, time_shares
 from bench.join import COMPLETED_TOPIC, CREATED_TOPIC, JoinBuffers
 from bench.live import latency_summary
-from bench.processes import cpu_between, snapshot
+from bench.processes import cpu_between, process_kind, snapshot
 from bench.window_aggregate import INPUT_TOPIC, OpenWindows, merge, window_totals
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -212,6 +213,29 @@ def test_snapshot_counts_a_child_process_cpu_and_memory() -> None:
     cpu = cpu_between(before, after)
     assert cpu["cpu_s_by_process_kind"]["python workers"] >= 0.29
     assert 0 < cpu["machine_share_busy"] <= 1  # the machine was busy at least with the child
+
+
+def test_a_jvm_running_kafka_counts_as_the_broker_and_any_other_jvm_as_the_jvm(tmp_path: Path) -> None:
+    # Two stand-ins whose command name is `java` (a Python interpreter linked as `java`), one with the
+    # Apache Kafka broker's main class on its command line (jobs/tools/broker.py starts `kafka.Kafka`).
+    java = tmp_path / "java"
+    java.symlink_to(sys.executable)
+    wait = "import sys; sys.stdin.read()"
+    broker, spark = (
+        subprocess.Popen([str(java), "-c", wait, *main_class], stdin=subprocess.PIPE)
+        for main_class in (["-Xmx768m", "kafka.Kafka", "server.properties"], ["org.apache.spark.Main"])
+    )
+    try:
+        assert process_kind(broker.pid, os.getpid(), "test") == "broker"
+        assert process_kind(spark.pid, os.getpid(), "test") == "jvm"
+        tree = snapshot(os.getpid(), "test")
+        assert "broker: java kafka.Kafka" in tree.rss_by_command
+        assert "jvm: java org.apache.spark.Main" in tree.rss_by_command
+    finally:
+        for process in (broker, spark):
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait()
 
 
 @pytest.mark.parametrize(

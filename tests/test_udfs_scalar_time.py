@@ -173,6 +173,7 @@ def test_format_time_in_zone_reads_java_patterns(sql) -> None:
         "FormatTimeInZone(named_struct('seconds', 1607003114L, 'nanos', 5000000), 'UTC', 'HH:mm:ss.SSS')",
         "FormatTimeInZone(timestamp_millis(1607003114045), 'GMT+5:30', 'yyyy-MM-dd''T''HH:mm:ss.SSSXXX')",
         "FormatTimeInZone(CAST(NULL AS TIMESTAMP), 'UTC', 'yyyy')",
+        f"FormatTimeInZone(timestamp_seconds(1607003114), '{IST}', 'zzzz')",
     )
     expected = [
         dt.datetime.fromtimestamp(stamp, ZoneInfo(zone)).strftime(python) for stamp, zone, _, python in cases
@@ -185,6 +186,7 @@ def test_format_time_in_zone_reads_java_patterns(sql) -> None:
         "13:45:14.005",  # Dagger's Timestamp row (seconds, nanos)
         "2020-12-03T19:15:14.045+05:30",
         None,
+        "India Standard Time",  # Java's long zone name, en_US
     ]
     fails(
         sql,

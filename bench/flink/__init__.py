@@ -10,8 +10,9 @@ A workload's steady rate is its input over the job's runtime as Flink reports it
 start and the planning left out, as the dagger's steady state leaves out its first micro-batch; the tasks'
 start is still in it); its overall rate is the input over the time from submitting the job to its end.
 
-Flink's Kafka source ends a bounded scan at the offsets the broker reports as latest when the job starts.
-The embedded broker reports them short of the last records, so Flink runs only on Apache Kafka.
+Flink's Kafka source ends a bounded scan at the offsets the broker reports as latest when the job starts:
+the benchmarks' broker, the project's local Apache Kafka node (jobs/tools/broker.py), reports them at the
+last records.
 """
 
 from __future__ import annotations
