@@ -29,6 +29,8 @@ JAR = BUILD_DIR / "jvm" / "dagger-jobs.jar"
 LIBS = BUILD_DIR / "jvm" / "libs"
 POM = PROJECT_ROOT / "jobs" / "pom.xml"
 SOURCES_ROOT = PROJECT_ROOT / "jobs"
+TEST_SOURCES_ROOT = PROJECT_ROOT / "tests" / "jvm"
+"""The module's JUnit tests: a changed test builds (and so tests) the jar again too."""
 _SPARK_JARS = Path(pyspark.__file__).parent / "jars"
 
 ARCHIVE = Path(os.environ.get("DAGGER_JVM_ARCHIVE", BUILD_DIR / "jvm" / "driver.jsa"))
@@ -46,7 +48,7 @@ class JvmBuildError(RuntimeError):
 def _jar_is_current() -> bool:
     if not JAR.is_file() or not LIBS.is_dir():
         return False
-    inputs = [POM, *SOURCES_ROOT.rglob("*.java")]
+    inputs = [POM, *SOURCES_ROOT.rglob("*.java"), *TEST_SOURCES_ROOT.rglob("*.java")]
     return all(path.stat().st_mtime <= JAR.stat().st_mtime for path in inputs)
 
 
