@@ -334,6 +334,7 @@ def test_json_query(sql) -> None:
         *(f"JsonQuery({document}, {literal(path)})" for path in paths),
         f"JsonQuery({document}, '$.k3.b[?(@.c == null)]')",
         f"JsonQuery({document}, 'k2')",  # a path without $ starts at the root
+        f"JsonQuery({document}, '$.k3.b.length()')",  # Jayway's path functions
     )
     assert got == [
         '"v2"',  # strings keep their quotes
@@ -347,6 +348,7 @@ def test_json_query(sql) -> None:
         "100.0",  # a JSON double is printed as Java prints it
         '[{"c":null}]',
         '"v2"',
+        "5",
     ]
 
 
@@ -397,7 +399,7 @@ def test_json_update_and_delete(sql) -> None:
         ),
         (
             """JsonUpdate('{"k1":null,"k2":"v2"}', '$.k9.x', 1)""",
-            "JsonUpdate: missing property in path $['k9']",
+            "JsonUpdate: Missing property in path $['k9']",  # Jayway's words
         ),
         (
             "JsonQuery(CAST(NULL AS STRING), '$.k2')",
