@@ -68,29 +68,58 @@ public final class CalendarFunctions {
     return ((Number) value).longValue();
   }
 
-  /** {@code StartOfWeek(millis, zone)}. */
-  public static final class StartOfWeek implements UDF2<Object, String, Long> {
+  /**
+   * A function of an epoch time and a zone ID, as Dagger's take them: NULL for a NULL argument, else
+   * {@link #apply} on a Calendar at that time, in milliseconds or seconds as the function counts. Each
+   * function names {@code UDF2} again: Spark reads a Java UDF's arity from its own class's interfaces.
+   */
+  abstract static class ZonedTimeFunction implements UDF2<Object, String, Long> {
     private static final long serialVersionUID = 1L;
+    private final long millisPerUnit;
+
+    ZonedTimeFunction(long millisPerUnit) {
+      this.millisPerUnit = millisPerUnit;
+    }
+
+    /** The result's epoch milliseconds, from a Calendar at the argument's time. */
+    abstract long apply(Calendar calendar);
 
     @Override
-    public Long call(Object millis, String zone) {
-      if (millis == null || zone == null) {
+    public Long call(Object time, String zone) {
+      if (time == null || zone == null) {
         return null;
       }
-      return startOfWeekMillis(calendarAt(longValue(millis), zone));
+      long millis = apply(calendarAt(longValue(time) * millisPerUnit, zone));
+      return millisPerUnit == 1 ? millis : seconds(millis);
+    }
+  }
+
+  /** {@code StartOfWeek(millis, zone)}. */
+  public static final class StartOfWeek extends ZonedTimeFunction
+      implements UDF2<Object, String, Long> {
+    private static final long serialVersionUID = 1L;
+
+    public StartOfWeek() {
+      super(1);
+    }
+
+    @Override
+    long apply(Calendar calendar) {
+      return startOfWeekMillis(calendar);
     }
   }
 
   /** {@code EndOfWeek(millis, zone)}: the last millisecond of the Sunday seven days after the week's. */
-  public static final class EndOfWeek implements UDF2<Object, String, Long> {
+  public static final class EndOfWeek extends ZonedTimeFunction
+      implements UDF2<Object, String, Long> {
     private static final long serialVersionUID = 1L;
 
+    public EndOfWeek() {
+      super(1);
+    }
+
     @Override
-    public Long call(Object millis, String zone) {
-      if (millis == null || zone == null) {
-        return null;
-      }
-      Calendar calendar = calendarAt(longValue(millis), zone);
+    long apply(Calendar calendar) {
       setLastMillisecondOfDay(calendar);
       calendar.set(Calendar.DAY_OF_WEEK, calendar.getFirstDayOfWeek());
       calendar.add(Calendar.DATE, 7);
@@ -99,33 +128,35 @@ public final class CalendarFunctions {
   }
 
   /** {@code StartOfMonth(seconds, zone)}: Dagger's, the week's start in seconds (see the class). */
-  public static final class StartOfMonth implements UDF2<Object, String, Long> {
+  public static final class StartOfMonth extends ZonedTimeFunction
+      implements UDF2<Object, String, Long> {
     private static final long serialVersionUID = 1L;
 
+    public StartOfMonth() {
+      super(MILLIS_PER_SECOND);
+    }
+
     @Override
-    public Long call(Object epochSeconds, String zone) {
-      if (epochSeconds == null || zone == null) {
-        return null;
-      }
-      Calendar calendar = calendarAt(longValue(epochSeconds) * MILLIS_PER_SECOND, zone);
+    long apply(Calendar calendar) {
       calendar.set(Calendar.DATE, 1);
-      return seconds(startOfWeekMillis(calendar));
+      return startOfWeekMillis(calendar);
     }
   }
 
   /** {@code EndOfMonth(seconds, zone)}: the last second of the date's month. */
-  public static final class EndOfMonth implements UDF2<Object, String, Long> {
+  public static final class EndOfMonth extends ZonedTimeFunction
+      implements UDF2<Object, String, Long> {
     private static final long serialVersionUID = 1L;
 
+    public EndOfMonth() {
+      super(MILLIS_PER_SECOND);
+    }
+
     @Override
-    public Long call(Object epochSeconds, String zone) {
-      if (epochSeconds == null || zone == null) {
-        return null;
-      }
-      Calendar calendar = calendarAt(longValue(epochSeconds) * MILLIS_PER_SECOND, zone);
+    long apply(Calendar calendar) {
       setLastMillisecondOfDay(calendar);
       calendar.set(Calendar.DAY_OF_MONTH, calendar.getActualMaximum(Calendar.DAY_OF_MONTH));
-      return seconds(calendar.getTimeInMillis());
+      return calendar.getTimeInMillis();
     }
   }
 
