@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -215,6 +216,14 @@ def test_snapshot_counts_a_child_process_cpu_and_memory() -> None:
     assert 0 < cpu["machine_share_busy"] <= 1  # the machine was busy at least with the child
 
 
+def _wait_for_exec(pid: int, argument: str) -> None:
+    """Until the child runs its own program: before its exec, /proc shows the parent's name (a CI run read
+    `python` there right after the start)."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    while argument.encode() not in cmdline.read_bytes().split(b"\0"):
+        time.sleep(0.01)
+
+
 def test_a_jvm_running_kafka_counts_as_the_broker_and_any_other_jvm_as_the_jvm(tmp_path: Path) -> None:
     # Two stand-ins whose command name is `java` (a Python interpreter linked as `java`), one with the
     # Apache Kafka broker's main class on its command line (jobs/tools/broker.py starts `kafka.Kafka`).
@@ -226,6 +235,8 @@ def test_a_jvm_running_kafka_counts_as_the_broker_and_any_other_jvm_as_the_jvm(t
         for main_class in (["-Xmx768m", "kafka.Kafka", "server.properties"], ["org.apache.spark.Main"])
     )
     try:
+        for process, main_class in ((broker, "kafka.Kafka"), (spark, "org.apache.spark.Main")):
+            _wait_for_exec(process.pid, main_class)
         assert process_kind(broker.pid, os.getpid(), "test") == "broker"
         assert process_kind(spark.pid, os.getpid(), "test") == "jvm"
         tree = snapshot(os.getpid(), "test")
