@@ -38,6 +38,9 @@ from jobs.processors.plugin.values import decode_records, decoder, encode_record
 _STDERR_TAIL_LINES = 10
 _STDERR_TAIL_CHARS = 1500
 _SHUTDOWN_GRACE_S = 5.0
+_STDERR_DRAIN_S = 10.0
+"""After the process group is gone, how long its last stderr lines may take to reach the reader: only a
+child that left the group and still holds the pipe makes the wait this long."""
 _INITIALIZE_TIMEOUT_S = 60.0
 """`initialize` includes the program's start (a JVM, an interpreter loading its libraries): at least this."""
 
@@ -222,6 +225,8 @@ class PluginProcess:
                 os.killpg(self.popen.pid, signal.SIGKILL)  # the program and whatever it started
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(5)
+        # Closing stderr now would cut off the lines still in the pipe, the ones that say why it died.
+        self._stderr_closed.wait(_STDERR_DRAIN_S)
         for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
             with contextlib.suppress(OSError):
                 stream.close()
@@ -319,7 +324,6 @@ class PluginProcess:
         return self._fail(f"{reason} within {_seconds(self._timeout_s)} ({what}): timed out, killed")
 
     def _stderr_tail(self) -> str:
-        self._stderr_closed.wait(1.0)  # the process is gone: its last lines are on their way
         lines = [line.strip() for line in self._stderr if line.strip()]
         if not lines:
             return "; stderr: (empty)"
