@@ -6,7 +6,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -69,6 +69,10 @@ def _client_config_value(value: Any) -> str | int | float | bool:
 
 
 ClientConfigValue = Annotated[str | int | float | bool, PlainValidator(_client_config_value)]
+
+KafkaConnector = Literal["python", "spark"]
+"""Who reads or writes a Kafka stream or sink: `spark`, Spark's own Kafka connector with the JVM codec (the
+records never enter Python); `python`, the project's Python data source and writer."""
 """A librdkafka-style client setting, passed through as it is."""
 
 

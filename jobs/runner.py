@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from jobs.real_time import require_real_time_stages
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
+from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter
@@ -94,7 +96,7 @@ def build_dagger(
 ) -> BuiltDagger:
     _require_deployment_keys(spec)
     _require_checkpoint_store(spark, spec)
-    spec = _with_pinned_streams(spec)
+    spec = _with_pinned_streams(_with_chosen_connectors(spec, is_spark_connect(spark)))
     registry = registry or SchemaRegistry.load(
         spec.schema_registry.descriptor_sets,
         spec.schema_registry.fetch_timeout.total_seconds(),
@@ -154,6 +156,29 @@ def build_dagger(
     if spec.execution == "real_time":
         require_real_time_stages(spec, result, built.connector_sink is not None)
     return built
+
+
+def _with_chosen_connectors(spec: DaggerSpec, spark_connect: bool) -> DaggerSpec:
+    """The spec with every Kafka stream's and sink's `connector` set (see their `connector` keys)."""
+    real_time = spec.execution == "real_time"
+    streams = [
+        stream.with_chosen_connector(spark_connect, real_time) if isinstance(stream, KafkaStream) else stream
+        for stream in spec.streams
+    ]
+    sinks = [
+        sink.with_chosen_connector(spark_connect) if isinstance(sink, KafkaSink) else sink
+        for sink in spec.sinks
+    ]
+    for index, stream in enumerate(streams):
+        if isinstance(stream, KafkaStream):
+            log.info(
+                "dagger %s: streams[%d] (%s) reads through connector %r",
+                spec.name,
+                index,
+                stream.table,
+                stream.connector,
+            )
+    return spec.model_copy(update={"streams": streams, "sinks": sinks})
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
@@ -494,7 +519,26 @@ class DaggerRun:
         error = self.query.exception() if self.query is not None else None
         if error is not None:
             self._checkpoint_lock.release()  # a failed query has ended: its restart may take the checkpoint
-            raise DaggerQueryError(f"dagger {self.built.spec.name} stopped: {root_cause(str(error))}")
+            raise DaggerQueryError(
+                f"dagger {self.built.spec.name} stopped: {self._failure(root_cause(str(error)))}"
+            )
+
+    def _failure(self, cause: str) -> str:
+        """The query's error, naming the sink when Spark's Kafka sink is written by the query itself and its
+        producer's error names the sink's topic (the Java client's errors carry no stack trace that would
+        tell the sink's tasks from the source's)."""
+        if self.built.connector_sink is None:
+            return cause
+        sink = self.built.spec.sinks[0]
+        sink_topic = (
+            rf"(?<![\w.-]){re.escape(sink.topic)}(?:-\d+)?(?![\w.-])"  # the topic, or a partition of it
+        )
+        read_topics = {
+            topic for stream in self.built.spec.streams for topic in getattr(stream, "topics", None) or ()
+        }
+        if sink.topic in read_topics or not re.search(sink_topic, cause):
+            return cause
+        return f"kafka sink topic {sink.topic!r}: delivery failed: {cause}"
 
 
 _CANCELLED_BATCH_LOGGERS = [

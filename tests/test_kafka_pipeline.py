@@ -522,8 +522,8 @@ def test_unknown_messages_and_event_time_fields_fail_before_start(kafka, make_da
         build_dagger(spark, not_a_timestamp, registry)
 
 
-def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(
-    kafka, registry, make_dagger, start_dagger
+def test_a_column_that_cannot_fill_its_field_stops_the_dagger_naming_both(
+    kafka, registry, make_dagger, start_dagger, kafka_connector
 ):
     topic, sink = kafka.new_topic("mismatch"), kafka.new_topic("mismatch-out")
     kafka.produce(topic, order_payloads(registry, 0, 3))
@@ -532,16 +532,18 @@ def test_a_column_that_cannot_fill_its_field_fails_the_batch_naming_both(
         sql="SELECT amount AS order_id FROM orders",
         sinks=[kafka_sink(kafka.bootstrap_servers, sink, "dagger.testing.Order")],
     )
-    running = start_dagger(spec)
-    with pytest.raises(
-        DaggerQueryError,
-        match=r"column 'order_id': type mismatch, double cannot fill field "
-        r"dagger.testing.Order.order_id of type string",
-    ):
-        running.process_available()
+    mismatch = r"column 'order_id': type mismatch, double cannot fill field dagger.testing.Order.order_id of type string"
+    if kafka_connector == "spark":  # the JVM codec is planned with the query: refused before it starts
+        with pytest.raises(DaggerBuildError, match=r"sinks\[0\] \(kafka\): " + mismatch):
+            start_dagger(spec)
+    else:  # the Python writer meets the column in its first batch
+        running = start_dagger(spec)
+        with pytest.raises(DaggerQueryError, match=mismatch):
+            running.process_available()
     assert kafka.read_all(sink) == []
 
 
+@pytest.mark.usefixtures("kafka_connector")
 def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger, start_dagger):
     from jobs.tools.broker import free_port
 
@@ -557,7 +559,8 @@ def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger
     )
     running = start_dagger(spec)
     with pytest.raises(
-        DaggerQueryError, match=r"kafka sink topic 'lost': delivery failed in batch 0: .*timed out"
+        DaggerQueryError,
+        match=r"kafka sink topic 'lost': delivery failed( in batch 0)?: .*(timed out|not present in metadata)",
     ):
         running.process_available()
     assert not running.run.query.isActive
