@@ -532,7 +532,10 @@ def test_a_column_that_cannot_fill_its_field_stops_the_dagger_naming_both(
         sql="SELECT amount AS order_id FROM orders",
         sinks=[kafka_sink(kafka.bootstrap_servers, sink, "dagger.testing.Order")],
     )
-    mismatch = r"column 'order_id': type mismatch, double cannot fill field dagger.testing.Order.order_id of type string"
+    mismatch = (
+        r"column 'order_id': type mismatch, double cannot fill field dagger.testing.Order.order_id "
+        "of type string"
+    )
     if kafka_connector == "spark":  # the JVM codec is planned with the query: refused before it starts
         with pytest.raises(DaggerBuildError, match=r"sinks\[0\] \(kafka\): " + mismatch):
             start_dagger(spec)
@@ -560,7 +563,8 @@ def test_an_unacknowledged_delivery_fails_the_batch(kafka, registry, make_dagger
     running = start_dagger(spec)
     with pytest.raises(
         DaggerQueryError,
-        match=r"kafka sink topic 'lost': delivery failed( in batch 0)?: .*(timed out|not present in metadata)",
+        match=r"kafka sink topic 'lost': delivery failed( in batch 0)?: "
+        r".*(timed out|not present in metadata)",
     ):
         running.process_available()
     assert not running.run.query.isActive
