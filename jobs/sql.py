@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from pyspark.errors import AnalysisException, ParseException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.udfs.aggregate import FunctionCallError, RewrittenSql, rewrite_aggregate_calls
-from jobs.udfs.arrays import type_array_calls
+from jobs.udfs.arrays import rewrite_array_calls
 from jobs.udfs.sql_text import words
 
 _COUNT_STAR = re.compile(r"count\s*\(\s*\*\s*\)", re.IGNORECASE)
@@ -21,10 +22,11 @@ class SqlError(ValueError):
 def analyse(spark: SparkSession, sql: str) -> DataFrame:
     """Parse and analyse the query against the registered views (Spark resolves names eagerly).
 
-    Calls of Dagger's aggregates are expanded first (`jobs.udfs.aggregate`), and its typed array functions
-    cast to their types (`jobs.udfs.arrays`); error positions are those of `sql` as written.
+    Calls of Dagger's aggregates are expanded first (`jobs.udfs.aggregate`), its typed array functions
+    cast to their types and ElementAt's path forms named (`jobs.udfs.arrays`); error positions are those of
+    `sql` as written.
     """
-    typed = type_array_calls(sql)
+    typed = rewrite_array_calls(sql)
     try:
         rewritten = rewrite_aggregate_calls(typed.text).after(typed)
     except FunctionCallError as error:
@@ -61,16 +63,16 @@ def _at(sql: str, start: int, fragment: str | None = None) -> str:
 
 
 def named_words(sql: str) -> set[str]:
-    """Every word of the query as Spark analyses it (Dagger's aggregate calls expanded), in lower case.
+    """Every word of the query as Spark analyses it (Dagger's aggregate and array calls rewritten), in lower
+    case.
 
     The functions it calls are among them, so `jobs.udfs.register_functions` registers just those.
     Deliberately a superset (column names, keywords, words in literals): a word too many registers a
     function the query does not call, a word too few would fail analysis.
     """
-    try:
-        text = rewrite_aggregate_calls(sql).text
-    except FunctionCallError:
-        text = sql  # `analyse` rejects the call before Spark sees the query
+    text = rewrite_array_calls(sql).text
+    with contextlib.suppress(FunctionCallError):  # `analyse` rejects the call before Spark sees the query
+        text = rewrite_aggregate_calls(text).text
     return words(text)
 
 

@@ -110,6 +110,15 @@ public final class JsonFunctions {
     return value;
   }
 
+  /** A SQL value (a row, an array, a map) as compact JSON text, written as {@link #jsonValue} makes it. */
+  static String jsonText(Object value) {
+    try {
+      return JACKSON.writeValueAsString(jsonValue(value));
+    } catch (JsonProcessingException error) {
+      throw new IllegalStateException("a SQL value did not print as JSON: " + error.getMessage(), error);
+    }
+  }
+
   /** {@code JsonQuery(json, path)}: what the path selects, as JSON text; NULL for a null. */
   public static final class JsonQuery implements UDF2<String, String, String> {
     private static final long serialVersionUID = 1L;

@@ -1,35 +1,32 @@
 """ElementAt, MapGet, ListContains, ArrayAggregate and ArrayOperate.
 
-Dagger returns elements and map values as Java objects that Flink prints with `String.valueOf`; Spark
-needs one result type per function, so ElementAt and MapGet return that text (`CAST(... AS DOUBLE)`
-reads it back, as Dagger's documented queries do), ArrayAggregate a DOUBLE and ArrayOperate an
-ARRAY<STRING>. Maps may be Spark maps or Dagger's layout, an array of (key, value) rows.
+ElementAt and MapGet are JVM functions (`CollectionFunctions.java`); ElementAt's path forms (four or five
+arguments) are calls of `DaggerElementAtPath`, which the SQL stage writes for them. Dagger returns
+elements and map values as Java objects that Flink prints with `String.valueOf`; Spark needs one result
+type per function, so ElementAt and MapGet return that text (`CAST(... AS DOUBLE)` reads it back, as
+Dagger's documented queries do), ArrayAggregate a DOUBLE and ArrayOperate an ARRAY<STRING>. Maps may be
+Spark maps or Dagger's layout, an array of (key, value) rows.
 
 Dagger's ArrayAggregate and ArrayOperate run a Java stream of the declared input type (`IntStream` for
 'int', `LongStream` for 'long', `DoubleStream` for 'double' and 'float'), so their results have that
 type: ArrayOperate(array(1, 2, 1), 'distinct.sorted', 'int') is [1, 2], a sum of ints an int. Where the
 operation and the input type are written as literals, the SQL stage casts the call to that type
-(`type_array_calls`); with an 'other' input, or types given by columns, the text and DOUBLE remain.
+(`rewrite_array_calls`); with an 'other' input, or types given by columns, the text and DOUBLE remain.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.udfs.aggregate import RewrittenSql, SqlBuilder
-from jobs.udfs.javatext import java_double, java_text, texts
-from jobs.udfs.registration import FunctionSet, UdfError, distinct_values
-from jobs.udfs.sql_text import code_tokens, find_calls
-
-# --------------------------------------------------------------------------------------------------------
-# ElementAt
-# --------------------------------------------------------------------------------------------------------
+from jobs.udfs.javatext import java_double, java_text
+from jobs.udfs.registration import FunctionSet, UdfError
+from jobs.udfs.sql_text import Call, code_tokens, find_calls
 
 
 def _lists(array: pa.Array, function: str) -> pa.ListArray:
@@ -38,101 +35,6 @@ def _lists(array: pa.Array, function: str) -> pa.ListArray:
     if not isinstance(array, pa.ListArray):
         raise UdfError(f"{function}: the first argument must be an array, got {array.type}")
     return array
-
-
-def _elements(lists: pa.ListArray, index: pa.Array, *, from_end: bool) -> pa.Array:
-    """The element at each row's 0-based index, null where out of range (a negative index counts from
-    the end when `from_end`)."""
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    wanted = pc.fill_null(pc.cast(index, pa.int64()), 0).to_numpy(zero_copy_only=False)
-    if from_end:
-        wanted = np.where(wanted < 0, wanted + lengths, wanted)
-    missing = pc.or_(lists.is_null(), index.is_null()).to_numpy(zero_copy_only=False)
-    inside = (wanted >= 0) & (wanted < lengths) & ~missing
-    starts = lists.offsets.to_numpy()[:-1]
-    positions = pa.array(np.where(inside, starts + wanted, 0), mask=~inside)
-    return lists.values.take(positions)
-
-
-def _field_text(elements: pa.Array, path: str) -> pa.Array | str:
-    """The dotted field `a.b` of struct elements as text: a NULL leaf prints as Java's
-    `String.valueOf(null)`; a missing element, a NULL row on the way or a field that is not there
-    gives `''`."""
-    values, present = elements, elements.is_valid()
-    for name in path.split("."):
-        if not pa.types.is_struct(values.type) or values.type.get_field_index(name) < 0:
-            return ""
-        present = pc.and_(present, values.is_valid())
-        values = pc.struct_field(values, name)
-    return pc.if_else(present, pc.fill_null(texts(values), "null"), "")
-
-
-def element_at(*arguments: pa.Array) -> pa.Array:
-    """`ElementAt(array, index)`: the element as text, negative index from the end, NULL out of range.
-    `ElementAt(rows, pathOfArray, index, path[, tableName])`: the dotted `path` of the row at `index` as
-    text, `''` when out of range or the path names no field (rows carry their field names here, so
-    `pathOfArray` and `tableName` only keep Dagger's signature)."""
-    lists = _lists(arguments[0], "ElementAt")
-    if len(arguments) == 2:
-        return texts(_elements(lists, arguments[1], from_end=True))
-    elements = _elements(lists, arguments[2], from_end=False)
-    result = pa.nulls(len(lists), pa.string())
-    for path, rows in distinct_values(arguments[3]):
-        result = pc.if_else(rows, _field_text(elements, path), result)
-    return pc.fill_null(result, "")
-
-
-# --------------------------------------------------------------------------------------------------------
-# MapGet
-# --------------------------------------------------------------------------------------------------------
-
-
-def _entries(maps: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """(offsets, keys, values) of a Spark map or of Dagger's array of (key, value) rows."""
-    if isinstance(maps, pa.MapArray):
-        return maps.offsets, maps.keys, maps.items
-    rows = _lists(maps, "MapGet")
-    if not pa.types.is_struct(rows.type.value_type) or rows.type.value_type.num_fields != 2:
-        raise UdfError(
-            f"MapGet: the first argument must be a map or an array of (key, value) rows, got {maps.type}"
-        )
-    return rows.offsets, rows.values.field(0), rows.values.field(1)
-
-
-def _comparable_key(key: object, key_type: pa.DataType) -> pa.Scalar | None:
-    """`key` as a scalar of the map's key type when it is of the same kind (numbers compare by value)."""
-    number = isinstance(key, int | float | Decimal) and not isinstance(key, bool)
-    if number and (pa.types.is_integer(key_type) or pa.types.is_floating(key_type)):
-        try:
-            return pa.scalar(key).cast(key_type)
-        except (pa.ArrowInvalid, OverflowError):
-            return None  # 1.5 equals no integer key
-    if isinstance(key, str) and pa.types.is_string(key_type):
-        return pa.scalar(key, key_type)
-    if isinstance(key, bool) and pa.types.is_boolean(key_type):
-        return pa.scalar(key)
-    return None
-
-
-def map_get(maps: pa.Array, key: pa.Array) -> pa.Array:
-    """The value of the first entry whose key equals `key`, as text; NULL when no entry has it."""
-    offsets, keys, values = _entries(maps)
-    counts = np.diff(offsets.to_numpy())
-    owner = np.repeat(np.arange(len(maps)), counts)
-    result = pa.nulls(len(maps), pa.string())
-    for wanted, rows in distinct_values(key):
-        probe = _comparable_key(wanted, keys.type)
-        if probe is None:
-            continue  # a key of another kind (text for a number key) equals no entry, as in Java
-        matches = pc.fill_null(pc.equal(keys, probe), False).to_numpy(zero_copy_only=False)
-        matched_rows, first = np.unique(owner[matches], return_index=True)
-        hit = np.zeros(len(maps), dtype=bool)
-        hit[matched_rows] = True
-        position = np.zeros(len(maps), dtype=np.int64)
-        position[matched_rows] = np.flatnonzero(matches)[first]
-        found = texts(values.take(pa.array(position, mask=~hit)))
-        result = pc.if_else(rows, found, result)
-    return pc.if_else(maps.is_null(), pa.scalar(None, pa.string()), result)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -300,26 +202,42 @@ def dagger_result_type(function: str, operation_type: str, input_data_type: str)
     return element if terminal in _NUMERIC_TERMINALS else None
 
 
-def type_array_calls(sql: str) -> RewrittenSql:
+def rewrite_array_calls(sql: str) -> RewrittenSql:
     """`sql` with each ArrayOperate and ArrayAggregate call whose operation and input type are literals
-    cast to the type Dagger's call returns."""
-    builder, copied_to = SqlBuilder(sql), 0
+    cast to the type Dagger's call returns, and ElementAt's path forms (four or five arguments) calling
+    `DaggerElementAtPath`: a JVM function has one arity."""
+    edits: list[tuple[int, int, int, str]] = []
+    """(position, order among edits there, end of the original text it replaces, text)"""
     for call in find_calls(sql, {"arrayoperate", "arrayaggregate"}):
-        if len(call.arguments) != 3:
-            continue  # the function's own error names the count
-        operation, input_type = (_string_literal(sql, *call.arguments[index]) for index in (1, 2))
-        if operation is None or input_type is None:
-            continue
-        result_type = dagger_result_type(call.name, operation, input_type)
-        if result_type is None:
-            continue
-        builder.copy(copied_to, call.start)
-        builder.insert("CAST(", call.start)
-        builder.copy(call.start, call.close_paren + 1)
-        builder.insert(f" AS {result_type})", call.start)
-        copied_to = call.close_paren + 1
+        result_type = _typed_result(sql, call)
+        if result_type is not None:
+            edits.append((call.start, 0, call.start, "CAST("))
+            edits.append((call.close_paren + 1, 0, call.close_paren + 1, f" AS {result_type})"))
+    for call in find_calls(sql, {"elementat"}):
+        if len(call.arguments) in (4, 5):  # the two-argument form is ElementAt itself
+            edits.append((call.start, 0, call.open_paren, ELEMENT_AT_PATH))
+            if len(call.arguments) == 4:  # no tableName; after a cast that ends the last argument
+                edits.append((call.arguments[-1][1], 1, call.arguments[-1][1], ", NULL"))
+    if not edits:
+        return RewrittenSql(sql, sql)
+    builder, copied_to = SqlBuilder(sql), 0
+    for position, _, replaced_to, text in sorted(edits):
+        builder.copy(copied_to, position)
+        builder.insert(text, position)
+        copied_to = replaced_to
     builder.copy(copied_to, len(sql))
     return builder.result()
+
+
+def _typed_result(sql: str, call: Call) -> str | None:
+    """The type an ArrayOperate or ArrayAggregate call returns in Dagger, when its operation and input
+    type are literals; None otherwise (the function's own error names a wrong argument count)."""
+    if len(call.arguments) != 3:
+        return None
+    operation, input_type = (_string_literal(sql, *call.arguments[index]) for index in (1, 2))
+    if operation is None or input_type is None:
+        return None
+    return dagger_result_type(call.name, operation, input_type)
 
 
 def _string_literal(sql: str, start: int, end: int) -> str | None:
@@ -342,9 +260,14 @@ def _per_row(function: str, row_function: Callable, result_type: pa.DataType) ->
     return evaluate
 
 
+ELEMENT_AT_PATH = "DaggerElementAtPath"
+_JAVA = "dagger.jobs.udfs.CollectionFunctions"
+
+
 def declare(functions: FunctionSet) -> None:
-    functions.arrow("ElementAt", element_at, "string", arities=(2, 4, 5))
-    functions.arrow("MapGet", map_get, "string")
+    functions.jvm("ElementAt", f"{_JAVA}$ElementAt", "string")
+    functions.jvm(ELEMENT_AT_PATH, f"{_JAVA}$ElementAtPath", "string")
+    functions.jvm("MapGet", f"{_JAVA}$MapGet", "string")
     functions.sql(
         "ListContains",
         "list ARRAY<STRING>, item STRING",

@@ -159,26 +159,3 @@ def distinct_values(array: pa.Array) -> Iterator[tuple[object, pa.Array]]:
         return
     for value in pc.unique(array.drop_null()).to_pylist():
         yield value, pc.fill_null(pc.equal(array, pa.scalar(value, array.type)), False)
-
-
-def floats(array: pa.Array) -> list[float | None]:
-    """An argument's values as Python floats (SQL literals such as `-6.17` arrive as DECIMAL)."""
-    return pc.cast(array, pa.float64()).to_pylist()
-
-
-def ints(array: pa.Array) -> list[int | None]:
-    return pc.cast(array, pa.int64()).to_pylist()
-
-
-def epoch_millis(function: str, timestamps: pa.Array) -> pa.Array:
-    """A TIMESTAMP (or TIMESTAMP_NTZ, read as UTC, or Dagger's ROW<seconds, nanos>) as epoch millis."""
-    if pa.types.is_null(timestamps.type):  # an empty `array()` literal
-        return pa.nulls(len(timestamps), pa.int64())
-    if pa.types.is_struct(timestamps.type):
-        seconds = pc.cast(pc.struct_field(timestamps, "seconds"), pa.int64())
-        nanos = pc.cast(pc.struct_field(timestamps, "nanos"), pa.int64())
-        return pc.add(pc.multiply(seconds, 1000), pc.divide(nanos, 1_000_000))
-    if not pa.types.is_timestamp(timestamps.type):
-        raise UdfError(f"{function}: expected a TIMESTAMP, got {timestamps.type}")
-    millis = pc.floor_temporal(timestamps, unit="millisecond")
-    return pc.cast(millis, pa.timestamp("ms", tz=timestamps.type.tz)).cast(pa.int64())
