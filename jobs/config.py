@@ -69,11 +69,11 @@ def _client_config_value(value: Any) -> str | int | float | bool:
 
 
 ClientConfigValue = Annotated[str | int | float | bool, PlainValidator(_client_config_value)]
+"""A librdkafka-style client setting, passed through as it is."""
 
 KafkaConnector = Literal["python", "spark"]
 """Who reads or writes a Kafka stream or sink: `spark`, Spark's own Kafka connector with the JVM codec (the
 records never enter Python); `python`, the project's Python data source and writer."""
-"""A librdkafka-style client setting, passed through as it is."""
 
 
 def _http_url(value: str) -> str:
