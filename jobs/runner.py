@@ -43,7 +43,8 @@ from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import GroupOffsetCommitter
+from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError, Offsets
+from jobs.sources.kafka.spark_connector import starting_offsets
 from jobs.spark import jvm_loggers_off, state_rows_counted
 from jobs.spec import DaggerSpec
 from jobs.stream_tables import interval, processor_errors, stream_frame, transform_context
@@ -107,9 +108,38 @@ def build_dagger(
     except FunctionsError as error:
         raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
 
+    result = _planned_result(spark, spec, registry, descriptor_sets, {})
+    object_store = s3a_settings(spark)
+    sinks = [
+        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store, spark))
+        for index in range(len(spec.sinks))
+    ]
+    built = BuiltDagger(spec, registry, result, sinks)
+    if spec.execution == "real_time":
+        require_real_time_stages(spec, result, built.connector_sink is not None)
+    # Only now that every check has passed are the broker's offsets asked for (so an unreachable broker is
+    # not reported before a mistake in the dagger file), and the query planned again from them.
+    starting = _connector_starting_offsets(spec, descriptor_sets)
+    if starting:
+        built.result = _planned_result(spark, spec, registry, descriptor_sets, starting)
+    return built
+
+
+def _planned_result(
+    spark: SparkSession,
+    spec: DaggerSpec,
+    registry: SchemaRegistry,
+    descriptor_sets: str,
+    starting: dict[str, Offsets],
+) -> DataFrame:
+    """The dagger's result before its sinks: the streams as tables (those on Spark's Kafka connector
+    starting at `starting`, by table), the SQL, the post-processors and the result's expectations."""
+
     def register_streams(project: bool) -> None:
         for stream in spec.streams:
-            frame = stream_frame(spark, spec, stream, registry, descriptor_sets, project)
+            frame = stream_frame(
+                spark, spec, stream, registry, descriptor_sets, project, starting.get(stream.table)
+            )
             if counted_again_for_the_sql(stream):
                 frame = counted(frame, ROWS_IN, SQL_STAGE, stream.table, enabled=spec.metrics.stage_rows)
             frame.createOrReplaceTempView(stream.table)
@@ -146,15 +176,19 @@ def build_dagger(
             f"dagger {spec.name}: ordered_output orders by rowtime_column {spec.rowtime_column!r}, which the "
             f"result does not have (its columns: {', '.join(result.columns)})"
         )
-    object_store = s3a_settings(spark)
-    sinks = [
-        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store, spark))
-        for index in range(len(spec.sinks))
-    ]
-    built = BuiltDagger(spec, registry, result, sinks)
-    if spec.execution == "real_time":
-        require_real_time_stages(spec, result, built.connector_sink is not None)
-    return built
+    return result
+
+
+def _connector_starting_offsets(spec: DaggerSpec, descriptor_sets: str) -> dict[str, Offsets]:
+    """Where each stream on Spark's Kafka connector starts in a new checkpoint, by table."""
+    starting = {}
+    for stream in spec.streams:
+        if isinstance(stream, KafkaStream) and stream.connector == "spark":
+            try:
+                starting[stream.table] = starting_offsets(stream, descriptor_sets, spec.rowtime_column)
+            except KafkaSourceError as error:
+                raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
+    return starting
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:

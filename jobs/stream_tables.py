@@ -34,7 +34,7 @@ from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import KafkaSourceError
+from jobs.sources.kafka.reader import Offsets
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 from jobs.spark import register_data_source
 from jobs.spec import DaggerSpec
@@ -108,7 +108,12 @@ def stream_frame(
     registry: SchemaRegistry,
     descriptor_sets: str,
     project: bool,
+    starting: Offsets | None = None,
 ) -> DataFrame:
+    """The rows of `stream` as its table in the SQL: read, judged, pre-processed and checked by its
+    expectations; `project` reads only the fields the SQL does. A stream on Spark's Kafka connector starts
+    at `starting` (`jobs.sources.kafka.spark_connector.starting_offsets`): without it, the frame is only
+    good for analysis."""
     data_source = STREAM_KINDS[stream.kind].data_source_class()
     try:  # message, event-time field and column names are checked here, not in a failing task
         columns = _columns_read(descriptor_sets, spec.sql, stream) if project else _ColumnsRead()
@@ -119,7 +124,7 @@ def stream_frame(
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
     if isinstance(stream, KafkaStream) and stream.connector == "spark":
-        frame = _jvm_kafka_frame(spark, spec, stream, layout, descriptor_sets)
+        frame = _jvm_kafka_frame(spark, spec, stream, layout, starting)
     else:
         frame = _python_source_frame(spark, spec, stream, descriptor_sets, columns)
     frame = _without_flags(spec, stream, frame)
@@ -155,7 +160,7 @@ def stream_frame(
 
 
 def _jvm_kafka_frame(
-    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream, layout: StreamLayout, descriptor_sets: str
+    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream, layout: StreamLayout, starting: Offsets | None
 ) -> DataFrame:
     if is_spark_connect(spark):
         raise DaggerBuildError(
@@ -164,12 +169,10 @@ def _jvm_kafka_frame(
         )
     try:
         return kafka_connector.stream_frame(
-            spark, stream, layout, descriptor_sets, spec.rowtime_column, spec.resolved_checkpoint_location
+            spark, stream, layout, spec.rowtime_column, spec.resolved_checkpoint_location, starting
         )
     except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
-    except KafkaSourceError as error:  # its starting offsets are planned now, on the broker
-        raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
 
 
 def _python_source_frame(

@@ -86,6 +86,9 @@ def check_refresh(
     return current
 
 
+# A long browser flow: the refresh and its schedule are proven without a browser (`test_analysis_dagster.py`).
+@pytest.mark.soak
+@pytest.mark.soak_only
 def test_a_user_refreshes_a_materialized_table_in_the_ui(dagster, lakes: AnalysisLakes):
     snapshots = Snapshots(str(lakes.tables), "shop", TABLE)
     dagster.wait_until_up()

@@ -172,6 +172,10 @@ def committed_lake_rows(lake: Path) -> int:
     return len(read_lake_output(lake).committed) if (lake / "_dagger" / "committed").is_dir() else 0
 
 
+# The example's rows are proven on `local[2]` (`test_examples.py`), shipping to executors by the window
+# aggregation below: only `make soak` runs the example again on the cluster.
+@pytest.mark.soak
+@pytest.mark.soak_only
 def test_the_example_dagger_on_the_cluster(cluster, kafka, registry, tmp_path):
     source, sink = kafka.new_topic("bookings", partitions=2), kafka.new_topic("booking-summaries")
     bookings = booking_batch(0, 300)
@@ -259,6 +263,9 @@ def window_rows(lake: Path) -> list[tuple[str, int, int, float]]:
     )
 
 
+# The console's rows are proven on `local[2]`, Python workers on executors by the window aggregation.
+@pytest.mark.soak
+@pytest.mark.soak_only
 def test_the_sql_console_on_the_cluster(cluster):
     """Dagger's functions and a Python UDF file run in Python workers of both executors."""
     statement = (

@@ -27,7 +27,7 @@ from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.kafka_java_client import java_client_settings
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import KafkaStreamReader
+from jobs.sources.kafka.reader import KafkaStreamReader, Offsets
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 
 _RAW_RECORD = ("value", "key", "topic", "partition", "offset")
@@ -41,8 +41,14 @@ _METADATA_COLUMNS = {
 }
 
 
-def connector_options(stream: KafkaStream, starting_offsets: dict[str, dict[str, int]]) -> dict[str, str]:
-    """The connector's options for `stream`, starting (in a new checkpoint) at `starting_offsets`."""
+def starting_offsets(stream: KafkaStream, descriptor_sets: str, rowtime_column: str) -> Offsets:
+    """Where `stream` starts in a new checkpoint, by the Python source's rules, asked of the broker."""
+    return KafkaStreamReader(stream, descriptor_sets, rowtime_column).initialOffset()
+
+
+def connector_options(stream: KafkaStream, starting: Offsets | None) -> dict[str, str]:
+    """The connector's options for `stream`, starting (in a new checkpoint) at `starting`; without it, the
+    options of a frame that is only analysed, never run."""
     options = {
         "kafka.bootstrap.servers": str(stream.bootstrap_servers),
         # The connector's consumers only assign() and never commit; each query names its groups
@@ -50,7 +56,6 @@ def connector_options(stream: KafkaStream, starting_offsets: dict[str, dict[str,
         "groupIdPrefix": stream.group_id or f"dagger-{stream.table}",
         "kafka.default.api.timeout.ms": str(int(stream.broker_timeout.total_seconds() * 1000)),
         "kafkaConsumer.pollTimeoutMs": str(int(stream.broker_timeout.total_seconds() * 1000)),
-        "startingOffsets": json.dumps(starting_offsets),
         # The Java client's default (500 ms) would hold every fetch of a quiet topic that long; the Python
         # source waits 10 ms too.
         "kafka.fetch.max.wait.ms": "10",
@@ -61,6 +66,8 @@ def connector_options(stream: KafkaStream, starting_offsets: dict[str, dict[str,
         "kafka.max.partition.fetch.bytes": str(8 << 20),
         "includeHeaders": "false",
     }
+    if starting is not None:
+        options["startingOffsets"] = json.dumps(starting)
     if stream.topics is not None:
         options["subscribe"] = ",".join(stream.topics)
     else:
@@ -76,13 +83,13 @@ def stream_frame(
     spark: SparkSession,
     stream: KafkaStream,
     layout: StreamLayout,
-    descriptor_sets: str,
     rowtime_column: str,
     checkpoint: str,
+    starting: Offsets | None,
 ) -> DataFrame:
-    """The stream's rows, in the columns of `layout.spark_schema`, read and decoded in the JVM; late records
-    are judged by the watermark of `checkpoint`'s running batch."""
-    starting = KafkaStreamReader(stream, descriptor_sets, rowtime_column).initialOffset()
+    """The stream's rows, in the columns of `layout.spark_schema`, read and decoded in the JVM from
+    `starting` (see `connector_options`); late records are judged by the watermark of `checkpoint`'s
+    running batch."""
     raw = spark.readStream.format("kafka").options(**connector_options(stream, starting)).load()
     record_type = StructType(layout.spark_schema.fields[: len(layout.decoder.schema)])
     record = _record_decoder(spark, stream, layout, record_type)
