@@ -4,7 +4,7 @@ the share of its sinks' requests that failed.
 The same judgement runs in two places: as Dagster asset checks over the observations the runs recorded
 (`checks.py`: evaluated when a run ends, or on demand), and inside a running dagger's run every
 `checks.live_interval`, over the batches it has just run (`live_evaluations`), so a live dagger's checks
-turn red while it runs.
+turn red while it runs, and once more when the run stops, over the batches its stop let finish.
 """
 
 from __future__ import annotations

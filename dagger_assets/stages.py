@@ -390,6 +390,8 @@ def dagger_assets(
                 demand.close()
         with stopping:
             log_new_observations()
+            if live_interval_s and run.reports:
+                record_live_checks()  # the last evaluation covers the batches the stop let finish
             yield from _materializations(
                 spec,
                 result_schema,

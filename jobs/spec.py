@@ -76,8 +76,8 @@ class DaggerChecks(_Model):
     """Largest share of the sinks' recent requests that failed (and were retried); a write whose retries
     run out fails its micro-batch, and with it the run."""
     live_interval: Duration = timedelta(minutes=1)
-    """How often a running dagger's run evaluates the checks and records the results (0: only when the run
-    ends, as any asset check)."""
+    """How often a running dagger's run evaluates the checks and records the results, and once more as it
+    stops (0: only when the run ends, as any asset check)."""
 
 
 class RestartPolicy(_Model):
