@@ -58,7 +58,25 @@ class BuiltDagger:
     spec: DaggerSpec
     registry: SchemaRegistry
     result: DataFrame
+    """The query's result, checked; streams on Spark's Kafka connector start where `started_result` says."""
     sinks: list[SinkWriter]
+    replanned: Callable[[dict[str, Offsets]], DataFrame]
+    """The result planned again with the connector's streams starting at the given offsets, by table."""
+    descriptor_sets: str
+
+    def started_result(self) -> DataFrame:
+        """The result to start: planned again, if any stream is on Spark's Kafka connector, from where the
+        broker says it starts (the Python source asks at the same moment, as its query starts)."""
+        starting = {}
+        for stream in self.spec.streams:
+            if isinstance(stream, KafkaStream) and stream.connector == "spark":
+                try:
+                    starting[stream.table] = starting_offsets(
+                        stream, self.descriptor_sets, self.spec.rowtime_column
+                    )
+                except KafkaSourceError as error:
+                    raise DaggerBuildError(f"dagger {self.spec.name}: {error}") from None
+        return self.replanned(starting) if starting else self.result
 
     @property
     def connector_sink(self) -> ConnectorRecords | None:
@@ -114,14 +132,18 @@ def build_dagger(
         _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store, spark))
         for index in range(len(spec.sinks))
     ]
-    built = BuiltDagger(spec, registry, result, sinks)
+    # The broker is asked where the connector's streams start only when the query starts: building is
+    # checking, and names a mistake in the dagger file though no broker answers.
+    built = BuiltDagger(
+        spec,
+        registry,
+        result,
+        sinks,
+        lambda starting: _planned_result(spark, spec, registry, descriptor_sets, starting),
+        descriptor_sets,
+    )
     if spec.execution == "real_time":
         require_real_time_stages(spec, result, built.connector_sink is not None)
-    # Only now that every check has passed are the broker's offsets asked for (so an unreachable broker is
-    # not reported before a mistake in the dagger file), and the query planned again from them.
-    starting = _connector_starting_offsets(spec, descriptor_sets)
-    if starting:
-        built.result = _planned_result(spark, spec, registry, descriptor_sets, starting)
     return built
 
 
@@ -177,18 +199,6 @@ def _planned_result(
             f"result does not have (its columns: {', '.join(result.columns)})"
         )
     return result
-
-
-def _connector_starting_offsets(spec: DaggerSpec, descriptor_sets: str) -> dict[str, Offsets]:
-    """Where each stream on Spark's Kafka connector starts in a new checkpoint, by table."""
-    starting = {}
-    for stream in spec.streams:
-        if isinstance(stream, KafkaStream) and stream.connector == "spark":
-            try:
-                starting[stream.table] = starting_offsets(stream, descriptor_sets, spec.rowtime_column)
-            except KafkaSourceError as error:
-                raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
-    return starting
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
@@ -343,14 +353,13 @@ class DaggerRun:
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
+        result = self.built.started_result()
         self._progress.attach()
         connector = self.built.connector_sink
         if connector is not None:  # straight from the query to Spark's Kafka sink: no Python per batch
-            writer = (
-                connector.records(self.built.result).writeStream.format("kafka").options(**connector.options)
-            )
+            writer = connector.records(result).writeStream.format("kafka").options(**connector.options)
         else:
-            writer = self.built.result.writeStream.foreachBatch(self._batch_writer())
+            writer = result.writeStream.foreachBatch(self._batch_writer())
         # Real-time mode takes no `append`; for the stateless queries it runs with `append` (build_dagger
         # refuses the others) every row is emitted once either way.
         real_time = spec.execution == "real_time" and not self.bounded

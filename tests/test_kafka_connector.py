@@ -126,10 +126,10 @@ def test_a_dagger_real_time_mode_cannot_run_is_refused_before_start_naming_the_s
     assert "execution 'real_time' cannot run" in str(refused.value)
 
 
-def test_a_mistake_is_named_before_the_broker_is_asked_where_the_stream_starts(make_dagger, spark, registry):
-    """The connector's starting offsets are asked of the broker only once every other check has passed: a
-    mistake in the SQL is named though no broker answers, and a dagger without one names the broker."""
-    from jobs.runner import build_dagger
+def test_the_broker_is_asked_where_the_stream_starts_only_as_the_query_starts(make_dagger, spark, registry):
+    """Building a dagger on the connector names a mistake in its SQL though no broker answers, as on the
+    Python source; the broker is asked for the starting offsets when the query starts, and named then."""
+    from jobs.runner import DaggerRun, build_dagger
 
     nowhere = kafka_stream(
         "127.0.0.1:9",
@@ -141,13 +141,14 @@ def test_a_mistake_is_named_before_the_broker_is_asked_where_the_stream_starts(m
         broker_timeout="2s",
     )
 
-    def build(sql: str) -> None:
-        build_dagger(spark, make_dagger(streams=[nowhere], sql=sql, sinks=[{"kind": "log"}]), registry)
+    def build(sql: str):
+        return build_dagger(spark, make_dagger(streams=[nowhere], sql=sql, sinks=[{"kind": "log"}]), registry)
 
     with pytest.raises(DaggerBuildError, match=r"dagger test-dagger: .*`nope`"):
         build("SELECT nope FROM orders")
-    with pytest.raises(DaggerBuildError, match=r"stream 'orders' \(127\.0\.0\.1:9\)"):
-        build("SELECT order_id FROM orders")
+    built = build("SELECT order_id FROM orders")
+    with pytest.raises(DaggerBuildError, match=r"dagger test-dagger: stream 'orders' \(127\.0\.0\.1:9\)"):
+        DaggerRun(spark, built).start()
 
 
 def test_librdkafka_settings_become_the_java_clients(tmp_path):
