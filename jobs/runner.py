@@ -12,6 +12,7 @@ instead of a failed query minutes later.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -60,23 +61,8 @@ class BuiltDagger:
     result: DataFrame
     """The query's result, checked; streams on Spark's Kafka connector start where `started_result` says."""
     sinks: list[SinkWriter]
-    replanned: Callable[[dict[str, Offsets]], DataFrame]
-    """The result planned again with the connector's streams starting at the given offsets, by table."""
-    descriptor_sets: str
-
-    def started_result(self) -> DataFrame:
-        """The result to start: planned again, if any stream is on Spark's Kafka connector, from where the
-        broker says it starts (the Python source asks at the same moment, as its query starts)."""
-        starting = {}
-        for stream in self.spec.streams:
-            if isinstance(stream, KafkaStream) and stream.connector == "spark":
-                try:
-                    starting[stream.table] = starting_offsets(
-                        stream, self.descriptor_sets, self.spec.rowtime_column
-                    )
-                except KafkaSourceError as error:
-                    raise DaggerBuildError(f"dagger {self.spec.name}: {error}") from None
-        return self.replanned(starting) if starting else self.result
+    started_result: Callable[[], DataFrame]
+    """The result to start (`_result_from_broker`)."""
 
     @property
     def connector_sink(self) -> ConnectorRecords | None:
@@ -134,14 +120,8 @@ def build_dagger(
     ]
     # The broker is asked where the connector's streams start only when the query starts: building is
     # checking, and names a mistake in the dagger file though no broker answers.
-    built = BuiltDagger(
-        spec,
-        registry,
-        result,
-        sinks,
-        lambda starting: _planned_result(spark, spec, registry, descriptor_sets, starting),
-        descriptor_sets,
-    )
+    started = functools.partial(_result_from_broker, spark, spec, registry, descriptor_sets, result)
+    built = BuiltDagger(spec, registry, result, sinks, started)
     if spec.execution == "real_time":
         require_real_time_stages(spec, result, built.connector_sink is not None)
     return built
@@ -199,6 +179,21 @@ def _planned_result(
             f"result does not have (its columns: {', '.join(result.columns)})"
         )
     return result
+
+
+def _result_from_broker(
+    spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, descriptor_sets: str, result: DataFrame
+) -> DataFrame:
+    """`result`, planned again if any stream is on Spark's Kafka connector, from where the broker says it
+    starts (the Python source asks at the same moment, as its query starts)."""
+    starting = {}
+    for stream in spec.streams:
+        if isinstance(stream, KafkaStream) and stream.connector == "spark":
+            try:
+                starting[stream.table] = starting_offsets(stream, descriptor_sets, spec.rowtime_column)
+            except KafkaSourceError as error:
+                raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
+    return _planned_result(spark, spec, registry, descriptor_sets, starting) if starting else result
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:

@@ -108,7 +108,7 @@ def stream_frame(
     registry: SchemaRegistry,
     descriptor_sets: str,
     project: bool,
-    starting: Offsets | None = None,
+    starting: Offsets | None,
 ) -> DataFrame:
     """The rows of `stream` as its table in the SQL: read, judged, pre-processed and checked by its
     expectations; `project` reads only the fields the SQL does. A stream on Spark's Kafka connector starts
