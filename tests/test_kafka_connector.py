@@ -47,16 +47,19 @@ def test_a_filter_in_real_time_mode_writes_each_record_as_it_arrives(
     kafka.produce(source, order_payloads(registry, 0, 40), partition=lambda index: index % 2)
     spec = make_dagger(
         streams=[spark_stream(kafka, source)],
-        # Dagger's geo, calendar, JSON and collection functions are JVM ones, which real-time mode runs (a
-        # Python one it refuses); each condition holds for every order, so a function that failed would lose
-        # rows.
+        # Dagger's geo, calendar, JSON, collection and array functions are JVM ones, which real-time mode runs
+        # (a Python one it refuses); each condition holds for every order, so a function that failed would
+        # lose rows.
         sql="SELECT order_id, customer_id, amount, created_at FROM orders "
         "WHERE amount >= 10 AND GeoHash(amount / 100, amount / 100, 4) IS NOT NULL "
         "AND StartOfWeek(unix_millis(created_at), 'UTC') <= unix_millis(created_at) "
         """AND JsonQuery(concat('{"id":"', order_id, '"}'), '$.id') = concat('"', order_id, '"') """
         "AND ElementAt(array(customer_id, order_id), -1) = order_id "
         "AND ElementAt(array(named_struct('id', order_id)), 'orders', 0, 'id') = order_id "
-        "AND MapGet(map('id', order_id), 'id') = order_id",
+        "AND MapGet(map('id', order_id), 'id') = order_id "
+        "AND ArrayAggregate(array(amount, amount), 'distinct.sum', 'double') = amount "
+        "AND ArrayOperate(array(order_id, customer_id, order_id), 'distinct', 'other') = "
+        "array(order_id, customer_id)",
         sinks=[spark_sink(kafka, sink)],
         execution="real_time",
         real_time_checkpoint_interval="5s",

@@ -1,11 +1,12 @@
 """ElementAt, MapGet, ListContains, ArrayAggregate and ArrayOperate.
 
-ElementAt and MapGet are JVM functions (`CollectionFunctions.java`); ElementAt's path forms (four or five
-arguments) are calls of `DaggerElementAtPath`, which the SQL stage writes for them. Dagger returns
-elements and map values as Java objects that Flink prints with `String.valueOf`; Spark needs one result
-type per function, so ElementAt and MapGet return that text (`CAST(... AS DOUBLE)` reads it back, as
-Dagger's documented queries do), ArrayAggregate a DOUBLE and ArrayOperate an ARRAY<STRING>. Maps may be
-Spark maps or Dagger's layout, an array of (key, value) rows.
+ElementAt and MapGet are JVM functions (`CollectionFunctions.java`), and so are ArrayAggregate and
+ArrayOperate (`ArrayFunctions.java`); ElementAt's path forms (four or five arguments) are calls of
+`DaggerElementAtPath`, which the SQL stage writes for them. Dagger returns elements and map values as
+Java objects that Flink prints with `String.valueOf`; Spark needs one result type per function, so
+ElementAt and MapGet return that text (`CAST(... AS DOUBLE)` reads it back, as Dagger's documented queries
+do), ArrayAggregate a DOUBLE and ArrayOperate an ARRAY<STRING>. Maps may be Spark maps or Dagger's layout,
+an array of (key, value) rows.
 
 Dagger's ArrayAggregate and ArrayOperate run a Java stream of the declared input type (`IntStream` for
 'int', `LongStream` for 'long', `DoubleStream` for 'double' and 'float'), so their results have that
@@ -16,169 +17,13 @@ operation and the input type are written as literals, the SQL stage casts the ca
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from jobs.udfs.aggregate import RewrittenSql, SqlBuilder
-from jobs.udfs.javatext import java_double, java_text
-from jobs.udfs.registration import FunctionSet, UdfError
+from jobs.udfs.registration import FunctionSet
 from jobs.udfs.sql_text import Call, code_tokens, find_calls
 
-
-def _lists(array: pa.Array, function: str) -> pa.ListArray:
-    if isinstance(array, pa.LargeListArray):
-        array = pc.cast(array, pa.list_(array.type.value_type))
-    if not isinstance(array, pa.ListArray):
-        raise UdfError(f"{function}: the first argument must be an array, got {array.type}")
-    return array
-
-
-# --------------------------------------------------------------------------------------------------------
-# ArrayAggregate / ArrayOperate
-# --------------------------------------------------------------------------------------------------------
-
-
-def _as_int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise TypeError
-    return int(value)
-
-
-def _as_float32(value: object) -> float:
-    return float(np.float32(float(value)))
-
-
-# Dagger's inputDataType (case-insensitive) -> how an element is read, and the Java integer width
-# (sums wrap around as Java's int/long arithmetic does).
-_ELEMENT_TYPES: dict[str, tuple[Callable[[object], object], int | None]] = {
-    "INTEGER": (_as_int, 32),
-    "INT": (_as_int, 32),
-    "LONG": (_as_int, 64),
-    "BIGINT": (_as_int, 64),
-    "DOUBLE": (float, None),
-    "FLOAT": (_as_float32, None),
-}
-_STREAM_OPERATIONS = {"distinct", "sorted"}
 _NUMERIC_TERMINALS = {"average", "sum", "min", "max", "count", "findFirst", "findAny"}
-_OTHER_TERMINALS = {"count", "findFirst", "findAny"}
-
-
-def _element_type(function: str, input_data_type: str) -> str:
-    name = input_data_type.upper()
-    if name not in _ELEMENT_TYPES and name != "OTHER":
-        raise UdfError(  # after the function's name, Dagger's message word for word
-            f"{function}: No support for inputDataType: {input_data_type}."
-            "Please provide 'Other' as inputDataType instead."
-        )
-    return name
-
-
-def _read_elements(function: str, elements: list, element_type: str, input_data_type: str) -> list:
-    if element_type == "OTHER":
-        return elements
-    read, _ = _ELEMENT_TYPES[element_type]
-    values = []
-    for element in elements:
-        try:
-            values.append(read(element))
-        except (TypeError, ValueError):
-            raise UdfError(
-                f"{function}: element {element!r} is not of inputDataType {input_data_type}"
-            ) from None
-    return values
-
-
-def _identity(value: object) -> object:
-    """What Java's `equals` tells apart: 1 and 1.0 are different objects; rows compare by content."""
-    if isinstance(value, dict | list):
-        return ("nested", java_text(value))
-    return (type(value).__name__, value)
-
-
-def _apply_stream_operation(function: str, values: list, operation: str) -> list:
-    if operation == "distinct":
-        first_seen: dict[object, object] = {}
-        for value in values:
-            first_seen.setdefault(_identity(value), value)
-        return list(first_seen.values())
-    try:
-        return sorted(values)
-    except TypeError:
-        raise UdfError(f"{function}: 'sorted' needs comparable elements, got {values!r}") from None
-
-
-def _wrap(total: int, bits: int | None) -> int:
-    if bits is None:
-        return total
-    half = 1 << (bits - 1)
-    return (total + half) % (1 << bits) - half
-
-
-def _aggregate(values: list, terminal: str, element_type: str) -> float | None:
-    """Java's stream terminal on the elements; an empty stream's Optional gives 0, as Dagger unwraps it."""
-    if terminal == "count":
-        return float(len(values))
-    if terminal in ("findFirst", "findAny"):
-        if not values:
-            return None if element_type == "OTHER" else 0.0
-        first = values[0]
-        if element_type == "OTHER" and (isinstance(first, bool) or not isinstance(first, int | float)):
-            raise UdfError(
-                f"ArrayAggregate: {terminal} of 'Other' elements gives {first!r}, which is not a number; "
-                "use ElementAt(array, 0)"
-            )
-        return float(first)
-    if not values:
-        return 0.0
-    if terminal == "sum":
-        if element_type in ("DOUBLE", "FLOAT"):
-            return math.fsum(values)
-        return float(_wrap(sum(values), _ELEMENT_TYPES[element_type][1]))
-    if terminal == "average":
-        return math.fsum(values) / len(values)
-    return float(min(values) if terminal == "min" else max(values))
-
-
-def _unsolvable(function: str, operation: str, operation_type: str) -> UdfError:
-    return UdfError(
-        f"{function}: unsolvable function/method '{operation}' in operationType '{operation_type}'"
-    )
-
-
-def _array_aggregate_row(elements: list, operation_type: str, input_data_type: str) -> float | None:
-    element_type = _element_type("ArrayAggregate", input_data_type)
-    values = _read_elements("ArrayAggregate", elements, element_type, input_data_type)
-    *streaming, terminal = operation_type.split(".")
-    for operation in streaming:
-        if operation not in _STREAM_OPERATIONS:
-            raise _unsolvable("ArrayAggregate", operation, operation_type)
-        values = _apply_stream_operation("ArrayAggregate", values, operation)
-    terminals = _OTHER_TERMINALS if element_type == "OTHER" else _NUMERIC_TERMINALS
-    if terminal not in terminals:
-        if terminal in _STREAM_OPERATIONS:
-            raise UdfError(
-                f"ArrayAggregate: operationType '{operation_type}' ends with '{terminal}', which gives an "
-                f"array, not a value: end it with one of {', '.join(sorted(terminals))} (or use ArrayOperate)"
-            )
-        raise _unsolvable("ArrayAggregate", terminal, operation_type)
-    return _aggregate(values, terminal, element_type)
-
-
-def _array_operate_row(elements: list, operation_type: str, input_data_type: str) -> list[str | None]:
-    element_type = _element_type("ArrayOperate", input_data_type)
-    values = _read_elements("ArrayOperate", elements, element_type, input_data_type)
-    for operation in operation_type.split("."):
-        if operation not in _STREAM_OPERATIONS:
-            raise _unsolvable("ArrayOperate", operation, operation_type)
-        values = _apply_stream_operation("ArrayOperate", values, operation)
-    if element_type in ("DOUBLE", "FLOAT"):
-        return [java_double(value) for value in values]
-    return [None if value is None else java_text(value) for value in values]
-
+"""The terminals of ArrayAggregate over numbers (`ArrayFunctions.java`), whose result has the elements'
+type."""
 
 _STREAM_RESULT_TYPES = {
     "INTEGER": "INT", "INT": "INT", "LONG": "BIGINT", "BIGINT": "BIGINT",
@@ -247,21 +92,9 @@ def _string_literal(sql: str, start: int, end: int) -> str | None:
     return sql[start + 1 : end - 1]
 
 
-def _per_row(function: str, row_function: Callable, result_type: pa.DataType) -> Callable[..., pa.Array]:
-    def evaluate(arrays: pa.Array, operation_type: pa.Array, input_data_type: pa.Array) -> pa.Array:
-        lists = _lists(arrays, function).to_pylist()
-        operations, data_types = operation_type.to_pylist(), input_data_type.to_pylist()
-        results = [
-            None if None in (elements, operation, data_type) else row_function(elements, operation, data_type)
-            for elements, operation, data_type in zip(lists, operations, data_types, strict=True)
-        ]
-        return pa.array(results, result_type)
-
-    return evaluate
-
-
 ELEMENT_AT_PATH = "DaggerElementAtPath"
 _JAVA = "dagger.jobs.udfs.CollectionFunctions"
+_ARRAYS_JAVA = "dagger.jobs.udfs.ArrayFunctions"
 
 
 def declare(functions: FunctionSet) -> None:
@@ -276,11 +109,5 @@ def declare(functions: FunctionSet) -> None:
         "CASE WHEN list IS NULL THEN false WHEN item IS NULL THEN exists(list, element -> element IS NULL) "
         "ELSE coalesce(array_contains(list, item), false) END",
     )
-    functions.arrow(
-        "ArrayAggregate", _per_row("ArrayAggregate", _array_aggregate_row, pa.float64()), "double"
-    )
-    functions.arrow(
-        "ArrayOperate",
-        _per_row("ArrayOperate", _array_operate_row, pa.list_(pa.string())),
-        "array<string>",
-    )
+    functions.jvm("ArrayAggregate", f"{_ARRAYS_JAVA}$ArrayAggregate", "double")
+    functions.jvm("ArrayOperate", f"{_ARRAYS_JAVA}$ArrayOperate", "array<string>")
