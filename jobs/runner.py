@@ -42,6 +42,7 @@ from jobs.real_time import require_real_time_stages
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
+from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError, Offsets
@@ -100,7 +101,7 @@ def build_dagger(
 ) -> BuiltDagger:
     _require_deployment_keys(spec)
     _require_checkpoint_store(spark, spec)
-    spec = _with_pinned_streams(spec)
+    spec = _with_pinned_streams(_with_chosen_connectors(spec, is_spark_connect(spark)))
     registry = registry or SchemaRegistry.load(
         spec.schema_registry.descriptor_sets,
         spec.schema_registry.fetch_timeout.total_seconds(),
@@ -194,6 +195,29 @@ def _result_from_broker(
             except KafkaSourceError as error:
                 raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
     return _planned_result(spark, spec, registry, descriptor_sets, starting) if starting else result
+
+
+def _with_chosen_connectors(spec: DaggerSpec, spark_connect: bool) -> DaggerSpec:
+    """The spec with every Kafka stream's and sink's `connector` set (see their `connector` keys)."""
+    real_time = spec.execution == "real_time"
+    streams = [
+        stream.with_chosen_connector(spark_connect, real_time) if isinstance(stream, KafkaStream) else stream
+        for stream in spec.streams
+    ]
+    sinks = [
+        sink.with_chosen_connector(spark_connect) if isinstance(sink, KafkaSink) else sink
+        for sink in spec.sinks
+    ]
+    for index, stream in enumerate(streams):
+        if isinstance(stream, KafkaStream):
+            log.info(
+                "dagger %s: streams[%d] (%s) reads through connector %r",
+                spec.name,
+                index,
+                stream.table,
+                stream.connector,
+            )
+    return spec.model_copy(update={"streams": streams, "sinks": sinks})
 
 
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:

@@ -219,9 +219,9 @@ def make_dagger(descriptor_set: Path, tmp_path: Path) -> Callable[..., DaggerSpe
     return make
 
 
-_kafka_connector = "python"
-"""The `connector` of the Kafka streams and sinks `kafka_stream` and `kafka_sink` make; the `kafka_connector`
-fixture runs a test once with each."""
+_kafka_connector: str | None = None
+"""The `connector` of the Kafka streams and sinks `kafka_stream` and `kafka_sink` make (None: unset, the
+dagger's default); the `kafka_connector` fixture runs a test once with each."""
 
 
 @pytest.fixture(params=["python", "spark"])
@@ -233,7 +233,7 @@ def kafka_connector(request: pytest.FixtureRequest) -> Iterator[str]:
     try:
         yield request.param
     finally:
-        _kafka_connector = "python"
+        _kafka_connector = None
 
 
 def kafka_stream(
@@ -246,7 +246,7 @@ def kafka_stream(
         "event_time_field": event_time_field,
         "bootstrap_servers": bootstrap_servers,
         "auto_offset_reset": "earliest",
-        "connector": _kafka_connector,
+        **_connector_key(),
         **fields,
     }
 
@@ -268,9 +268,13 @@ def kafka_sink(bootstrap_servers: str, topic: str, message: str, **fields: Any) 
         "bootstrap_servers": bootstrap_servers,
         "topic": topic,
         "proto_message": message,
-        "connector": _kafka_connector,
+        **_connector_key(),
         **fields,
     }
+
+
+def _connector_key() -> dict[str, str]:
+    return {} if _kafka_connector is None else {"connector": _kafka_connector}
 
 
 @dataclass

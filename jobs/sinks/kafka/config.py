@@ -42,14 +42,21 @@ class KafkaSink(SinkConfig):
     """`exactly_once`: every Spark task writes its rows and a commit marker in one Kafka transaction, and
     a replayed task whose marker is committed writes nothing (see `jobs/sinks/kafka/exactly_once.py`), on
     either connector."""
-    connector: KafkaConnector = "python"
+    connector: KafkaConnector | None = None
     """`spark`: the records are encoded in the JVM (protobuf by the project's codec, JSON by `to_json`, Avro
     by `to_avro`) and written by Java producers, so they never enter Python: Spark's own Kafka connector at
     least once, the project's transactional writer (`ExactlyOnceKafkaWriter.java`) exactly once. `python`:
-    the project's Python writer."""
+    the project's Python writer. Unset: `spark`, or `python` on a Spark Connect session (the client cannot
+    put the codec in the server's JVM)."""
     marker_topic: str | None = Field(default=None, min_length=1)
     """exactly_once only: topic of the commit markers, on the same cluster; default
     `<topic>.dagger-commits`, created (1 partition, compacted) when missing."""
+
+    def with_chosen_connector(self, spark_connect: bool) -> KafkaSink:
+        """This sink with `connector` set: the one it names, or the default for the session."""
+        if self.connector is not None:
+            return self
+        return self.model_copy(update={"connector": "python" if spark_connect else "spark"})
 
     @model_validator(mode="after")
     def _format_keys(self) -> KafkaSink:

@@ -54,10 +54,20 @@ class KafkaStream(StreamConfig):
     """How long the source rides out a broker that does not answer (metadata, offsets, records), retrying,
     before the query fails and the restart policy takes over."""
     invalid_records: InvalidRecordPolicy = Field(default_factory=InvalidRecordPolicy)
-    connector: KafkaConnector = "python"
+    connector: KafkaConnector | None = None
     """`spark`: Spark's own Kafka connector reads the topics and a JVM codec decodes the records, so they
-    never enter Python (`jobs/sources/kafka/spark_connector.py`); it decodes protobuf, JSON and Avro.
-    `python`: the project's Python data source."""
+    never enter Python (`jobs/sources/kafka/spark_connector.py`). `python`: the project's Python data
+    source. Unset: `spark`, except for two cases that take `python`: a Spark Connect session (the client
+    cannot put the codec in the server's JVM), and Avro on micro-batches, because the connector stops the
+    query on a writer schema registered after it started (a collection's schema grows while daggers
+    read it), which the Python source reads on."""
+
+    def with_chosen_connector(self, spark_connect: bool, real_time: bool) -> KafkaStream:
+        """This stream with `connector` set: the one it names, or the default for the session."""
+        if self.connector is not None:
+            return self
+        keeps_python = spark_connect or (self.format == "avro" and not real_time)
+        return self.model_copy(update={"connector": "python" if keeps_python else "spark"})
 
     def asset_metadata(self) -> dict[str, str | int]:
         where: dict[str, str | int] = (
