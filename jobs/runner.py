@@ -43,6 +43,7 @@ from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.config import KafkaSink
+from jobs.sinks.kafka.producers import KafkaSinkError, require_login
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError, Offsets
@@ -220,6 +221,17 @@ def _with_chosen_connectors(spec: DaggerSpec, spark_connect: bool) -> DaggerSpec
     return spec.model_copy(update={"streams": streams, "sinks": sinks})
 
 
+def _require_kafka_sink_logins(spec: DaggerSpec) -> None:
+    """Each at-least-once Kafka sink's cluster takes its login before the query starts (an exactly-once
+    sink's driver looks its marker topic up with the same settings at its first batch)."""
+    for index, sink in enumerate(spec.sinks):
+        if isinstance(sink, KafkaSink) and sink.delivery == "at_least_once":
+            try:
+                require_login(sink)
+            except KafkaSinkError as error:
+                raise DaggerBuildError(f"dagger {spec.name}: sinks[{index}]: {error}") from None
+
+
 def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
     """The spec with each stream's columns fixed as they are at start (see `jobs.codec.formats.pinned`)."""
     streams = []
@@ -373,6 +385,7 @@ class DaggerRun:
     def start(self) -> StreamingQuery:
         spec = self.built.spec
         result = self.built.started_result()
+        _require_kafka_sink_logins(spec)
         self._progress.attach()
         connector = self.built.connector_sink
         if connector is not None:  # straight from the query to Spark's Kafka sink: no Python per batch

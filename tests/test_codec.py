@@ -444,10 +444,13 @@ def test_invalid_payloads_are_reported_by_index_and_the_rest_decodes(
     assert rows[2] == _row(all_types_decoder, second)
     assert rows[6] == _row(all_types_decoder, b"")
     if isinstance(all_types_decoder, JvmDecoder):  # protobuf-java's reasons; an invalid row is NULL
-        truncated = "While parsing a protocol message, the input ended unexpectedly in the middle of a field."
+        truncated = (
+            "failed to decode Protobuf message: While parsing a protocol message, the input ended "
+            "unexpectedly in the middle of a field."
+        )
         assert [invalid[index].split("  ")[0] for index in (1, 3, 4, 5)] == [
             truncated,
-            "Protocol message tag had invalid wire type.",
+            "failed to decode Protobuf message: Protocol message tag had invalid wire type.",
             truncated,
             truncated,
         ]

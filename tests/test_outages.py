@@ -313,7 +313,8 @@ def test_a_driver_python_worker_late_to_connect_back_restarts_the_query_and_lose
     source, output = kafka.new_topic("late-worker"), kafka.new_topic("late-worker-out")
     kafka.produce(source, order_payloads(registry, 0, 7))
     dagger = write_orders_dagger(
-        tmp_path, "late-worker", kafka.bootstrap_servers, descriptor_set, {"topics": [source]},
+        tmp_path, "late-worker", kafka.bootstrap_servers, descriptor_set,
+        {"topics": [source], "connector": "python"},  # the Python source's reader is a driver-side worker
         sinks=[kafka_sink(kafka.bootstrap_servers, output, ORDER)],
     )  # fmt: skip
     # The Python the run's Spark starts its workers with: the first worker that runs the stream's reader on

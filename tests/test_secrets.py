@@ -975,7 +975,7 @@ def test_a_refused_elasticsearch_enrichment_names_its_host_without_the_credentia
 # --------------------------------------------------------------------------------------------------------
 
 
-def test_consumer_passwords_are_redacted_from_plans(kafka, make_dagger, spark, registry):
+def test_consumer_passwords_are_redacted_from_plans(kafka, make_dagger, spark, registry, kafka_connector):
     planted = SECRETS["kafka_stream_option"]
     topic = kafka.new_topic("secrets")
     stream = kafka_stream(
@@ -993,5 +993,6 @@ def test_consumer_passwords_are_redacted_from_plans(kafka, make_dagger, spark, r
     with contextlib.redirect_stdout(explained):
         built.result.explain(extended=True)
     plan = built.result._jdf.queryExecution().toString()
-    assert "dagger_kafka" in plan  # the source and its options are in the plan...
+    source = {"python": "dagger_kafka", "spark": "KafkaSourceProvider"}[kafka_connector]
+    assert source in plan  # the source and its options are in the plan...
     assert_nothing_planted({"the query plan": plan, "explain()": explained.getvalue()}, planted_strings())

@@ -176,13 +176,14 @@ def test_a_replayed_micro_batch_is_not_written_twice(
     kafka.produce(topic, order_payloads(registry, 3, 2))
     running.process_available()
     running.run.stop()
-    assert [report.batch_id for report in running.run.reports if report.input_rows] == [0, 1]
+    # Spark's connector runs an empty batch 0 on a topic that was empty at the start; the Python source not.
+    first, second = [report.batch_id for report in running.run.reports if report.input_rows]
 
     checkpoint = tmp_path / "checkpoint"
     crashed = tmp_path / "crashed-checkpoint"
     shutil.copytree(checkpoint, crashed)
-    (crashed / "commits" / "1").unlink()
-    (crashed / "commits" / ".1.crc").unlink(missing_ok=True)
+    (crashed / "commits" / str(second)).unlink()
+    (crashed / "commits" / f".{second}.crc").unlink(missing_ok=True)
 
     expected = [
         {"order_id": f"o{index}", "amount": float(index), "created_at": created_at(index)}
@@ -193,13 +194,13 @@ def test_a_replayed_micro_batch_is_not_written_twice(
     with caplog.at_level(logging.INFO, logger="dagger.sink.bigquery"):
         replay = start_dagger(spec.model_copy(update={"checkpoint_location": str(crashed)}))
         replay.process_available()
-    assert [report.batch_id for report in replay.run.reports if report.input_rows] == [1]
+    assert [report.batch_id for report in replay.run.reports if report.input_rows] == [second]
     assert [record.getMessage() for record in caplog.records if record.name == "dagger.sink.bigquery"] == [
-        f"bigquery sink {table_id}: batch 1 was committed by an earlier attempt: skipped"
+        f"bigquery sink {table_id}: batch {second} was committed by an earlier attempt: skipped"
     ]
     assert table_rows(bigquery, table_id) == expected
     log = bigquery.query(f"SELECT batch_id, row_count FROM `{table_id}{COMMIT_LOG_SUFFIX}` ORDER BY batch_id")
-    assert log == [{"batch_id": 0, "row_count": 3}, {"batch_id": 1, "row_count": 2}]
+    assert log == [{"batch_id": first, "row_count": 3}, {"batch_id": second, "row_count": 2}]
 
 
 def test_a_crash_between_recording_and_committing_commits_the_recorded_streams(

@@ -25,7 +25,7 @@ public final class ProtobufParseError implements UDF1<byte[], String> {
   @Override
   public String call(byte[] payload) {
     if (payload == null) {
-      return "the record has no value";
+      return "record has no value (tombstone)"; // the Python source's words
     }
     if (descriptor == null) {
       descriptor = ProtobufRowDecoder.findMessage(descriptorSet, messageName);
@@ -34,7 +34,7 @@ public final class ProtobufParseError implements UDF1<byte[], String> {
       DynamicMessage.parseFrom(descriptor, payload);
       return null;
     } catch (InvalidProtocolBufferException e) {
-      return e.getMessage();
+      return "failed to decode Protobuf message: " + e.getMessage(); // the Python source's words first
     }
   }
 }

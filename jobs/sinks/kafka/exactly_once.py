@@ -96,6 +96,7 @@ from jobs.sinks.kafka.producers import (
     FLUSH_TIMEOUT_S,
     KafkaSinkError,
     RecordEncoding,
+    connection_settings,
     producer_settings,
     settings_key,
 )
@@ -150,25 +151,9 @@ def parse_marker(record: Message) -> dict[str, Any] | None:
     return marker
 
 
-_CONNECTION_PREFIXES = (
-    "security.", "sasl.", "ssl.", "ssl_", "enable.ssl.", "enable.sasl.", "https.", "socket.", "broker.",
-    "client.", "reconnect.", "api.version", "metadata.", "topic.metadata.", "retry.backoff", "log.",
-    "connections.max.idle.ms", "resolve.canonical.bootstrap.servers.only", "client.dns.lookup",
-)  # fmt: skip
-
-
-def _connection_settings(sink: KafkaSink) -> dict[str, Any]:
-    """What the marker consumers and the admin client share with the producer: how to reach the cluster."""
-    settings: dict[str, Any] = {
-        key: value for key, value in sink.producer_config.items() if key.startswith(_CONNECTION_PREFIXES)
-    }
-    settings.update({"bootstrap.servers": sink.bootstrap_servers, "log_level": 3})
-    return settings
-
-
 def _marker_consumer_settings(sink: KafkaSink, isolation: str) -> dict[str, Any]:
     return {
-        **_connection_settings(sink),
+        **connection_settings(sink),
         "group.id": "dagger-marker-reader",  # assign() only: the group is never joined nor committed to
         "enable.auto.commit": False,
         "enable.partition.eof": True,
@@ -214,7 +199,7 @@ def ensure_marker_topic(sink: KafkaSink) -> None:
     # own words, instead of as a metadata timeout.
     client_errors = ClientErrors()
     admin = AdminClient(
-        {**_connection_settings(sink), "allow.auto.create.topics": False, "error_cb": client_errors}
+        {**connection_settings(sink), "allow.auto.create.topics": False, "error_cb": client_errors}
     )
     try:
         metadata = ask_or_fail(

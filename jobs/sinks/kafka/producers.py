@@ -4,13 +4,17 @@ and errors."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from jobs.codec.avro_encoding import AvroEncoder
 from jobs.codec.protobuf import ProtoEncoder
+from jobs.kafka_errors import ClientErrors, ask_or_fail
 from jobs.schema_registry import registry_from_option
 from jobs.sinks.kafka.config import KafkaSink
 
@@ -18,6 +22,8 @@ JSON_VALUE_COLUMN = "value"
 """A `json` sink's batches hold one column, each row's JSON text, made by Spark before the tasks run."""
 
 FLUSH_TIMEOUT_S = 120.0
+
+log = logging.getLogger(__name__)
 
 
 class KafkaSinkError(RuntimeError):
@@ -40,6 +46,53 @@ def producer_settings(sink: KafkaSink) -> dict[str, Any]:
     # Only failed deliveries are reported: success needs no per-record Python callback.
     settings.update({"bootstrap.servers": sink.bootstrap_servers, "delivery.report.only.error": True})
     return settings
+
+
+_CONNECTION_PREFIXES = (
+    "security.", "sasl.", "ssl.", "ssl_", "enable.ssl.", "enable.sasl.", "https.", "socket.", "broker.",
+    "client.", "reconnect.", "api.version", "metadata.", "topic.metadata.", "retry.backoff", "log.",
+    "connections.max.idle.ms", "resolve.canonical.bootstrap.servers.only", "client.dns.lookup",
+)  # fmt: skip
+
+
+def connection_settings(sink: KafkaSink) -> dict[str, Any]:
+    """What the sink's other clients (admin, marker consumers) share with its producer: how to reach the
+    cluster."""
+    settings: dict[str, Any] = {
+        key: value for key, value in sink.producer_config.items() if key.startswith(_CONNECTION_PREFIXES)
+    }
+    settings.update({"bootstrap.servers": sink.bootstrap_servers, "log_level": 3})
+    return settings
+
+
+LOGIN_CHECK_TIMEOUT_S = 5.0
+
+
+def require_login(sink: KafkaSink) -> None:
+    """Asks the sink's cluster for its topics once, with the sink's settings, before the query starts.
+
+    A login the broker refuses or a TLS handshake that fails is raised at once, in the client's words
+    (which name the broker and the mechanism), instead of as a failed batch: Spark's Kafka sink reports
+    it without naming the broker or the sink. A cluster that does not answer within
+    `LOGIN_CHECK_TIMEOUT_S` is left to the producer's retries: an outage is no configuration error.
+    """
+    errors = ClientErrors()
+    admin = AdminClient({**connection_settings(sink), "error_cb": errors})
+    try:
+        ask_or_fail(admin, errors, lambda timeout: admin.list_topics(timeout=timeout), LOGIN_CHECK_TIMEOUT_S)
+    except KafkaException as error:
+        if errors.permanent() is None:
+            log.warning(
+                "kafka sink topic %r (%s): no answer within %ss before the start; the producer retries",
+                sink.topic,
+                sink.bootstrap_servers,
+                LOGIN_CHECK_TIMEOUT_S,
+            )
+            return
+        raise KafkaSinkError(
+            f"kafka sink topic {sink.topic!r} ({sink.bootstrap_servers}): cannot list topics: "
+            f"{error.args[0].str()}"
+        ) from None
 
 
 def settings_key(settings: dict[str, Any]) -> str:

@@ -39,9 +39,13 @@ class ProtobufRowDecoderTest {
 
     assertNull(decoder.call(truncated));
     assertEquals(
-        "While parsing a protocol message, the input ended unexpectedly in the middle of a field.",
+        "failed to decode Protobuf message: While parsing a protocol message, the input ended "
+            + "unexpectedly in the middle of a field.",
         new ProtobufParseError(TIMESTAMP_SET, "google.protobuf.Timestamp").call(truncated).split("  ")[0]);
     assertNull(new ProtobufParseError(TIMESTAMP_SET, "google.protobuf.Timestamp").call(new byte[0]));
+    assertEquals(
+        "record has no value (tombstone)",
+        new ProtobufParseError(TIMESTAMP_SET, "google.protobuf.Timestamp").call(null));
   }
 
   @Test
