@@ -10,9 +10,7 @@ server's file systems.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -52,18 +50,3 @@ def streaming_query_id(batch: DataFrame, checkpoint_location: str) -> str | None
 _connect_query_ids: dict[str, str] = {}
 """Checkpoint -> query id, read once: the server starts a new foreachBatch worker process for every query
 start, and a running query's checkpoint keeps its id."""
-
-
-def partition_count(batch: DataFrame) -> int:
-    """How many partitions `batch` has, counting empty ones. Connect has no RDD to ask: a task per
-    partition reports itself (mapInArrow calls its function for empty partitions too), which computes
-    the batch, so cache it first when it is read again."""
-    if not is_spark_connect(batch.sparkSession):
-        return batch.rdd.getNumPartitions()
-    return batch.mapInArrow(_one_row, "partition long").count()
-
-
-def _one_row(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for _ in batches:  # the rows are not needed; reading them keeps the task an ordinary one
-        pass
-    yield pa.RecordBatch.from_pydict({"partition": [0]})

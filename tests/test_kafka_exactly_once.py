@@ -23,8 +23,10 @@ import pytest
 from confluent_kafka import Message, Producer
 from pyspark.sql.types import StringType, StructField, StructType
 
+from jobs.connect import QUERY_ID_PROPERTY
 from jobs.runner import DaggerQueryError
 from jobs.schema_registry import encode_descriptor_sets
+from jobs.sinks.base import SinkContext
 from jobs.sinks.kafka import exactly_once as kafka_sink_module
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.exactly_once import (
@@ -39,6 +41,7 @@ from jobs.sinks.kafka.exactly_once import (
 )
 from jobs.sinks.kafka.producers import RecordEncoding
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
+from jobs.sinks.kafka.writer import KafkaSinkWriter
 from jobs.spec import DaggerConfigError
 from tests.conftest import (
     kafka_sink,
@@ -82,6 +85,14 @@ def marked(records: list[Message], marker_list: list[dict]) -> list[Message]:
     """The records written by attempts that committed a marker: the committed output."""
     attempts = {marker["attempt"] for marker in marker_list}
     return [record for record in records if headers(record)[ATTEMPT_HEADER] in attempts]
+
+
+def rows_per_batch(marker_list: list[dict]) -> dict[int, int]:
+    """The rows the committed markers count, per batch."""
+    counted: Counter[int] = Counter()
+    for marker in marker_list:
+        counted[marker["batch"]] += marker["records"]
+    return dict(counted)
 
 
 def leave_transaction_open(
@@ -226,16 +237,16 @@ def test_rows_of_a_transaction_cut_short_by_a_crash_are_not_counted_and_the_batc
     assert "crashed-attempt" not in {marker["attempt"] for marker in marker_list}
     assert order_ids(registry, records) == expected_ids(8)
     assert len(marked(records, marker_list)) == len(records)
-    assert sorted((m["batch"], m["partition"]) for m in marker_list) == [(0, 0), (1, 0)]
+    assert rows_per_batch(marker_list) == {0: 4, 1: 4}
 
 
 def test_a_transaction_a_killed_run_left_open_is_aborted_when_the_next_run_starts(
     kafka, registry, make_dagger, start_dagger
 ):
-    """A run killed mid-write leaves its task's transaction open, which holds back what read_committed
-    consumers see (until the broker's transaction timeout, 60 s by default). Here the open
-    transaction is partition 1's, and the next run's batches have rows in partition 0 only, so no task of
-    that run initialises partition 1's transactional id: the sink fences every partition's id at start."""
+    """A run killed mid-write leaves its tasks' transactions open, which hold back what read_committed
+    consumers see (until the broker's transaction timeout, 60 s by default). Here both tasks' transactions
+    are open, and the next run's batch has one row, so one of its two tasks is empty and never initialises
+    its transactional id: the sink fences every task's id at start."""
     source, sink = kafka.new_topic("eo-open", partitions=2), kafka.new_topic("eo-open-out")
     kafka.produce(source, order_payloads(registry, 0, 4), partition=lambda index: index % 2)
     spec = exactly_once_dagger(make_dagger, kafka, source, sink)
@@ -245,21 +256,31 @@ def test_a_transaction_a_killed_run_left_open_is_aborted_when_the_next_run_start
     query_id = str(first.run.query.id)
 
     sink_id = sink_identity(spec.name, query_id, 0)
-    _killed, cut_short = leave_transaction_open(
-        kafka, sink, sink_id, order_payloads(registry, 90, 1), batch=1, partition=1, attempt="killed-attempt"
-    )
-    assert len(read_committed(kafka, sink)) == 4  # nothing past the open transaction
+    killed = [
+        leave_transaction_open(
+            kafka,
+            sink,
+            sink_id,
+            order_payloads(registry, 90 + task, 1),
+            batch=1,
+            partition=task,
+            attempt=f"killed-attempt-{task}",
+        )
+        for task in (0, 1)
+    ]
+    assert len(read_committed(kafka, sink)) == 4  # nothing past the open transactions
 
-    kafka.produce(source, order_payloads(registry, 4, 3), partition=lambda index: 0)
+    kafka.produce(source, order_payloads(registry, 4, 1))
     second = start_dagger(spec)
     second.process_available()
     second.run.stop()
 
     records = read_committed(kafka, sink)
     marker_list = markers(kafka, sink)
-    assert sorted((m["batch"], m["partition"]) for m in marker_list) == [(0, 0), (0, 1), (1, 0)]
-    assert [record for record in records if headers(record) == cut_short] == []
-    assert order_ids(registry, records) == expected_ids(7)
+    assert rows_per_batch(marker_list) == {0: 4, 1: 1}
+    cut_short = [row_headers for _producer, row_headers in killed]
+    assert [record for record in records if headers(record) in cut_short] == []
+    assert order_ids(registry, records) == expected_ids(5)
     assert len(marked(records, marker_list)) == len(records)
 
 
@@ -287,7 +308,7 @@ def jvm_task(sink: KafkaSink, registry, spark, sink_id: str) -> TaskWrite:
 
     def write(batch_id: int, committed: frozenset[int], positions: dict[int, int], ids: list[str]) -> int:
         rows = spark.createDataFrame([(order_id,) for order_id in ids], columns).coalesce(1)
-        return connector.write_transactions(rows, batch_id, sink_id, committed, positions)
+        return connector.write_transactions(connector.records(rows), batch_id, sink_id, committed, positions)
 
     return write
 
@@ -353,6 +374,42 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
     assert [(m["batch"], m["partition"], m["records"]) for m in marker_list] == [(0, 0, 3), (1, 0, 3)]
     assert order_ids(registry, marked(records, marker_list)) == expected_ids(6)
     assert len(records) == 6  # the fenced producer never got a row out
+
+
+@pytest.mark.usefixtures("kafka_connector")
+def test_each_row_goes_to_the_same_task_whatever_order_the_batch_splits_come_in(
+    kafka, registry, spark, make_dagger
+):
+    """Markers name tasks, so a replayed batch must give every task the rows it had before; but Spark's
+    Kafka source plans a replay's topic-partitions in the offset log's order, not the broker's. The same
+    batch, its two splits swapped, written by two sinks (two streaming queries): each row is written by the
+    same task both times."""
+    sink_topic = kafka.new_topic("eo-split-order")
+    spec = exactly_once_dagger(make_dagger, kafka, kafka.new_topic("eo-split-order-in"), sink_topic)
+    columns = StructType([StructField("order_id", StringType())])
+    context = SinkContext(spec, registry=registry, result_schema=columns, session=spark)
+    rows = [(order_id,) for order_id in expected_ids(20)]
+    in_split_order = [rows, rows[10:] + rows[:10]]  # two splits of 10 rows, then the same two swapped
+    query_ids = [uuid.uuid4().hex, uuid.uuid4().hex]
+    try:
+        for query_id, ordered in zip(query_ids, in_split_order, strict=True):
+            batch = spark.createDataFrame(spark.sparkContext.parallelize(ordered, 2), columns)
+            spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, query_id)  # as foreachBatch's thread has
+            assert KafkaSinkWriter(spec.sinks[0], context).write(batch, 0).rows == 20
+    finally:
+        spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, None)
+
+    decode = message_class(registry, ORDER).FromString
+    sink_of_attempt = {marker["attempt"]: marker["sink"] for marker in markers(kafka, sink_topic)}
+    task_of_row: dict[str, dict[str, str]] = {}
+    for record in read_committed(kafka, sink_topic):
+        record_headers = headers(record)
+        sink = sink_of_attempt[record_headers[ATTEMPT_HEADER]]
+        task_of_row.setdefault(sink, {})[decode(record.value()).order_id] = record_headers[PARTITION_HEADER]
+    first_tasks, second_tasks = (task_of_row[sink_identity(spec.name, query_id, 0)] for query_id in query_ids)
+    assert sorted(first_tasks) == sorted(expected_ids(20))
+    assert len(set(first_tasks.values())) > 1  # the rows are spread over tasks: the order could matter
+    assert second_tasks == first_tasks
 
 
 @pytest.mark.parametrize(

@@ -40,14 +40,17 @@ and replays happen. The unit is the Spark task: partition p of micro-batch b.
 * A task must finish within `transaction.timeout.ms` (librdkafka's default 60 s; raise it in
   `producer_config`, up to the broker's `transaction.max.timeout.ms`), or its transaction is aborted
   and the batch fails.
+* The same rows in the same task on every replay. Markers name tasks, so a replayed batch must give each
+  task the rows its first attempt had. The order of a batch's input splits does not promise that: Spark's
+  Kafka source plans a replayed batch's topic-partitions in the order of the offset log, the first
+  attempt in the order the broker listed them. So the rows are hash-partitioned by their content (the
+  encoded record, or the row as JSON) into the checkpoint's `spark.sql.shuffle.partitions` tasks, a
+  number Spark keeps in the checkpoint, and adaptive execution, which could change it, is off in
+  streaming. SQL with `rand()`, `uuid()` or the wall-clock time, or a sink list reordered between a
+  crash and its replay, still breaks it for that batch.
 
-The guarantee assumes that a replayed micro-batch gives every Spark partition the same rows: true for
-deterministic SQL over the Kafka and Parquet streams (each batch's offsets are fixed in the
-checkpoint, and the shuffle partitions of a checkpoint are fixed; adaptive execution is off in
-streaming). SQL with `rand()`, `uuid()` or the wall-clock time, or a sink list reordered between a
-crash and its replay, breaks it for that batch. The marker topic must keep the latest marker of each
-key for as long as the checkpoint lives (the sink creates it compacted); rows and markers must be on
-the same cluster (one transaction holds both).
+The marker topic must keep the latest marker of each key for as long as the checkpoint lives (the sink
+creates it compacted); rows and markers must be on the same cluster (one transaction holds both).
 
 Consumers with read_uncommitted see the rows of aborted attempts too. So does everyone on a broker
 that does not hide aborted transactions (the embedded tansu broker shows them to read_committed
@@ -89,6 +92,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import TaskContext
+from pyspark.sql import Column, DataFrame
 
 from jobs.kafka_errors import ClientErrors, ask_or_fail
 from jobs.sinks.kafka.config import KafkaSink
@@ -136,6 +140,17 @@ def transactional_id(sink_id: str, partition: int) -> str:
 
 def marker_key(sink_id: str, partition: int) -> str:
     return f"{sink_id}/{partition}"
+
+
+def transaction_tasks(batch: DataFrame) -> int:
+    """How many tasks write a micro-batch: the shuffle partitions of the batch's checkpoint."""
+    return int(str(batch.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+
+
+def in_replayable_tasks(rows: DataFrame, content: Column) -> DataFrame:
+    """`rows` in `transaction_tasks` partitions by a hash of `content`, so that a replay of the batch
+    puts every row in the task it was in before, whatever order the source's splits come in."""
+    return rows.repartition(transaction_tasks(rows), content)
 
 
 def parse_marker(record: Message) -> dict[str, Any] | None:

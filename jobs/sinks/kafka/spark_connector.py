@@ -102,18 +102,21 @@ class ConnectorRecords:
 
     def write_transactions(
         self,
-        rows: DataFrame,
+        records: DataFrame,
         batch_id: int,
         sink_id: str,
         committed: Set[int],
         marker_positions: Mapping[int, int],
     ) -> int:
-        """exactly_once: writes every partition of `rows` in its own transaction, in the JVM, skipping the
-        `committed` ones (see `ExactlyOnceKafkaWriter.java`); the rows written."""
+        """exactly_once: writes every partition of `records` (made by `records`) in its own transaction, in
+        the JVM, skipping the `committed` ones (see `ExactlyOnceKafkaWriter.java`); the rows written."""
         assert self._transactional_writer is not None, "made for delivery: exactly_once only"
-        records = self.records(rows)._jdf  # type: ignore[attr-defined]
         return int(
             self._transactional_writer.write(
-                records, sink_id, batch_id, sorted(committed), dict(marker_positions)
+                records._jdf,  # type: ignore[attr-defined]
+                sink_id,
+                batch_id,
+                sorted(committed),
+                dict(marker_positions),
             )
         )

@@ -36,7 +36,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.codec.avro_encoding import avro_schema_of
 from jobs.config import without_credentials
-from jobs.connect import is_spark_connect, partition_count, streaming_query_id
+from jobs.connect import streaming_query_id
 from jobs.dagger_errors import root_cause
 from jobs.kafka_errors import ClientErrors, flush_or_fail
 from jobs.schema_registry import encode_descriptor_sets
@@ -46,7 +46,9 @@ from jobs.sinks.kafka.exactly_once import (
     MarkerLog,
     TransactionalPartitionWriter,
     fence_transactions,
+    in_replayable_tasks,
     sink_identity,
+    transaction_tasks,
 )
 from jobs.sinks.kafka.producers import (
     FLUSH_TIMEOUT_S,
@@ -130,23 +132,13 @@ class KafkaSinkWriter:
                 "query (its id names the sink's transactions and markers)"
             )
         sink_id = sink_identity(self._dagger, query_id, self._index)
-        if self._markers is not None:
-            return self._write_transactions(batch, batch_id, sink_id)
-        # The run's first micro-batch. Counting its partitions on Spark Connect computes the batch: cache it
-        # (unless the fan-out to several sinks did) so that the write reads the same rows, computed once.
-        cache = is_spark_connect(batch.sparkSession) and batch.storageLevel == StorageLevel.NONE
-        if cache:
-            batch.persist()
-        try:
+        if self._markers is None:  # the run's first micro-batch
             markers = MarkerLog(self.sink)
             markers.refresh()  # stops at the first transaction left open: enough to name its partitions
-            partitions = max(partition_count(batch), markers.partitions(sink_id))
+            partitions = max(transaction_tasks(batch), markers.partitions(sink_id))
             fence_transactions(self.sink, sink_id, range(partitions))
             self._markers = markers
-            return self._write_transactions(batch, batch_id, sink_id)
-        finally:
-            if cache:
-                batch.unpersist()
+        return self._write_transactions(batch, batch_id, sink_id)
 
     def _write_transactions(self, batch: DataFrame, batch_id: int, sink_id: str) -> Written:
         assert self._markers is not None
@@ -160,13 +152,18 @@ class KafkaSinkWriter:
                 sorted(committed),
             )
         positions = dict(self._markers.positions)
+        # Each task's rows are fixed by a hash of their content (see `in_replayable_tasks`).
         if self.connector_records is not None:  # the task side in the JVM: the rows stay there
-            rows = self.connector_records.write_transactions(batch, batch_id, sink_id, committed, positions)
+            records = self.connector_records.records(batch)
+            tasks = in_replayable_tasks(records, F.col("value"))
+            rows = self.connector_records.write_transactions(tasks, batch_id, sink_id, committed, positions)
             return Written(rows=rows)
         writer = TransactionalPartitionWriter(
             self.sink, self._encoding, batch_id, sink_id, committed, positions
         )
-        return write_partitions(self._python_writer_rows(batch), writer.write)
+        rows = self._python_writer_rows(batch)
+        as_text = F.to_json(F.struct(*(F.col(f"`{name}`") for name in rows.columns)))
+        return write_partitions(in_replayable_tasks(rows, as_text), writer.write)
 
     def _python_writer_rows(self, batch: DataFrame) -> DataFrame:
         """The rows as the Python writers take them: a `json` sink's as each row's JSON text, made by Spark in
