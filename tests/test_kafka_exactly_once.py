@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from confluent_kafka import Message, Producer
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import FloatType, StringType, StructField, StructType
 
 from jobs.connect import QUERY_ID_PROPERTY
 from jobs.runner import DaggerQueryError
@@ -51,6 +51,7 @@ from tests.conftest import (
 )
 
 ORDER = "dagger.testing.Order"
+BOOKING = "dagger.examples.BookingLogMessage"
 SQL = "SELECT order_id, customer_id, amount, created_at FROM orders"
 
 
@@ -376,6 +377,30 @@ def test_task_attempts_the_driver_cannot_see_fence_each_other_and_check_the_mark
     assert len(records) == 6  # the fenced producer never got a row out
 
 
+def write_as_queries(
+    kafka, spark, spec, registry, columns: StructType, batches: list[list[tuple]]
+) -> list[tuple[str, list[Message]]]:
+    """Each of `batches` (rows in two splits) written by the dagger's sink as batch 0 of a streaming query of
+    its own, as foreachBatch would call it; for each, the sink id and the records it committed."""
+    context = SinkContext(spec, registry=registry, result_schema=columns, session=spark)
+    sink_ids = []
+    try:
+        for rows in batches:
+            query_id = uuid.uuid4().hex
+            spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, query_id)  # as foreachBatch's thread has
+            batch = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), columns)
+            assert KafkaSinkWriter(spec.sinks[0], context).write(batch, 0).rows == len(rows)
+            sink_ids.append(sink_identity(spec.name, query_id, 0))
+    finally:
+        spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, None)
+    topic = spec.sinks[0].topic
+    sink_of_attempt = {marker["attempt"]: marker["sink"] for marker in markers(kafka, topic)}
+    written: dict[str, list[Message]] = {sink_id: [] for sink_id in sink_ids}
+    for record in read_committed(kafka, topic):
+        written[sink_of_attempt[headers(record)[ATTEMPT_HEADER]]].append(record)
+    return list(written.items())
+
+
 @pytest.mark.usefixtures("kafka_connector")
 def test_each_row_goes_to_the_same_task_whatever_order_the_batch_splits_come_in(
     kafka, registry, spark, make_dagger
@@ -386,30 +411,59 @@ def test_each_row_goes_to_the_same_task_whatever_order_the_batch_splits_come_in(
     same task both times."""
     sink_topic = kafka.new_topic("eo-split-order")
     spec = exactly_once_dagger(make_dagger, kafka, kafka.new_topic("eo-split-order-in"), sink_topic)
-    columns = StructType([StructField("order_id", StringType())])
-    context = SinkContext(spec, registry=registry, result_schema=columns, session=spark)
     rows = [(order_id,) for order_id in expected_ids(20)]
-    in_split_order = [rows, rows[10:] + rows[:10]]  # two splits of 10 rows, then the same two swapped
-    query_ids = [uuid.uuid4().hex, uuid.uuid4().hex]
-    try:
-        for query_id, ordered in zip(query_ids, in_split_order, strict=True):
-            batch = spark.createDataFrame(spark.sparkContext.parallelize(ordered, 2), columns)
-            spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, query_id)  # as foreachBatch's thread has
-            assert KafkaSinkWriter(spec.sinks[0], context).write(batch, 0).rows == 20
-    finally:
-        spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, None)
-
+    swapped = rows[10:] + rows[:10]  # the same two splits of 10 rows, the other way round
+    columns = StructType([StructField("order_id", StringType())])
     decode = message_class(registry, ORDER).FromString
-    sink_of_attempt = {marker["attempt"]: marker["sink"] for marker in markers(kafka, sink_topic)}
-    task_of_row: dict[str, dict[str, str]] = {}
-    for record in read_committed(kafka, sink_topic):
-        record_headers = headers(record)
-        sink = sink_of_attempt[record_headers[ATTEMPT_HEADER]]
-        task_of_row.setdefault(sink, {})[decode(record.value()).order_id] = record_headers[PARTITION_HEADER]
-    first_tasks, second_tasks = (task_of_row[sink_identity(spec.name, query_id, 0)] for query_id in query_ids)
+    first_tasks, second_tasks = (
+        {decode(record.value()).order_id: headers(record)[PARTITION_HEADER] for record in records}
+        for _sink_id, records in write_as_queries(kafka, spark, spec, registry, columns, [rows, swapped])
+    )
     assert sorted(first_tasks) == sorted(expected_ids(20))
     assert len(set(first_tasks.values())) > 1  # the rows are spread over tasks: the order could matter
     assert second_tasks == first_tasks
+
+
+@pytest.mark.usefixtures("kafka_connector")
+def test_a_keyed_sink_writes_the_rows_of_a_key_in_one_task_in_their_order(
+    kafka, registry, spark, make_dagger
+):
+    """With a key message, the rows are spread over the tasks by their key: every update of an order lands
+    in one transaction, in the order its split (a Kafka partition of the source) had them."""
+    source, sink_topic = kafka.new_topic("eo-keyed-in"), kafka.new_topic("eo-keyed")
+    spec = make_dagger(
+        streams=[
+            kafka_stream(kafka.bootstrap_servers, "bookings", BOOKING, "event_timestamp", topics=[source])
+        ],
+        sql="SELECT order_number, amount_paid_by_cash FROM bookings",
+        sinks=[
+            kafka_sink(
+                kafka.bootstrap_servers,
+                sink_topic,
+                "dagger.examples.BookingSummary",
+                key_proto_message="dagger.examples.BookingKey",
+                delivery="exactly_once",
+            )
+        ],
+    )
+    columns = StructType(
+        [StructField("order_number", StringType()), StructField("amount_paid_by_cash", FloatType())]
+    )
+    # 5 amounts of each of 4 orders, b0 and b1 in the first split of 10 rows, b2 and b3 in the second.
+    updates = [(f"b{index // 10 * 2 + index % 2}", float(index)) for index in range(20)]
+    [(_sink_id, records)] = write_as_queries(kafka, spark, spec, registry, columns, [updates])
+
+    summary = message_class(registry, "dagger.examples.BookingSummary")
+    tasks_of_order: dict[str, set[str]] = {}
+    amounts_of_order: dict[str, list[float]] = {}
+    for record in records:  # one sink partition: offset order is the order written
+        booking = summary.FromString(record.value())
+        tasks_of_order.setdefault(booking.order_number, set()).add(headers(record)[PARTITION_HEADER])
+        amounts_of_order.setdefault(booking.order_number, []).append(booking.amount_paid_by_cash)
+    assert {order: len(tasks) for order, tasks in tasks_of_order.items()} == {f"b{i}": 1 for i in range(4)}
+    assert amounts_of_order == {
+        f"b{i}": [amount for order, amount in updates if order == f"b{i}"] for i in range(4)
+    }
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,11 @@ class KafkaSinkWriter:
         self._index = context.index
         self._checkpoint = context.spec.resolved_checkpoint_location
         self._markers: MarkerLog | None = None
+        self._key_fields: frozenset[str] = frozenset()
+        """The fields of the key message, which the columns of the same names fill."""
+        if sink.key_proto_message:
+            key_message = context.schema_registry().message(sink.key_proto_message)
+            self._key_fields = frozenset(field.name for field in key_message.fields)
         self.connector_records: ConnectorRecords | None = None
         """With `connector: spark`: the rows as Spark's connector writes them (see `spark_connector`)."""
         if sink.connector == "spark":
@@ -152,18 +157,21 @@ class KafkaSinkWriter:
                 sorted(committed),
             )
         positions = dict(self._markers.positions)
-        # Each task's rows are fixed by a hash of their content (see `in_replayable_tasks`).
+        # Each task's rows are fixed by a hash of their content (see `in_replayable_tasks`): of the record's
+        # key where records have one, so that the rows of a key stay in one task, in their order.
         if self.connector_records is not None:  # the task side in the JVM: the rows stay there
             records = self.connector_records.records(batch)
-            tasks = in_replayable_tasks(records, F.col("value"))
+            content = F.col("key") if "key" in records.columns else F.col("value")
+            tasks = in_replayable_tasks(records, content)
             rows = self.connector_records.write_transactions(tasks, batch_id, sink_id, committed, positions)
             return Written(rows=rows)
         writer = TransactionalPartitionWriter(
             self.sink, self._encoding, batch_id, sink_id, committed, positions
         )
         rows = self._python_writer_rows(batch)
-        as_text = F.to_json(F.struct(*(F.col(f"`{name}`") for name in rows.columns)))
-        return write_partitions(in_replayable_tasks(rows, as_text), writer.write)
+        key_columns = [name for name in rows.columns if name in self._key_fields] or rows.columns
+        content = F.to_json(F.struct(*(F.col(f"`{name}`") for name in key_columns)))
+        return write_partitions(in_replayable_tasks(rows, content), writer.write)
 
     def _python_writer_rows(self, batch: DataFrame) -> DataFrame:
         """The rows as the Python writers take them: a `json` sink's as each row's JSON text, made by Spark in
