@@ -283,8 +283,14 @@ def test_instances_run_while_subscribed_resume_when_asked_again_and_chains_start
     wait_for(lambda: stopped("window-sums", sums[20]), STOP_PATIENCE_S, "the second idle stop")
     chained = Subscriber(kafka, doubled_20s, registry)
     wait_for(lambda: chained.records() == _doubled(expected_20s), 240, "the doubled sums")
-    upstream = runs("window-sums", sums[20])[-1]
-    assert upstream.tags[DEMAND_TAG] == f"dagger.demand.doubled.{doubled_20s}"
+    # The sums are on their topic already, so `doubled` may give them before its ask has started the
+    # upstream instance: wait for that run, launched for doubled's own group.
+    chain_group = f"dagger.demand.doubled.{doubled_20s}"
+    wait_for(
+        lambda: runs("window-sums", sums[20])[-1].tags[DEMAND_TAG] == chain_group,
+        120,
+        "the upstream instance started for the chain",
+    )
     chained.leave()
     wait_for(lambda: stopped("doubled", doubled_20s), STOP_PATIENCE_S, "the chain's stop")
     wait_for(lambda: stopped("window-sums", sums[20]), STOP_PATIENCE_S, "its upstream's stop")
