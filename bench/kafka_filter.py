@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import flink
 from bench.common import (
     FRESH_SESSION,
+    HAND_LOOP,
     WARMED_SESSION,
     BaselineResult,
     KafkaDagger,
@@ -369,23 +370,24 @@ def main(argv: list[str] | None = None) -> int:
                 verify_output(servers, f"Avro dagger, {session}", topic, registry, expected_avro)
         expected = expected_output(bookings)
         outputs = {
-            BASELINE_TOPIC: "hand-written loop",
+            BASELINE_TOPIC: HAND_LOOP,
             **{topic: f"dagger, {session}" for session, topic in PIPELINE_TOPICS.items()},
             **{topic: "dagger" for topic in cost_topics},
-            **({FLINK_TOPIC: "Flink"} if args.flink else {}),
+            **({topic: run for run, topic in flink_result["output_topics"].items()} if flink_result else {}),
         }
         for topic, system in outputs.items():
             verify_output(servers, system, topic, registry, expected)
         spans = first_to_last_output(
-            servers, args.records, {**PIPELINE_TOPICS, **({"Flink": FLINK_TOPIC} if args.flink else {})}
+            servers,
+            args.records,
+            {HAND_LOOP: BASELINE_TOPIC, **PIPELINE_TOPICS, **(flink_result or {}).get("output_topics", {})},
         )
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     summary["metrics_cost"] = costs["metrics"]
     summary["stage_rows_cost"] = costs["stage_rows"]
     summary["avro"] = avro
-    flink.add_to_summary(summary, flink_result)
-    summary["first_to_last_output_events_per_s"] = spans
+    flink.add_to_summary(summary, flink_result, spans)
     print_throughput_summary(summary)
     print(f"input events/s from the first output record to the last: {spans}")
     if avro is not None:

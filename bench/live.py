@@ -94,6 +94,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
 from bench.common import (
+    HAND_LOOP,
     PARTITIONS,
     batch_breakdown,
     bench_broker,
@@ -126,13 +127,23 @@ SQL = (
     "FROM bookings WHERE service_type = 'GO_RIDE'"
 )
 DAGGER = "dagger"
-HAND_LOOP = "hand-written loop"
 FLINK = "Flink"
 TOPIC_SLUGS = {DAGGER: "dagger", HAND_LOOP: "loop", FLINK: "flink"}
 """The systems, each with the name of its topics and work folder."""
-TARGET_P99_MS = 250
-TARGET_RSS_BYTES = 2 * 1024**3
-TARGET_FIRST_OUTPUT_S = 8
+def targets(execution: str) -> dict[str, Any]:
+    """What the dagger must reach: against Flink, when it ran beside it (a p99 at or below Flink's in
+    real-time mode, at most 1.25 times its steady RSS, first output no later); and on micro-batches, a
+    p99 under 150 ms. Without Flink, the RSS and first-output bounds are absolute."""
+    return {
+        "p99_ms": None if execution == "real_time" else 150,
+        "p99_at_most_flink": execution == "real_time",
+        "steady_rss_of_flink": 1.25,
+        "first_output_at_most_flink": True,
+        "steady_rss_bytes": 2 * 1024**3,
+        "first_output_s": 8,
+    }
+
+
 RESULTS = Path(__file__).resolve().parent / "results" / "live.json"
 _PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 _QUERY_STARTED_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"
@@ -460,7 +471,7 @@ def launch_command(
     if system == FLINK:
         statements = flink_filter_statements(servers, *topics, sql=SQL, bounded=False, kafka_timestamp=True)
         job = folder / "flink-job.json"
-        return flink.job_command(job, statements, local_parallelism(args.master), unbounded=True), env
+        return flink.job_command(job, [statements], local_parallelism(args.master), unbounded=True), env
     event_log = folder / "event-log"
     event_log.mkdir()
     conf = {
@@ -730,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--connector",
         choices=["python", "spark"],
-        default="python",
+        default="spark",
         help="the dagger's Kafka stream and sink",
     )
     parser.add_argument(
@@ -797,11 +808,7 @@ def main(argv: list[str] | None = None) -> int:
             "sql": SQL,
         },
         "machine": machine,
-        "targets": {
-            "p99_ms": TARGET_P99_MS,
-            "steady_rss_bytes": TARGET_RSS_BYTES,
-            "first_output_s": TARGET_FIRST_OUTPUT_S,
-        },
+        "targets": targets(args.execution),
         "systems": results,
     }
     print_summary(summary)

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import flink
 from bench.common import (
     FRESH_SESSION,
+    HAND_LOOP,
     PARTITIONS,
     WARMED_SESSION,
     BaselineResult,
@@ -59,12 +60,14 @@ from bench.common import (
     machine_description,
     print_throughput_summary,
     produce_bookings,
+    read_messages,
     run_baseline,
     run_fresh_and_warm,
     spark_conf,
     throughput_summary,
     write_summary,
 )
+from jobs.codec.protobuf import ProtoDecoder
 from jobs.schema_registry import SchemaRegistry
 from jobs.tools.generator import BOOKING_MESSAGE
 from jobs.tools.protoc import compile_descriptor_set
@@ -203,6 +206,39 @@ def verify_windows(
 FLINK_TOPIC = "window-flink-out"
 
 
+def first_to_last_window(
+    bootstrap_servers: str, registry: SchemaRegistry, records: int, minutes: float, topics: dict[str, str]
+) -> dict[str, int]:
+    """Input events per second from each run's first window written to its last, the one cut for every
+    engine (`topics`: run -> its output topic): from the first output record of the earliest window that
+    every run wrote to the last output record of the latest one. A window is written once an event past
+    its end plus the watermark delay is read, so between the two writes a run reads the input whose event
+    time lies between the two windows' ends: with the event time advancing evenly, their distance over
+    the input's whole span of event time, times `records`."""
+    writes: dict[str, dict[int, list[int]]] = {}
+    for run, topic in topics.items():
+        messages = read_messages(bootstrap_servers, topic)
+        decoded, invalid = ProtoDecoder(registry.message(TOTALS_MESSAGE)).decode(
+            [m.value() for m in messages]
+        )
+        if invalid:
+            raise RuntimeError(f"{topic}: {len(invalid)} record(s) are not {TOTALS_MESSAGE}")
+        starts = decoded.column("window_timestamp").cast(pa.int64()).to_pylist()
+        writes[run] = {}
+        for start, message in zip(starts, messages, strict=True):
+            writes[run].setdefault(start, []).append(message.timestamp()[1])
+    common = sorted(set.intersection(*(set(windows) for windows in writes.values())))
+    if len(common) < 2:
+        return dict.fromkeys(topics, 0)
+    first, last = common[0], common[-1]
+    events = records * (last - first) / 1e6 / (minutes * 60)
+    rates = {}
+    for run, windows in writes.items():
+        span_s = (max(windows[last]) - min(windows[first])) / 1000
+        rates[run] = round(events / span_s) if span_s > 0 else 0
+    return rates
+
+
 def flink_window_statements(bootstrap_servers: str, source: str, sink: str) -> list[str]:
     """The window as Flink SQL: a tumbling-window TVF over the rowtime made from `event_timestamp`, with the
     dagger's watermark delay, writing ServiceTypeWindowTotals as the dagger does."""
@@ -269,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         expected = expected_windows(bookings)
         if not expected.num_rows:
             raise RuntimeError("the input closes no window: give the input more --minutes")
-        verify_windows(servers, "hand-written loop", BASELINE_TOPIC, registry, expected)
+        verify_windows(servers, HAND_LOOP, BASELINE_TOPIC, registry, expected)
         for session, topic in PIPELINE_TOPICS.items():
             verify_windows(servers, f"dagger, {session}", topic, registry, expected)
         flink_result = None
@@ -282,15 +318,22 @@ def main(argv: list[str] | None = None) -> int:
                 local_parallelism(args.master),
             )
             # The end of Flink's bounded input closes every window, also those the others leave open.
-            verify_windows(
-                servers, "Flink", FLINK_TOPIC, registry, expected_windows(bookings, closed_only=False)
-            )
+            for run, topic in flink_result["output_topics"].items():
+                verify_windows(servers, run, topic, registry, expected_windows(bookings, closed_only=False))
+        spans = first_to_last_window(
+            servers,
+            registry,
+            args.records,
+            args.minutes,
+            {HAND_LOOP: BASELINE_TOPIC, **PIPELINE_TOPICS, **(flink_result or {}).get("output_topics", {})},
+        )
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
-    flink.add_to_summary(summary, flink_result)
+    flink.add_to_summary(summary, flink_result, spans)
     summary["windows_written"] = expected.num_rows
     summary["verified"] = "every window the input closes, once each (count exact, cash to 1e-9)"
     print_throughput_summary(summary)
+    print(f"input events/s from the first window written to the last: {spans}")
     write_summary(args.output, summary)
     return 0
 

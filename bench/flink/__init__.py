@@ -6,9 +6,13 @@ Kafka SQL connector and the protobuf format. The format reads and writes a messa
 Java class, so `message_jar()` runs the resolved `protoc` over the project's booking protos and compiles
 the classes against the resolved protobuf runtime.
 
-A workload's steady rate is its input over the job's runtime as Flink reports it (the mini-cluster's
-start and the planning left out, as the dagger's steady state leaves out its first micro-batch; the tasks'
-start is still in it); its overall rate is the input over the time from submitting the job to its end.
+Each workload runs twice in one PyFlink process, as the dagger runs in a fresh and then a warmed Spark
+session: first in a fresh JVM, then again in the same JVM (a new table environment and job, into an output
+topic of its own). Flink and the dagger are compared by the same cut, input events over the time from a
+run's first output record to its last (`add_to_summary`), fresh against fresh and warm against warm. Also
+reported, per run: the steady rate, the input over the job's runtime as Flink reports it (the
+mini-cluster's start and the planning left out; the tasks' start still in), and the overall rate, the
+input over the time from submitting the job to its end.
 
 Flink's Kafka source ends a bounded scan at the offsets the broker reports as latest when the job starts:
 the benchmarks' broker, the project's local Apache Kafka node (jobs/tools/broker.py), reports them at the
@@ -28,7 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.common import PARTITIONS
+from bench.common import FRESH_SESSION, PARTITIONS, WARMED_SESSION
 from jobs.project import BUILD_DIR, PROJECT_ROOT
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import producer_settings
@@ -113,20 +117,30 @@ def _message_jar_is_current() -> bool:
     return all(f"{outer.replace('.', '/')}.class" in names for outer in JAVA_OUTER_CLASSES.values())
 
 
-def run_sql(statements: list[str], parallelism: int) -> FlinkRun:
-    """Runs `statements` (table DDL, then one INSERT whose bounded job is waited for) in PyFlink."""
+FRESH_RUN = "Flink, fresh JVM"
+WARM_RUN = "Flink, warm JVM"
+"""The names of Flink's two runs of a workload, in the order they run."""
+SESSION_PAIRS = {FRESH_SESSION: FRESH_RUN, WARMED_SESSION: WARM_RUN}
+"""Each dagger session and the Flink run in the same state."""
+
+
+def run_sql(runs: list[list[str]], parallelism: int) -> list[FlinkRun]:
+    """Runs each of `runs` (table DDL, then one INSERT whose bounded job is waited for) in turn, in one
+    PyFlink process."""
     with tempfile.TemporaryDirectory(prefix="flink-job-") as folder:
-        command = job_command(Path(folder) / "job.json", statements, parallelism)
+        command = job_command(Path(folder) / "job.json", runs, parallelism)
         started = time.perf_counter()
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise FlinkError(f"the Flink job failed:\n{completed.stderr[-4000:]}")
     reported = json.loads(completed.stdout.strip().splitlines()[-1])
-    print(
-        f"  Flink: job runtime {reported['job_runtime_s']:.1f} s, {reported['seconds']:.1f} s from "
-        f"submission, {time.perf_counter() - started:.1f} s with PyFlink's start"
-    )
-    return FlinkRun(seconds=reported["seconds"], job_runtime_s=reported["job_runtime_s"])
+    for name, timing in zip((FRESH_RUN, WARM_RUN), reported, strict=False):
+        print(
+            f"  {name}: job runtime {timing['job_runtime_s']:.1f} s, "
+            f"{timing['seconds']:.1f} s from submission"
+        )
+    print(f"  PyFlink's process: {time.perf_counter() - started:.1f} s")
+    return [FlinkRun(seconds=timing["seconds"], job_runtime_s=timing["job_runtime_s"]) for timing in reported]
 
 
 def measure(
@@ -137,26 +151,42 @@ def measure(
     parallelism: int,
 ) -> dict[str, Any]:
     """Runs `statements(bootstrap_servers, *topics)`, `topics` being the input topics and the output topic
-    last; the rates of the summary are input records per second."""
-    ensure_topic(bootstrap_servers, topics[-1], PARTITIONS)
+    last, in a fresh JVM and again in the warm one, the second run into the output topic + "-warm"
+    (`output_topics`); the rates of the summary are input records per second."""
+    *inputs, output = topics
+    output_topics = {FRESH_RUN: output, WARM_RUN: f"{output}-warm"}
+    for topic in output_topics.values():
+        ensure_topic(bootstrap_servers, topic, PARTITIONS)
     print("Flink SQL ...", flush=True)
-    run = run_sql(statements(bootstrap_servers, *topics), parallelism)
+    runs = run_sql(
+        [statements(bootstrap_servers, *inputs, topic) for topic in output_topics.values()], parallelism
+    )
     return {
         "parallelism": parallelism,
-        "steady_state_events_per_s": round(records / run.job_runtime_s),
-        "overall_events_per_s": round(records / run.seconds),
-        "job_runtime_seconds": round(run.job_runtime_s, 3),
-        "seconds": round(run.seconds, 3),
+        "output_topics": output_topics,
+        **{
+            name: {
+                "steady_state_events_per_s": round(records / run.job_runtime_s),
+                "overall_events_per_s": round(records / run.seconds),
+                "job_runtime_seconds": round(run.job_runtime_s, 3),
+                "seconds": round(run.seconds, 3),
+            }
+            for name, run in zip(output_topics, runs, strict=True)
+        },
     }
 
 
-def add_to_summary(summary: dict[str, Any], flink: dict[str, Any] | None) -> None:
-    """Puts Flink's figures into a throughput summary, with the dagger's warm steady state over Flink's."""
+def add_to_summary(summary: dict[str, Any], flink: dict[str, Any] | None, spans: dict[str, int]) -> None:
+    """Puts Flink's figures into a throughput summary with `spans` (each run's input events per second from
+    its first output record to its last) and, in `dagger_vs_flink`, each dagger session's span over that
+    of the Flink run in the same state (`SESSION_PAIRS`)."""
+    summary["first_to_last_output_events_per_s"] = spans
     summary["flink"] = flink
     if flink is not None:
-        dagger = summary["pipeline_warmed_session"]["steady_state_events_per_s"]
-        steady = flink["steady_state_events_per_s"]
-        flink["dagger_vs_flink"] = round(dagger / steady, 3) if steady else None
+        flink["dagger_vs_flink"] = {
+            session: round(spans[session] / spans[run], 3) if spans[run] else None
+            for session, run in SESSION_PAIRS.items()
+        }
 
 
 def _run(command: list[str]) -> None:
@@ -202,15 +232,16 @@ def _kafka_options(bootstrap_servers: str, topic: str, message: str) -> str:
 
 
 def job_command(
-    job_file: Path, statements: list[str], parallelism: int, *, unbounded: bool = False
+    job_file: Path, runs: list[list[str]], parallelism: int, *, unbounded: bool = False
 ) -> list[str]:
-    """Writes the job of `statements` for bench/flink/job.py into `job_file`; the command that runs it in
-    PyFlink. Unbounded, its INSERT runs until the process gets SIGINT or SIGTERM, which cancel it."""
+    """Writes the job of `runs` (each a list of statements) for bench/flink/job.py into `job_file`; the
+    command that runs them in PyFlink. Unbounded (one run), its INSERT runs until the process gets SIGINT
+    or SIGTERM, which cancel it."""
     if not FLINK_PYTHON.is_file():
         raise FlinkError(f"no PyFlink at {FLINK_PYTHON}: run `make bench` (it makes the Flink venv)")
     jars = [*sorted(LIBS.glob("*.jar")), message_jar()]
     job = {
-        "statements": statements,
+        "runs": runs,
         "parallelism": parallelism,
         "jars": [str(jar) for jar in jars],
         "unbounded": unbounded,

@@ -2,10 +2,13 @@
 
     build/flink-venv/bin/python bench/flink/job.py <job.json>
 
-The job names the jars, the parallelism and the statements: every statement but the last is run as it
-comes (table DDL); the last is an INSERT. A bounded job is waited for; then this prints {"seconds": ...,
-"job_runtime_s": ...}: the time from submitting the INSERT to the job's end, and the job's own runtime as
-Flink reports it (from the job's start on the mini-cluster to its end). With "unbounded": true in the job,
+The job names the jars, the parallelism and its runs, each a list of statements: every statement but the
+last is run as it comes (table DDL); the last is an INSERT. Each run has a table environment of its own
+in this one JVM, so a second run of the same workload finds the JVM warm, as a dagger's second query in a
+long-running session does. Each bounded job is waited for; then this prints a list with, per run,
+{"seconds": ..., "job_runtime_s": ...}: the time from submitting the INSERT to the job's end, and the
+job's own runtime as Flink reports it (from the job's start on the mini-cluster to its end). With
+"unbounded": true in the job (and one run),
 this prints {"environment_created_ms": ..., "job_submitted_ms": ...} (epoch milliseconds: the JVM and the
 table environment up; the INSERT planned and its job submitted to the mini-cluster, which that starts),
 and the INSERT runs until this process gets SIGINT or SIGTERM, which cancel the job; the process then
@@ -26,31 +29,47 @@ from pyflink.table import EnvironmentSettings, TableEnvironment, TableResult
 def main(job_file: str) -> int:
     with open(job_file) as file:
         job = json.load(file)
-    # Before the job starts: a signal from then on cancels it instead of killing this process mid-way.
-    stop_requested = threading.Event()
     if job.get("unbounded", False):
+        # Before the job starts: a signal from then on cancels it instead of killing this process mid-way.
+        stop_requested = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop_requested.set())
+        (statements,) = job["runs"]
+        env = table_environment(job)
+        environment_created_ms = time.time() * 1000
+        result = submit(env, statements)
+        submitted = {"environment_created_ms": environment_created_ms, "job_submitted_ms": time.time() * 1000}
+        print(json.dumps(submitted), flush=True)
+        return run_until_stopped(result, stop_requested)
+    timings = []
+    for statements in job["runs"]:
+        env = table_environment(job)
+        started = time.perf_counter()
+        result = submit(env, statements)
+        result.wait()
+        seconds = time.perf_counter() - started
+        runtime_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
+        timings.append({"seconds": seconds, "job_runtime_s": runtime_ms / 1000})
+    print(json.dumps(timings))
+    return 0
+
+
+def table_environment(job: dict) -> TableEnvironment:
+    """A new streaming table environment with the job's jars and parallelism (the first starts the JVM)."""
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
     config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
     config.set("parallelism.default", str(job["parallelism"]))
     config.set("table.local-time-zone", "UTC")  # as the daggers' sessions
-    environment_created_ms = time.time() * 1000
-    *definitions, insert = job["statements"]
+    return env
+
+
+def submit(env: TableEnvironment, statements: list[str]) -> TableResult:
+    """Runs the table DDL of `statements` in `env` and submits their INSERT."""
+    *definitions, insert = statements
     for statement in definitions:
         env.execute_sql(statement)
-    started = time.perf_counter()
-    result = env.execute_sql(insert)
-    if job.get("unbounded", False):
-        submitted = {"environment_created_ms": environment_created_ms, "job_submitted_ms": time.time() * 1000}
-        print(json.dumps(submitted), flush=True)
-        return run_until_stopped(result, stop_requested)
-    result.wait()
-    seconds = time.perf_counter() - started
-    runtime_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
-    print(json.dumps({"seconds": seconds, "job_runtime_s": runtime_ms / 1000}))
-    return 0
+    return env.execute_sql(insert)
 
 
 def run_until_stopped(result: TableResult, stop_requested: threading.Event) -> int:
