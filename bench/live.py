@@ -130,6 +130,8 @@ DAGGER = "dagger"
 FLINK = "Flink"
 TOPIC_SLUGS = {DAGGER: "dagger", HAND_LOOP: "loop", FLINK: "flink"}
 """The systems, each with the name of its topics and work folder."""
+
+
 def targets(execution: str) -> dict[str, Any]:
     """What the dagger must reach: against Flink, when it ran beside it (a p99 at or below Flink's in
     real-time mode, at most 1.25 times its steady RSS, first output no later); and on micro-batches, a

@@ -409,6 +409,29 @@ def test_every_field_decodes_to_its_type_and_value(
     assert empty == empty_value
 
 
+@pytest.mark.parametrize("codec", ["native", "jvm"])
+def test_fields_numbered_far_apart_decode_and_unknown_numbers_between_them_are_skipped(
+    registry: SchemaRegistry, request: pytest.FixtureRequest, codec: str
+) -> None:
+    descriptor = registry.message("dagger.testing.FarFieldNumbers")
+    fields = {"first": "a", "atArrayEnd": "7", "pastArray": "-8", "farRepeated": [1, 2], "largest": "z"}
+    known = build(registry, "dagger.testing.FarFieldNumbers", fields).SerializeToString()
+    # Unknown fields numbered 2 (inside the array), 5000 (past it) and 200000 (past the map's keys).
+    unknown = bytes([0x10, 0x05]) + bytes([0xC0, 0xB8, 0x02, 0x09]) + bytes([0x80, 0xD4, 0x61, 0x0B])
+    decoder = (
+        ProtoDecoder(descriptor)
+        if codec == "native"
+        else JvmDecoder(request.getfixturevalue("spark"), descriptor)
+    )
+
+    decoded, invalid = decoder.decode([known, unknown + known, b""])
+
+    assert invalid == {}
+    full = {"first": "a", "at_array_end": 7, "past_array": -8, "far_repeated": [1, 2], "largest": "z"}
+    empty = {"first": "", "at_array_end": 0, "past_array": 0, "far_repeated": [], "largest": ""}
+    assert decoded.to_pylist() == [full, full, empty]
+
+
 def test_decoded_timestamps_are_utc(decoded_full_and_empty: list[dict[str, Any]]) -> None:
     assert decoded_full_and_empty[0]["event_time"].utcoffset() == timedelta(0)
 

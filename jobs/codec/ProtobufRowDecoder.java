@@ -179,7 +179,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
   private static Function<WireFields, Object> fieldReader(FieldDescriptor field, int slot, DataType target) {
     if (field.isMapField()) {
       Function<Object, Object> entries = mapConverter(field, target);
-      return read -> entries.apply(read.get(slot, field));
+      return read -> entries.apply(read.get(slot));
     }
     if (field.isRepeated()) {
       if (!(target instanceof ArrayType array)) {
@@ -187,7 +187,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
       }
       Function<Object, Object> element = valueConverter(field, array.elementType());
       return read -> {
-        List<?> values = (List<?>) read.get(slot, field);
+        List<?> values = (List<?>) read.get(slot);
         List<Object> converted = new ArrayList<>(values.size());
         for (Object value : values) {
           converted.add(element.apply(value));
@@ -197,7 +197,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
     }
     Function<Object, Object> convert = valueConverter(field, target);
     boolean nullWhenUnset = field.getJavaType() == FieldDescriptor.JavaType.MESSAGE || field.hasPresence();
-    return read -> nullWhenUnset && !read.has(slot) ? null : convert.apply(read.get(slot, field));
+    return read -> nullWhenUnset && !read.has(slot) ? null : convert.apply(read.get(slot));
   }
 
   private static Function<Object, Object> mapConverter(FieldDescriptor field, DataType target) {
@@ -212,7 +212,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
         Map<Object, Object> converted = new LinkedHashMap<>();
         for (Object item : (List<?>) entries) {
           WireFields pair = plan.read((ByteString) item);
-          converted.put(key.apply(pair.get(0, keyField)), value.apply(pair.get(1, valueField)));
+          converted.put(key.apply(pair.get(0)), value.apply(pair.get(1)));
         }
         return converted;
       };
@@ -292,7 +292,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
       }
       WireFields.Plan plan = new WireFields.Plan(List.of(wrapped));
       Function<Object, Object> scalar = valueConverter(wrapped, target);
-      return value -> scalar.apply(plan.read((ByteString) value).get(0, wrapped));
+      return value -> scalar.apply(plan.read((ByteString) value).get(0));
     }
     if (!(target instanceof StructType struct)) {
       throw mismatch(field, target);
@@ -308,7 +308,7 @@ public final class ProtobufRowDecoder implements UDF1<byte[], Row> {
     WireFields.Plan plan = new WireFields.Plan(List.of(secondsField, nanosField));
     Function<Object, long[]> secondsNanos = value -> {
       WireFields read = plan.read((ByteString) value);
-      return new long[] {(Long) read.get(0, secondsField), (Integer) read.get(1, nanosField)};
+      return new long[] {(Long) read.get(0), (Integer) read.get(1)};
     };
     if (target.equals(DataTypes.TimestampType)) {
       return value -> {

@@ -22,35 +22,80 @@ import java.util.Map;
  * with another wire type than its declared one is skipped, as protobuf-java treats it (an unknown field).
  */
 final class WireFields {
-  /** Which fields to read of one message type: slot {@code i} holds field {@code fields[i]}. */
+  /**
+   * Which fields to read of one message type: slot {@code i} holds field {@code fields[i]}. What the read
+   * asks of each field (its type, wire type, repeated, packable) is looked up once here: protobuf-java
+   * works some of it out again on every call (a field's type goes through its features), and a profile
+   * of the window benchmark had those calls and the boxed slot lookup at a tenth of the executors' time.
+   */
   static final class Plan {
+    /** Field numbers up to this are found through an array; any larger one in a plan, through a map. */
+    private static final int DENSE_NUMBERS = 1 << 12;
+
     private final FieldDescriptor[] fields;
+    private final FieldDescriptor.Type[] types;
+    private final int[] declaredWireTypes;
+    private final boolean[] repeated;
+    private final boolean[] packable;
+    private final Object[] defaults;
+    private final int[] slotByDenseNumber; // slot + 1; 0: not read
     private final Map<Integer, Integer> slotByNumber = new HashMap<>();
 
     Plan(List<FieldDescriptor> fields) {
       this.fields = fields.toArray(new FieldDescriptor[0]);
-      for (int slot = 0; slot < this.fields.length; slot++) {
-        slotByNumber.put(this.fields[slot].getNumber(), slot);
+      int count = this.fields.length;
+      types = new FieldDescriptor.Type[count];
+      declaredWireTypes = new int[count];
+      repeated = new boolean[count];
+      packable = new boolean[count];
+      defaults = new Object[count];
+      int largest = 0;
+      for (int slot = 0; slot < count; slot++) {
+        FieldDescriptor field = this.fields[slot];
+        types[slot] = field.getType();
+        declaredWireTypes[slot] = field.getLiteType().getWireType();
+        repeated[slot] = field.isRepeated();
+        packable[slot] = field.isPackable();
+        defaults[slot] = defaultValue(field);
+        slotByNumber.put(field.getNumber(), slot);
+        largest = Math.max(largest, field.getNumber());
       }
+      slotByDenseNumber = new int[Math.min(largest, DENSE_NUMBERS) + 1];
+      for (int slot = 0; slot < count; slot++) {
+        if (this.fields[slot].getNumber() <= DENSE_NUMBERS) {
+          slotByDenseNumber[this.fields[slot].getNumber()] = slot + 1;
+        }
+      }
+    }
+
+    /** The slot of field {@code number}, or -1 when the plan does not read it. */
+    private int slotOf(int number) {
+      if (number < slotByDenseNumber.length) {
+        return slotByDenseNumber[number] - 1;
+      }
+      if (number <= DENSE_NUMBERS) {
+        return -1;
+      }
+      Integer slot = slotByNumber.get(number);
+      return slot == null ? -1 : slot;
     }
 
     /** Reads a whole message; a malformed one is an InvalidProtocolBufferException. */
     WireFields read(CodedInputStream in) throws IOException {
-      WireFields read = new WireFields(fields.length);
+      WireFields read = new WireFields(defaults);
       while (true) {
         int tag = in.readTag();
         if (tag == 0) {
           return read;
         }
-        Integer slot = slotByNumber.get(WireFormat.getTagFieldNumber(tag));
-        if (slot == null) {
+        int slot = slotOf(WireFormat.getTagFieldNumber(tag));
+        if (slot < 0) {
           in.skipField(tag);
           continue;
         }
-        FieldDescriptor field = fields[slot];
         int wireType = WireFormat.getTagWireType(tag);
-        int declared = field.getLiteType().getWireType();
-        if (field.isRepeated()) {
+        int declared = declaredWireTypes[slot];
+        if (repeated[slot]) {
           @SuppressWarnings("unchecked")
           List<Object> values = (List<Object>) read.values[slot];
           if (values == null) {
@@ -58,19 +103,19 @@ final class WireFields {
             read.values[slot] = values;
             read.present[slot] = true;
           }
-          if (wireType == WireFormat.WIRETYPE_LENGTH_DELIMITED && declared != wireType && field.isPackable()) {
+          if (wireType == WireFormat.WIRETYPE_LENGTH_DELIMITED && declared != wireType && packable[slot]) {
             int limit = in.pushLimit(in.readRawVarint32());
             while (in.getBytesUntilLimit() > 0) {
-              values.add(value(in, field));
+              values.add(value(in, slot));
             }
             in.popLimit(limit);
           } else if (wireType == declared) {
-            values.add(value(in, field));
+            values.add(value(in, slot));
           } else {
             in.skipField(tag);
           }
         } else if (wireType == declared) {
-          Object value = value(in, field);
+          Object value = value(in, slot);
           if (read.present[slot] && value instanceof ByteString more) { // a message sent twice: merged
             value = ((ByteString) read.values[slot]).concat(more);
           }
@@ -80,6 +125,28 @@ final class WireFields {
           in.skipField(tag);
         }
       }
+    }
+
+    private Object value(CodedInputStream in, int slot) throws IOException {
+      return switch (types[slot]) {
+        case DOUBLE -> in.readDouble();
+        case FLOAT -> in.readFloat();
+        case INT64 -> in.readInt64();
+        case UINT64 -> in.readUInt64();
+        case INT32 -> in.readInt32();
+        case FIXED64 -> in.readFixed64();
+        case FIXED32 -> in.readFixed32();
+        case BOOL -> in.readBool();
+        case STRING -> in.readStringRequireUtf8();
+        case BYTES, MESSAGE -> in.readBytes();
+        case UINT32 -> in.readUInt32();
+        case ENUM -> in.readEnum();
+        case SFIXED32 -> in.readSFixed32();
+        case SFIXED64 -> in.readSFixed64();
+        case SINT32 -> in.readSInt32();
+        case SINT64 -> in.readSInt64();
+        case GROUP -> throw new IOException("group fields are not supported: " + fields[slot].getFullName());
+      };
     }
 
     WireFields read(ByteString message) {
@@ -97,10 +164,12 @@ final class WireFields {
 
   private final Object[] values;
   private final boolean[] present;
+  private final Object[] defaults;
 
-  private WireFields(int size) {
-    values = new Object[size];
-    present = new boolean[size];
+  private WireFields(Object[] defaults) {
+    values = new Object[defaults.length];
+    present = new boolean[defaults.length];
+    this.defaults = defaults;
   }
 
   boolean has(int slot) {
@@ -108,10 +177,11 @@ final class WireFields {
   }
 
   /** The slot's value; a field the message did not hold reads as its default (an empty list if repeated). */
-  Object get(int slot, FieldDescriptor field) {
-    if (present[slot]) {
-      return values[slot];
-    }
+  Object get(int slot) {
+    return present[slot] ? values[slot] : defaults[slot];
+  }
+
+  private static Object defaultValue(FieldDescriptor field) {
     if (field.isRepeated()) {
       return List.of();
     }
@@ -122,27 +192,5 @@ final class WireFields {
       return field.getEnumType().getValues().get(0).getNumber();
     }
     return field.getDefaultValue();
-  }
-
-  private static Object value(CodedInputStream in, FieldDescriptor field) throws IOException {
-    return switch (field.getType()) {
-      case DOUBLE -> in.readDouble();
-      case FLOAT -> in.readFloat();
-      case INT64 -> in.readInt64();
-      case UINT64 -> in.readUInt64();
-      case INT32 -> in.readInt32();
-      case FIXED64 -> in.readFixed64();
-      case FIXED32 -> in.readFixed32();
-      case BOOL -> in.readBool();
-      case STRING -> in.readStringRequireUtf8();
-      case BYTES, MESSAGE -> in.readBytes();
-      case UINT32 -> in.readUInt32();
-      case ENUM -> in.readEnum();
-      case SFIXED32 -> in.readSFixed32();
-      case SFIXED64 -> in.readSFixed64();
-      case SINT32 -> in.readSInt32();
-      case SINT64 -> in.readSInt64();
-      case GROUP -> throw new IOException("group fields are not supported: " + field.getFullName());
-    };
   }
 }
