@@ -45,6 +45,7 @@ from pyspark.sql.types import (
 
 from jobs.project import PROJECT_ROOT
 from jobs.raystack.flink_sql import translate
+from jobs.raystack.flink_sql.functions import function_table
 from jobs.runner import DaggerBuildError, DaggerQueryError
 from tests.conftest import QUICK_COMPILER, REPORT_PROPERTY, kafka_stream, message_class
 from tests.flink.corpus import (
@@ -61,6 +62,8 @@ FLINK_PYTHON = PROJECT_ROOT / "build" / "flink-venv" / "bin" / "python"
 RUNNER = PROJECT_ROOT / "tests" / "flink" / "runner.py"
 ARTIFACT = PROJECT_ROOT / "test-artifacts" / "flink-oracle.json"
 FLINK_TIMEOUT_S = 1800
+FUNCTIONS_RESULT = "__functions__"
+"""The runner's last result: Flink's own list of its functions, and the table's names it does not know."""
 
 KNOWN_ROWS_FILE = PROJECT_ROOT / "tests" / "flink" / "known_differences.json"
 KNOWN_DAGGER_ROWS: dict[str, Any] = json.loads(KNOWN_ROWS_FILE.read_text())
@@ -123,6 +126,7 @@ class FlinkOracle:
                 for table in TABLES
             ],
             "queries": [{"id": query.id, "sql": query.sql} for query in QUERIES],
+            "function_names": sorted(function_table().functions),
         }
         (folder / "job.json").write_text(json.dumps(job))
         self._results_file = folder / "flink-results.jsonl"
@@ -306,6 +310,18 @@ def test_a_window_table_function_on_apache_kafka_gives_flinks_rows(
     theirs = flink.result(query.id)
     assert ours["rows"], "the dagger closed no window"
     assert ours == _comparable(theirs["columns"], theirs["rows"])
+
+
+def test_the_function_table_holds_every_function_flink_lists_and_no_other(flink: FlinkOracle) -> None:
+    """The translator's table of Flink's functions against the oracle's Flink: each SQL name of its
+    SHOW FUNCTIONS (capitals; the Table API's names are in camel case) has a row or is known as syntax,
+    and every row names a function that Flink knows."""
+    result = flink.result(FUNCTIONS_RESULT)
+    table = function_table()
+    sql_names = {name for name in result["listed"] if name == name.upper()}
+    assert len(sql_names) > 50, result["listed"]
+    assert sorted(sql_names - set(table.functions) - table.not_called_by_name) == []
+    assert result["unknown"] == [], "functions.toml has rows for functions Flink does not know"
 
 
 def test_the_oracle_report(record_property: Callable[[str, object], None]) -> None:

@@ -341,6 +341,27 @@ QUERIES = [
         "SELECT id, CARDINALITY(words) AS word_count, words[1] AS first_word FROM items "
         "WHERE CARDINALITY(numbers) > 0",
     ),
+    # --- functions, as the translator's table of Flink's functions names them (functions.toml) -----------
+    Query(
+        "numeric_functions",
+        "SELECT id, ABS(double_value) AS absolute, POWER(double_value, 2) AS squared, "
+        "MOD(int32_value, 4) AS remainder, SIGN(double_value) AS signum, SQRT(ABS(double_value)) AS root "
+        "FROM items",
+    ),
+    Query(
+        "string_functions",
+        "SELECT order_id, LOWER(UPPER(order_id)) AS lowered, LTRIM(CONCAT('  ', order_id)) AS left_trimmed, "
+        "RTRIM(CONCAT(order_id, '  ')) AS right_trimmed, REPEAT(customer_id, 2) AS repeated, "
+        "REVERSE(order_id) AS reversed, LEFT(order_id, 2) AS head, RIGHT(order_id, 1) AS tail, "
+        "LOCATE('1', order_id) AS located, INSTR(order_id, '1') AS found, ASCII(order_id) AS code, "
+        "SUBSTR(order_id, 2) AS rest, MD5(order_id) AS md5, SHA1(order_id) AS sha1, "
+        "SHA2(order_id, 256) AS sha256 FROM orders",
+    ),
+    Query(
+        "conditional_and_time_functions",
+        "SELECT order_id, IF(amount > 10, order_id, customer_id) AS chosen, "
+        "IFNULL(customer_id, 'none') AS customer, DAYOFWEEK(created_at) AS weekday FROM orders",
+    ),
     # --- two streams joined within a time bound ------------------------------------------------------------
     Query(
         "interval_join_after",

@@ -10,6 +10,9 @@ in streaming mode at parallelism 1, so rows are read in file order and a waterma
 (`scan.watermark.emit.strategy = on-event`): which rows are late is decided by the data, not by timing.
 A bounded file ends with Flink's final watermark, which closes every window still open.
 
+With `function_names` in the job, a last line (id `__functions__`) holds Flink's own list of its functions
+and which of the names it does not know (`functions`).
+
 A query whose result is a changelog (an aggregation without a window) is reported as its final table.
 Values are tagged with their column's type (`int8`, `int16`, `int32`, `int64`, `float32`, `float64`,
 `decimal(p,s)`, `str`, `bool`, `ts`, `date`, `array`) so that an INT and a BIGINT, or a DOUBLE, of the same
@@ -124,7 +127,32 @@ def main(job_path: str, results_path: str) -> int:
             out.write(json.dumps({"id": query["id"], "result": result}) + "\n")
             out.flush()
             print(f"flink: {query['id']}: {result.get('seconds', 'error')}", flush=True)
+        if job.get("function_names"):
+            out.write(
+                json.dumps({"id": FUNCTIONS_ID, "result": functions(t_env, job["function_names"])}) + "\n"
+            )
     return 0
+
+
+FUNCTIONS_ID = "__functions__"
+
+
+def functions(t_env: Any, names: list[str]) -> dict[str, list[str]]:
+    """Flink's own list of its functions (SHOW FUNCTIONS: the SQL names in capitals, the Table API's in
+    camel case), and those of `names` Flink does not know: a call without arguments fails for a known
+    function with its arity or signatures, for an unknown one with the bare "No match found"."""
+    listed = sorted(row[0] for row in t_env.execute_sql("SHOW FUNCTIONS").collect())
+    t_env.execute_sql("CREATE TEMPORARY VIEW one_row AS SELECT 1 AS x")
+    unknown = []
+    for name in names:
+        if name in listed:
+            continue
+        try:
+            t_env.sql_query(f"SELECT {name}() FROM one_row").get_schema()
+        except Exception as error:
+            if failure(error).endswith(f"No match found for function signature {name}()"):
+                unknown.append(name)
+    return {"listed": listed, "unknown": unknown}
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ These are found by reading Flink's documentation and by running the same queries
 The passes, one module each: `window_tvfs` (window table functions as group windows, in Flink's syntax),
 `lexical` (refusals, then literals, types, intervals and functions), `group_windows` (on the parsed
 query). Constructs Spark streams cannot run (OVER windows, MATCH_RECOGNIZE, temporal joins, CUMULATE
-windows, processing time) are refused with the construct named, before anything starts.
+windows, processing time) are refused with the construct named, before anything starts, and so are calls
+of Flink's functions that Spark lacks or means otherwise (`functions`, a table: functions.toml).
 """
 
 from __future__ import annotations

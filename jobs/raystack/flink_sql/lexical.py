@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from sqlglot.tokens import TokenType
 
+from jobs.raystack.flink_sql.functions import refusal
 from jobs.raystack.flink_sql.intervals import IntervalLiteral
 from jobs.raystack.flink_sql.tokens import Edit, TokenScan
 
@@ -19,7 +20,9 @@ _SPARK_TYPES = {"VARCHAR": "STRING", "BYTES": "BINARY", "TIMESTAMP_LTZ": "TIMEST
 _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {"SPLIT": "DaggerSplit", "REGEXP_EXTRACT": "FlinkRegexpExtract"}
 _TIME_UNIT_NAMES = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
 # Flink's functions of a time unit give BIGINTs, Spark's of the same names INTs.
-_BIGINT_TIME_FUNCTIONS = {"YEAR", "QUARTER", "MONTH", "DAYOFYEAR", "DAYOFMONTH", "HOUR", "MINUTE", "SECOND"}
+_BIGINT_TIME_FUNCTIONS = {
+    "YEAR", "QUARTER", "MONTH", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE", "SECOND",
+}  # fmt: skip
 
 
 def refuse_unsupported(scan: TokenScan) -> None:
@@ -43,6 +46,8 @@ def refuse_unsupported(scan: TokenScan) -> None:
             reason = "processing time (PROCTIME()) is not supported: windows run on event time"
         elif (m := AUXILIARY.match(name)) and m.group(2) == "PROCTIME" and scan.is_call(index):
             reason = f"{name} (processing time) is not supported: windows run on event time"
+        elif scan.is_call(index):
+            reason = refusal(name)  # Flink's functions Spark lacks or means otherwise (functions.toml)
         if reason:
             raise scan.fail(index, reason)
 
