@@ -67,19 +67,24 @@ def expected_order(batches: list[Batch], delay_s: int, restarts: set[int]) -> tu
     """The rows ordered output must emit, in order, and those it must drop as late, worked out from what each
     micro-batch read alone (never from the code's watermark reader). A batch runs with the watermark of the
     rows before it: the smallest of the streams' latest event times, minus the delay, never moving back (the
-    epoch before any row); the first batch of a restarted query (`restarts`: batch positions) runs with the
-    watermark of the batch before it, as Spark recovers it from the checkpoint. A batch emits the rows held
-    so far and its own that are at or below its watermark, in event-time order, and drops a row older than
-    the watermark of the batch before, since rows after it have left already."""
+    epoch before any row); a stream that has read nothing yet counts as the epoch, so it holds the watermark
+    there (Spark's watermark tracker puts 0 for it). The first batch of a restarted query (`restarts`: batch
+    positions) runs with the watermark of the batch before it, as Spark recovers it from the checkpoint; the
+    streams' latest event times are not recovered, so each counts as the epoch again until it reads a row. A
+    batch emits the rows held so far and its own that are at or below its watermark, in event-time order,
+    and drops a row older than the watermark of the batch before, since rows after it have left already."""
+    epoch = -BASE_SECONDS
     latest: dict[str, int] = {}
-    watermark, previous = -BASE_SECONDS, None  # the epoch
+    watermark, previous = epoch, None
     held: list[tuple[int, str]] = []
     emitted: list[str] = []
     late: list[str] = []
     for position, batch in enumerate(batches):
         if position in restarts:
             previous = watermark
+            latest = dict.fromkeys(latest, epoch)
         for table, seconds in batch.items():
+            latest.setdefault(table, epoch)
             for second in seconds:
                 if previous is not None and second < previous:
                     late.append(f"{table}{second}")
@@ -89,16 +94,27 @@ def expected_order(batches: list[Batch], delay_s: int, restarts: set[int]) -> tu
         held = [(second, name) for second, name in held if second > watermark]
         for table, seconds in batch.items():
             if seconds:
-                latest[table] = max(latest.get(table, -BASE_SECONDS), *seconds)
+                latest[table] = max(latest[table], *seconds)
         previous, watermark = watermark, max(watermark, min(latest.values()) - delay_s)
     return emitted, late
 
 
+def test_the_model_holds_the_watermark_at_the_epoch_while_a_stream_has_read_nothing() -> None:
+    batches = [{"a": [5, 1], "b": []}, {"a": [3], "b": [2, 8]}, {"a": [9], "b": [4]}]
+    emitted, late = expected_order(batches, 1, restarts=set())
+    # batch 0 reads a only: b holds the watermark at the epoch, so batch 1 runs at it and a3 is not late;
+    # batch 2 runs at min(5, 8) - 1 = 4: a1 b2 a3 b4 leave, nothing is late
+    assert (emitted, late) == (["a1", "b2", "a3", "b4"], [])
+
+
 def test_the_model_of_ordered_output_holds_rows_until_the_watermark_passes_them() -> None:
-    batches = [{"a": [5, 1], "b": [2]}, {"a": [3], "b": [9]}, {"a": [0, 4]}, {"a": [6]}, {"b": [8]}]
+    batches = [
+        {"a": [5, 1], "b": [2]}, {"a": [3], "b": [9]}, {"a": [0, 4]}, {"a": [6]}, {"b": [8]}, {"a": [7]},
+    ]  # fmt: skip
     emitted, late = expected_order(batches, 1, restarts={3})
     # batch 0 at the epoch holds all; batch 1 at min(5, 2) - 1 = 1: a1; batch 2 at min(5, 9) - 1 = 4, after
-    # 1: a0 late, b2 a3 a4 leave; a restart: batch 3 runs at 4 again, batch 4 at min(6, 9) - 1 = 5: a5
+    # 1: a0 late, b2 a3 a4 leave; a restart: batch 3 runs at 4 again, and so does batch 4, b having read
+    # nothing since the restart; batch 5 at min(6, 8) - 1 = 5: a5
     assert (emitted, late) == (["a1", "b2", "a3", "a4", "a5"], ["a0"])
 
 
