@@ -214,6 +214,12 @@ def verify_joined(
 
 
 FLINK_TOPIC = "join-flink-out"
+FLINK_STATE_BACKENDS = {
+    "rocksdb": {"state.backend.type": "rocksdb"},
+    "heap": {"state.backend.type": "hashmap"},
+}
+"""Where Flink keeps the join's state: on its heap (Flink's own default, and the benchmark's), or in
+RocksDB, as the dagger's state store does."""
 
 
 def flink_join_statements(bootstrap_servers: str, created: str, completed: str, sink: str) -> list[str]:
@@ -245,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         "--max-records-per-batch", type=int, default=100_000, help="dagger micro-batch size, per topic"
     )
     parser.add_argument("--flink", action="store_true", help="also run the join as Flink SQL")
+    parser.add_argument(
+        "--flink-state-backend",
+        choices=sorted(FLINK_STATE_BACKENDS),
+        default="heap",
+        help="where Flink keeps the join's state: its own default, the heap, or RocksDB as the dagger does",
+    )
     add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
     conf = spark_conf(args.conf)
@@ -255,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "max_records_per_batch_per_topic": args.max_records_per_batch,
         "connector": args.connector,
+        "flink_state_backend": args.flink_state_backend,
         "baseline_read_chunk": args.baseline_read_chunk,
         "watermark_delay_s": WATERMARK_DELAY.total_seconds(),
         "spark_conf": conf,
@@ -302,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                 (CREATED_TOPIC, COMPLETED_TOPIC, FLINK_TOPIC),
                 records,
                 local_parallelism(args.master),
+                FLINK_STATE_BACKENDS[args.flink_state_backend],
             )
             for run, topic in flink_result["output_topics"].items():
                 verify_joined(servers, run, topic, registry, expected)

@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -124,11 +124,11 @@ SESSION_PAIRS = {FRESH_SESSION: FRESH_RUN, WARMED_SESSION: WARM_RUN}
 """Each dagger session and the Flink run in the same state."""
 
 
-def run_sql(runs: list[list[str]], parallelism: int) -> list[FlinkRun]:
+def run_sql(runs: list[list[str]], parallelism: int, config: Mapping[str, str]) -> list[FlinkRun]:
     """Runs each of `runs` (table DDL, then one INSERT whose bounded job is waited for) in turn, in one
-    PyFlink process."""
+    PyFlink process, with the Flink settings `config`."""
     with tempfile.TemporaryDirectory(prefix="flink-job-") as folder:
-        command = job_command(Path(folder) / "job.json", runs, parallelism)
+        command = job_command(Path(folder) / "job.json", runs, parallelism, config=config)
         started = time.perf_counter()
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
@@ -149,20 +149,26 @@ def measure(
     topics: tuple[str, ...],
     records: int,
     parallelism: int,
+    config: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Runs `statements(bootstrap_servers, *topics)`, `topics` being the input topics and the output topic
     last, in a fresh JVM and again in the warm one, the second run into the output topic + "-warm"
-    (`output_topics`); the rates of the summary are input records per second."""
+    (`output_topics`), with the Flink settings `config`; the rates of the summary are input records per
+    second."""
     *inputs, output = topics
     output_topics = {FRESH_RUN: output, WARM_RUN: f"{output}-warm"}
     for topic in output_topics.values():
         ensure_topic(bootstrap_servers, topic, PARTITIONS)
     print("Flink SQL ...", flush=True)
+    config = dict(config or {})
     runs = run_sql(
-        [statements(bootstrap_servers, *inputs, topic) for topic in output_topics.values()], parallelism
+        [statements(bootstrap_servers, *inputs, topic) for topic in output_topics.values()],
+        parallelism,
+        config,
     )
     return {
         "parallelism": parallelism,
+        "config": config,
         "output_topics": output_topics,
         **{
             name: {
@@ -232,7 +238,12 @@ def _kafka_options(bootstrap_servers: str, topic: str, message: str) -> str:
 
 
 def job_command(
-    job_file: Path, runs: list[list[str]], parallelism: int, *, unbounded: bool = False
+    job_file: Path,
+    runs: list[list[str]],
+    parallelism: int,
+    *,
+    unbounded: bool = False,
+    config: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Writes the job of `runs` (each a list of statements) for bench/flink/job.py into `job_file`; the
     command that runs them in PyFlink. Unbounded (one run), its INSERT runs until the process gets SIGINT
@@ -243,6 +254,7 @@ def job_command(
     job = {
         "runs": runs,
         "parallelism": parallelism,
+        "config": dict(config or {}),
         "jars": [str(jar) for jar in jars],
         "unbounded": unbounded,
     }

@@ -2,13 +2,13 @@
 
     build/flink-venv/bin/python bench/flink/job.py <job.json>
 
-The job names the jars, the parallelism and its runs, each a list of statements: every statement but the
-last is run as it comes (table DDL); the last is an INSERT. Each run has a table environment of its own
-in this one JVM, so a second run of the same workload finds the JVM warm, as a dagger's second query in a
-long-running session does. Each bounded job is waited for; then this prints a list with, per run,
-{"seconds": ..., "job_runtime_s": ...}: the time from submitting the INSERT to the job's end, and the
-job's own runtime as Flink reports it (from the job's start on the mini-cluster to its end). With
-"unbounded": true in the job (and one run),
+The job names the jars, the parallelism, any further Flink settings (`config`) and its runs, each a list
+of statements: every statement but the last is run as it comes (table DDL); the last is an INSERT. Each
+run has a table environment of its own in this one JVM, so a second run of the same workload finds the
+JVM warm, as a dagger's second query in a long-running session does. Each bounded job is waited for;
+then this prints a list with, per run, {"seconds": ..., "job_runtime_s": ...}: the time from submitting
+the INSERT to the job's end, and the job's own runtime as Flink reports it (from the job's start on the
+mini-cluster to its end). With "unbounded": true in the job (and one run),
 this prints {"environment_created_ms": ..., "job_submitted_ms": ...} (epoch milliseconds: the JVM and the
 table environment up; the INSERT planned and its job submitted to the mini-cluster, which that starts),
 and the INSERT runs until this process gets SIGINT or SIGTERM, which cancel the job; the process then
@@ -61,6 +61,8 @@ def table_environment(job: dict) -> TableEnvironment:
     config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
     config.set("parallelism.default", str(job["parallelism"]))
     config.set("table.local-time-zone", "UTC")  # as the daggers' sessions
+    for key, value in job.get("config", {}).items():
+        config.set(key, value)
     return env
 
 
