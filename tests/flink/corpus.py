@@ -362,6 +362,26 @@ QUERIES = [
         "SELECT order_id, IF(amount > 10, order_id, customer_id) AS chosen, "
         "IFNULL(customer_id, 'none') AS customer, DAYOFWEEK(created_at) AS weekday FROM orders",
     ),
+    Query(
+        "more_string_functions",
+        "SELECT order_id, CHARACTER_LENGTH(order_id) AS length, "
+        "BTRIM(CONCAT(' ', order_id, ' ')) AS trimmed, STARTSWITH(order_id, 'o1') AS starts, "
+        "ENDSWITH(order_id, '1') AS ends, "
+        "TRANSLATE(order_id, 'o1', 'O!') AS translated, REGEXP(order_id, '^o[0-9]$') AS one_digit, "
+        "REGEXP_COUNT(order_id, '[0-9]') AS digits, REGEXP_INSTR(order_id, '[0-9]') AS first_digit, "
+        "REGEXP_SUBSTR(order_id, '[0-9]+') AS number, URL_ENCODE(CONCAT(order_id, ' &')) AS encoded, "
+        "URL_DECODE('a%20b') AS decoded, ELT(2, order_id, customer_id) AS picked FROM orders",
+    ),
+    Query(
+        "more_array_functions",
+        "SELECT id, ARRAY_CONTAINS(words, 'a') AS has_a, ARRAY_DISTINCT(numbers) AS distinct_numbers, "
+        "ARRAY_REMOVE(numbers, 5) AS without_five, ARRAY_MAX(numbers) AS largest, "
+        "ARRAY_MIN(numbers) AS smallest, ARRAY_JOIN(words, '-') AS joined, "
+        "ARRAY_SORT(numbers) AS sorted_numbers, ARRAY_APPEND(words, 'end') AS appended, "
+        "ARRAY_PREPEND(words, 'start') AS prepended, ARRAY_UNION(numbers, numbers) AS unioned, "
+        "ARRAY_INTERSECT(numbers, numbers) AS intersected, ARRAY_EXCEPT(numbers, numbers) AS excepted "
+        "FROM items",
+    ),
     # --- two streams joined within a time bound ------------------------------------------------------------
     Query(
         "interval_join_after",
