@@ -40,6 +40,8 @@ class ShipmentError(RuntimeError):
 STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 # Defaults for one machine; every key can be overridden through `extra_conf`.
+FLINK_TYPES_EXTENSION = "dagger.jobs.raystack.flink_sql.FlinkTypes"
+
 _DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
@@ -161,7 +163,13 @@ def class_path_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     """The jar settings of a classic session: the project's jars, and the s3a connector when `make s3a`
     resolved it."""
     jars = project_class_path()
-    added = {"spark.jars": ",".join(filter(None, [*jars.split(os.pathsep), conf.get("spark.jars")]))}
+    added = {
+        "spark.jars": ",".join(filter(None, [*jars.split(os.pathsep), conf.get("spark.jars")])),
+        # Flink's result types for translated Flink SQL (jobs/raystack/flink_sql/FlinkTypes.java).
+        "spark.sql.extensions": ",".join(
+            filter(None, [FLINK_TYPES_EXTENSION, conf.get("spark.sql.extensions")])
+        ),
+    }
     if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are
         classpath = [jars, conf.get("spark.driver.extraClassPath")]
         added["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, classpath))

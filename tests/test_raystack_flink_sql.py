@@ -5,8 +5,10 @@ expected rows are computed here by hand (floor to the window, count)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from pyspark.errors import AnalysisException
@@ -106,7 +108,7 @@ def test_flink_constructs_become_spark_sql(flink, spark):
             "TIMECOL => DESCRIPTOR(rowtime), SLIDE => INTERVAL '5' SECOND, SIZE => INTERVAL '15' SECOND)) "
             "AS w GROUP BY w.window_start, w.window_end HAVING MAX(w.window_end) > TIMESTAMP '2024-05-01 "
             "12:00:10'",
-            "SELECT window.end AS ends, SUM(amount) AS total FROM orders AS w GROUP BY "
+            "SELECT window.end AS ends, FlinkSum(amount) AS total FROM orders AS w GROUP BY "
             "window(rowtime, '15 seconds', '5 seconds') HAVING MAX(window.end) > "
             "TIMESTAMP '2024-05-01 12:00:10'",
         ),
@@ -241,6 +243,11 @@ def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
             "GROUP BY TUMBLE(rowtime, INTERVAL '1' MINUTE), k",
             "a SELECT with a *_ROWTIME column must name all its columns",
         ),
+        (
+            "SELECT SESSION_START(rowtime, INTERVAL '6' SECOND) AS s, COUNT(*) AS n FROM t "
+            "GROUP BY SESSION(rowtime, INTERVAL '6' SECOND)",
+            "a SESSION window needs a key beside it",
+        ),
         ("SELECT a FROM t; SELECT b FROM t", "must hold one query, found 2 statements"),
         ("INSERT INTO results SELECT a FROM t", "must be a query (SELECT ...), not INSERT"),
         ("SELECT FROM WHERE", "cannot be parsed: Expected table name but got 'WHERE' at line 1, column 17"),
@@ -295,15 +302,16 @@ def test_group_windows_give_the_expected_rows_on_spark(spark):
         (count, collected(start * 60), collected(start * 60 + 120)) for start, count in hops.items()
     )
 
-    sessions = run(  # gaps over 60 s (61 -> 130 s, 135 -> 400 s) split the events into three sessions
-        "SELECT SESSION_START(rowtime, INTERVAL '60' SECOND) AS s, "
+    sessions = run(  # per service, gaps over 60 s split the events: GO_RIDE 61 -> 400 s, GO_SEND 59 -> 130 s
+        "SELECT service_type, SESSION_START(rowtime, INTERVAL '60' SECOND) AS s, "
         "SESSION_END(rowtime, INTERVAL '60' SECOND) AS e, count(1) AS c "
-        "FROM bookings GROUP BY SESSION(rowtime, INTERVAL '60' SECOND)"
+        "FROM bookings GROUP BY SESSION(rowtime, INTERVAL '60' SECOND), service_type"
     )
     assert sessions == [
-        (collected(5), collected(61 + 60), 4),
-        (collected(130), collected(135 + 60), 2),
-        (collected(400), collected(400 + 60), 1),
+        ("GO_RIDE", collected(5), collected(61 + 60), 3),
+        ("GO_RIDE", collected(400), collected(400 + 60), 1),
+        ("GO_SEND", collected(59), collected(59 + 60), 1),
+        ("GO_SEND", collected(130), collected(135 + 60), 2),
     ]
 
     # A window's rowtime feeds an outer window (Spark: the window's end minus one microsecond).
@@ -333,3 +341,77 @@ def test_an_unknown_table_function_is_named_before_anything_runs(spark):
     ).sql
     with pytest.raises(AnalysisException, match="NoSuchBuckets"):
         spark.sql(sql)
+
+
+@pytest.mark.parametrize(
+    ("flink", "spark"),
+    [
+        ("SELECT a / b FROM t", "SELECT FlinkDivide(a, b) FROM t"),
+        ("SELECT a * b / c FROM t", "SELECT FlinkDivide(a * b, c) FROM t"),  # left to right
+        ("SELECT a / b * c FROM t", "SELECT FlinkDivide(a, b) * c FROM t"),
+        ("SELECT a / b / c FROM t", "SELECT FlinkDivide(FlinkDivide(a, b), c) FROM t"),
+        ("SELECT x - a / -b + 1 FROM t", "SELECT x - FlinkDivide(a, -b) + 1 FROM t"),
+        ("SELECT -a / (b + 1) FROM t", "SELECT FlinkDivide(-a, (b + 1)) FROM t"),
+        (
+            "SELECT o.n / CAST(r.m AS INT), SUM(x) / COUNT(*) FROM t",
+            "SELECT FlinkDivide(o.n, CAST(r.m AS INT)), FlinkDivide(FlinkSum(x), COUNT(*)) FROM t",
+        ),
+        (
+            "SELECT CASE WHEN a > 0 THEN a END / words[2] FROM t",
+            "SELECT FlinkDivide(CASE WHEN a > 0 THEN a END, try_element_at(words, 2)) FROM t",
+        ),
+        (  # the forms these names take with other meanings keep them
+            "SELECT AVG(x), AVG(DISTINCT x), FLOOR(rowtime TO HOUR), CEIL(x), CEILING(x), SUM(x) FROM t",
+            "SELECT FlinkAvg(x), AVG(DISTINCT x), date_trunc('HOUR', rowtime), FlinkCeil(x), FlinkCeil(x), "
+            "FlinkSum(x) FROM t",
+        ),
+    ],
+)
+def test_divisions_and_typed_aggregates_call_the_typed_functions(flink, spark):
+    assert translate(flink).sql == spark
+
+
+def test_flinks_result_types_on_spark(spark):
+    """Each typed function's rows and types, where Flink's differ from Spark's and where they agree."""
+    spark.sql(
+        "SELECT * FROM VALUES (7, 9L, 2.5D, 1.25BD, 1), (-3, -7L, -2.5D, -1.5BD, 1), (2, 1L, 0.25D, 0BD, 2) "
+        "AS numbers(i, l, d, m, k)"
+    ).createOrReplaceTempView("numbers")
+
+    def run(flink: str) -> tuple[list[str], list[tuple]]:
+        result = spark.sql(translate(flink).sql)
+        return [field.dataType.simpleString() for field in result.schema], sorted(
+            map(tuple, result.collect())
+        )
+
+    types, rows = run(
+        "SELECT i / 2 AS a, l / 4 AS b, i / l AS c, d / 2 AS e, FLOOR(d) AS f, CEIL(d) AS g, FLOOR(i) AS h, "
+        "FLOOR(m) AS n FROM numbers"
+    )
+    assert types == ["int", "bigint", "bigint", "double", "double", "double", "int", "decimal(2,0)"]
+    assert rows == [
+        (-1, -1, 0, -1.25, -3.0, -2.0, -3, -2),
+        (1, 0, 2, 0.125, 0.0, 1.0, 2, 0),
+        (3, 2, 0, 1.25, 2.0, 3.0, 7, 1),
+    ]
+
+    types, rows = run(
+        "SELECT k, AVG(i) AS mean, SUM(i) AS total, AVG(l) AS long_mean, AVG(d) AS real_mean, SUM(m) AS "
+        "money "
+        "FROM numbers GROUP BY k"
+    )
+    assert types == ["int", "int", "int", "bigint", "double", "decimal(13,2)"]
+    assert rows == [(1, 2, 4, 1, 0.0, Decimal("-0.25")), (2, 2, 2, 1, 0.25, Decimal("0.00"))]
+
+    # Flink's logarithms: Math's (Spark's StrictMath can differ in the last digit), and -Infinity or NaN
+    # where Spark's give NULL.
+    types, rows = run(
+        "SELECT i, LN(i - 2) AS natural, LOG10(l + 1) AS ten, LOG2(k * 4) AS two, LOG(2, k * 4) AS based, "
+        "LOG(i + 4) AS one_argument FROM numbers"
+    )
+    assert types == ["int"] + ["double"] * 5
+    assert [tuple(repr(value) for value in row) for row in rows] == [
+        ("-3", "nan", "nan", "2.0", "2.0", "0.0"),
+        ("2", "-inf", repr(math.log10(2)), "3.0", "3.0", repr(math.log(6))),
+        ("7", repr(math.log(5)), "1.0", "2.0", "2.0", repr(math.log(11))),
+    ]

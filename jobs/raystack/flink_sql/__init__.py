@@ -28,13 +28,15 @@ What changes:
 | `EXTRACT(unit FROM t)`, `HOUR(t)`... (BIGINTs)  | `CAST(EXTRACT(unit FROM t) AS BIGINT)`, ...         |
 | `FLOOR(t TO MINUTE)`                           | `date_trunc('MINUTE', t)`                            |
 | `a[1]`, `m['k']` (arrays count from 1)          | `try_element_at(a, 1)`, `try_element_at(m, 'k')`     |
+| `a / b`, `AVG(x)`, `SUM(x)`, `FLOOR(x)`, `CEIL(x)` | `FlinkDivide(a, b)`, `FlinkAvg(x)`... (Flink's types) |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 The passes, one module each: `window_tvfs` (window table functions as group windows, in Flink's syntax),
 `lexical` (refusals, then literals, types, intervals and functions), `group_windows` (on the parsed
-query). Constructs Spark streams cannot run (OVER windows, MATCH_RECOGNIZE, temporal joins, CUMULATE
+query), `typed` (Flink's result types, chosen by `FlinkTypes.java` once Spark knows the arguments').
+Constructs Spark streams cannot run (OVER windows, MATCH_RECOGNIZE, temporal joins, CUMULATE
 windows, processing time) are refused with the construct named, before anything starts, and so are calls
 of Flink's functions that Spark lacks or means otherwise (`functions`, a table: functions.toml).
 """
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 
 from jobs.raystack.flink_sql.group_windows import group_window_edits, has_unwindowed_aggregation
@@ -58,6 +61,7 @@ from jobs.raystack.flink_sql.tokens import (
     parse_message,
     tokenize,
 )
+from jobs.raystack.flink_sql.typed import typed_edits
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
 __all__ = ["FlinkSqlError", "SparkQuery", "translate"]
@@ -77,9 +81,10 @@ class SparkQuery:
 def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
     """The Spark SQL text of a Flink query; `key` names the setting in errors.
 
-    Three passes: window table functions become group windows (in Flink's syntax); the lexical pass
+    Four passes: window table functions become group windows (in Flink's syntax); the lexical pass
     rewrites literals, types, intervals and table functions (Flink's lexical rules, positions in the
-    user's text); the structural one parses that Spark-lexed text and rewrites the group windows.
+    user's text); the structural one parses that Spark-lexed text and rewrites the group windows; the
+    typed one calls the functions that give Flink's result types.
     """
     if not flink_sql.strip():
         raise FlinkSqlError(f"{key} is empty")
@@ -97,8 +102,10 @@ def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
     if not isinstance(tree, exp.Query):
         raise FlinkSqlError(f"{key} must be a query (SELECT ...), not {tree.key.upper()}")
     spark = TokenScan(lexed, tokenize(SparkWindowsDialect, lexed, key), key)
+    windowed = apply_edits(lexed, list(group_window_edits(spark, tree)))
+    typed = TokenScan(windowed, tokenize(Spark, windowed, key), key)
     return SparkQuery(
-        sql=apply_edits(lexed, list(group_window_edits(spark, tree))).strip().rstrip(";").strip(),
+        sql=apply_edits(windowed, list(typed_edits(typed))).strip().rstrip(";").strip(),
         unwindowed_aggregation=has_unwindowed_aggregation(tree),
         output_columns=tuple(expression.alias_or_name for expression in tree.selects),
     )

@@ -96,10 +96,17 @@ def _group_windows(scan: TokenScan) -> dict[int, GroupWindow]:
         if token.token_type != TokenType.GROUP_BY:
             continue
         block = scan.block[index]
-        for first, _ in scan.items(index + 1, scan.clause_end(index, GROUP_BY_ENDS)):
+        items = scan.items(index + 1, scan.clause_end(index, GROUP_BY_ENDS))
+        for first, _ in items:
             name = scan.upper(first)
             if name not in GROUP_WINDOWS or not scan.is_call(first):
                 continue
+            if name == "SESSION" and len(items) == 1:
+                raise scan.fail(
+                    first,
+                    "a SESSION window needs a key beside it (GROUP BY SESSION(rowtime, gap), key): Spark "
+                    "streams cannot aggregate sessions over all rows",
+                )
             if block in per_block:
                 raise scan.fail(
                     first,

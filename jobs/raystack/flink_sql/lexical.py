@@ -19,10 +19,26 @@ _SPARK_TYPES = {"VARCHAR": "STRING", "BYTES": "BINARY", "TIMESTAMP_LTZ": "TIMEST
 # (Split) or Flink's (REGEXP_EXTRACT, which gives NULL where nothing matches).
 _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {"SPLIT": "DaggerSplit", "REGEXP_EXTRACT": "FlinkRegexpExtract"}
 _TIME_UNIT_NAMES = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
-# Flink's functions of a time unit give BIGINTs, Spark's of the same names INTs.
-_BIGINT_TIME_FUNCTIONS = {
-    "YEAR", "QUARTER", "MONTH", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE", "SECOND",
-}  # fmt: skip
+# Functions whose results have another type in Flink than Spark's of the same names: those of a time unit
+# give BIGINTs (Spark's INTs), ARRAY_POSITION an INT (Spark's a BIGINT).
+_FLINK_RESULT_TYPES = {
+    **dict.fromkeys(
+        (
+            "EXTRACT",
+            "YEAR",
+            "QUARTER",
+            "MONTH",
+            "DAYOFYEAR",
+            "DAYOFMONTH",
+            "DAYOFWEEK",
+            "HOUR",
+            "MINUTE",
+            "SECOND",
+        ),
+        "BIGINT",
+    ),
+    "ARRAY_POSITION": "INT",
+}
 
 
 def refuse_unsupported(scan: TokenScan) -> None:
@@ -77,12 +93,13 @@ def lexical_edits(scan: TokenScan) -> Iterator[Edit]:
                 closing = scan.partner[index + 1]
                 yield scan.span(index, index + 2, "CAST(size(collect_set(")
                 yield scan.span(closing, closing, ")) AS BIGINT)")
-        elif (name == "EXTRACT" or name in _BIGINT_TIME_FUNCTIONS) and scan.is_call(index):
-            # Whole seconds and a BIGINT, as Flink's (Spark's EXTRACT of SECOND has the fraction).
+        elif name in _FLINK_RESULT_TYPES and scan.is_call(index):
+            # Whole seconds, as Flink's (Spark's EXTRACT of SECOND has the fraction).
             seconds = name == "EXTRACT" and scan.upper(index + 2) == "SECOND"
             closing = scan.tokens[scan.partner[index + 1]]
+            cast = f" AS {_FLINK_RESULT_TYPES[name]})"
             yield Edit(token.start, token.start, "CAST(FLOOR(" if seconds else "CAST(")
-            yield Edit(closing.end + 1, closing.end + 1, ") AS BIGINT)" if seconds else " AS BIGINT)")
+            yield Edit(closing.end + 1, closing.end + 1, f"){cast}" if seconds else cast)
         elif name == "FLOOR" and scan.is_call(index):
             yield from _floor_to_unit_edit(scan, index)
         elif token.token_type == TokenType.L_BRACKET:
