@@ -38,6 +38,7 @@ from jobs.object_store import ObjectStoreError, require_connector, s3a_settings
 from jobs.ordering import BatchWriter, OrderedOutput
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.progress import ProgressReport
+from jobs.raystack.flink_sql.over_operator import OverViewError, register_over_views
 from jobs.real_time import require_real_time_stages
 from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
@@ -155,13 +156,13 @@ def _planned_result(
         register_streams(project=False)
         raise
     try:
-        result = sql_stage.analyse(spark, spec.sql)
-    except sql_stage.SqlError:
+        result = _analysed_sql(spark, spec)
+    except (sql_stage.SqlError, OverViewError):
         # Analyse again over every field, so "did you mean" suggests the fields the projection left out.
         register_streams(project=False)
         try:
-            sql_stage.analyse(spark, spec.sql)
-        except sql_stage.SqlError as error:
+            _analysed_sql(spark, spec)
+        except (sql_stage.SqlError, OverViewError) as error:
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
     result = counted(result, ROWS_OUT, SQL_STAGE, enabled=spec.metrics.stage_rows)
@@ -181,6 +182,12 @@ def _planned_result(
             f"result does not have (its columns: {', '.join(result.columns)})"
         )
     return result
+
+
+def _analysed_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
+    """The SQL stage's result over the registered streams (a Flink query's OVER views registered first)."""
+    register_over_views(spark, spec.over_views)
+    return sql_stage.analyse(spark, spec.spark_sql)
 
 
 def _result_from_broker(
@@ -248,7 +255,7 @@ def _function_names(spec: DaggerSpec) -> set[str] | None:
     (register every function) when a step may call any (user code)."""
     steps = [step for stream in spec.streams for step in stream.pre_processors]
     words = [
-        sql_stage.named_words(spec.sql),
+        *(sql_stage.named_words(sql) for sql in (spec.spark_sql, *(v.source_sql for v in spec.over_views))),
         *(step.sql_words() for step in (*steps, *spec.post_processors.transformers)),
     ]
     return None if None in words else set().union(*words)

@@ -7,11 +7,12 @@ setting silently ignored. Relative paths are resolved against the folder of the 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
@@ -31,6 +32,9 @@ from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.parquet.config import DateRange, ParquetStream
 from jobs.time_partitions import PartitionRun, TimePartitioning
 from jobs.udfs.config import FunctionsConfig
+
+if TYPE_CHECKING:
+    from jobs.raystack.flink_sql import OverView, SparkQuery
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -101,6 +105,14 @@ class RestartPolicy(_Model):
         return min(timedelta(seconds=seconds), self.max_backoff)
 
 
+@functools.cache
+def _flink_query(flink_sql: str) -> SparkQuery:
+    # Imported here: the raystack package imports this module.
+    from jobs.raystack.flink_sql import translate
+
+    return translate(flink_sql, key="sql")
+
+
 class DaggerSpec(_Model):
     """One dagger: streams -> SQL -> sinks, run as one Spark structured streaming query."""
 
@@ -110,6 +122,9 @@ class DaggerSpec(_Model):
     """The protobuf messages' descriptor sets; a dagger of Avro and JSON streams and sinks needs none."""
     streams: list[Stream] = Field(min_length=1)
     sql: str = Field(min_length=1)
+    sql_dialect: Literal["spark", "flink"] = "spark"
+    """`flink`: `sql` is Flink SQL as Flink users write it, translated at load (docs/raystack.md): window
+    table functions, group windows, OVER aggregations and Flink's result types."""
     rowtime_column: SqlIdentifier = "rowtime"
     """Event-time column appended to every stream, filled from the stream's `event_time_field`."""
     watermark_delay: Duration = timedelta(seconds=10)
@@ -167,6 +182,22 @@ class DaggerSpec(_Model):
     @classmethod
     def _resolve(cls, value: str | None, info: ValidationInfo) -> str | None:
         return None if value is None else _resolve_path(value, info)
+
+    @model_validator(mode="after")
+    def _flink_sql_translates(self) -> DaggerSpec:
+        if self.sql_dialect == "flink":
+            _flink_query(self.sql)  # a FlinkSqlError (a ValueError) names `sql` and the construct
+        return self
+
+    @property
+    def spark_sql(self) -> str:
+        """The query as Spark analyses it: `sql`, or its translation from Flink SQL."""
+        return _flink_query(self.sql).sql if self.sql_dialect == "flink" else self.sql
+
+    @property
+    def over_views(self) -> tuple[OverView, ...]:
+        """The OVER aggregations of a Flink query, registered as views before the query is analysed."""
+        return _flink_query(self.sql).over_views if self.sql_dialect == "flink" else ()
 
     @model_validator(mode="after")
     def _unique_tables(self) -> DaggerSpec:

@@ -116,6 +116,7 @@ def stream_frame(
     good for analysis."""
     data_source = STREAM_KINDS[stream.kind].data_source_class()
     try:  # message, event-time field and column names are checked here, not in a failing task
+        # `sql` as written: a Flink query's translation reads no field its text does not name.
         columns = _columns_read(descriptor_sets, spec.sql, stream) if project else _ColumnsRead()
         layout = data_source.reader_class(
             stream, descriptor_sets, spec.rowtime_column, columns.fields, columns.metadata

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from pyspark.errors import AnalysisException
 
-from jobs.raystack.flink_sql import FlinkSqlError, translate
+from jobs.raystack.flink_sql import FlinkSqlError, OverView, translate
 
 EVENTS = [  # (seconds after 12:00:00, service type)
     (5, "GO_RIDE"),
@@ -157,9 +157,32 @@ def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
             "at line 1, column 17: MATCH_RECOGNIZE (row pattern matching) is not supported",
         ),
         (
-            "SELECT a, SUM(b) OVER (PARTITION BY a ORDER BY rowtime) AS s FROM t",
-            "OVER windows are not supported",
+            "SELECT a, SUM(b) OVER (PARTITION BY a ORDER BY rowtime) AS s, "
+            "MAX(b) OVER (ORDER BY rowtime) AS m FROM t",
+            "every OVER aggregate of a SELECT must use the same window, as in Flink",
         ),
+        (
+            "SELECT a, SUM(b) OVER (PARTITION BY a ORDER BY rowtime DESC) AS s FROM t",
+            "an OVER window is ordered by its time attribute alone, ascending",
+        ),
+        (
+            "SELECT a, SUM(b) OVER (ORDER BY rowtime ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s FROM t",
+            "an OVER window's frame ends at the CURRENT ROW",
+        ),
+        (
+            "SELECT a, SUM(b) OVER (ORDER BY rowtime RANGE BETWEEN INTERVAL '1' MONTH PRECEDING "
+            "AND CURRENT ROW) AS s FROM t",
+            "the RANGE frame's year-month intervals cannot size a window",
+        ),
+        (
+            "SELECT a, COUNT(DISTINCT b) OVER (ORDER BY rowtime) AS s FROM t",
+            "OVER a window is not supported: COUNT, SUM, AVG, MIN and MAX are (without DISTINCT)",
+        ),
+        (
+            "SELECT a, SUM(b) OVER (ORDER BY rowtime) AS s FROM t GROUP BY a, b, rowtime",
+            "OVER aggregates are supported in a SELECT over one table or query, without GROUP beside them",
+        ),
+        ("SELECT a, LAG(b) OVER (ORDER BY rowtime) AS s FROM t", "a ranking or offset function over rows"),
         (
             "SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.proctime AS x ON o.id = x.id",
             "temporal table joins (FOR SYSTEM_TIME AS OF) are not supported",
@@ -415,3 +438,28 @@ def test_flinks_result_types_on_spark(spark):
         ("2", "-inf", repr(math.log10(2)), "3.0", "3.0", repr(math.log(6))),
         ("7", repr(math.log(5)), "1.0", "2.0", "2.0", repr(math.log(11))),
     ]
+
+
+def test_an_over_aggregation_reads_its_view_from_the_operator():
+    query = translate(
+        "SELECT o.k, s, n FROM (SELECT k, SUM(v / 2) OVER w AS s, COUNT(*) OVER w AS n FROM orders AS o "
+        "WHERE v > 0 WINDOW w AS (PARTITION BY UPPER(k) ORDER BY rowtime RANGE BETWEEN INTERVAL '1:30' "
+        "MINUTE TO SECOND PRECEDING AND CURRENT ROW)) AS o"
+    )
+    assert (
+        query.sql
+        == "SELECT o.k, s, n FROM (SELECT k, __over_0 AS s, __over_1 AS n FROM __flink_over_0 AS o) AS o"
+    )
+    [view] = query.over_views
+    assert view == OverView(
+        name="__flink_over_0",
+        source_sql="SELECT *, UPPER(k) AS __over_key_0, FlinkDivide(v, 2) AS __over_argument_0 "
+        "FROM orders AS o WHERE v > 0",
+        keys=("__over_key_0",),
+        time_column="rowtime",
+        rows_frame=False,
+        preceding=90_000_000,  # microseconds
+        functions=("SUM", "COUNT"),
+        arguments=("__over_argument_0", ""),
+        outputs=("__over_0", "__over_1"),
+    )

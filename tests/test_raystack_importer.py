@@ -83,8 +83,8 @@ def test_a_dagger_job_becomes_a_dagger_with_daggers_semantics(descriptor_set):
                 "auto_offset_reset": "earliest",
             }
         ],
-        "sql": "SELECT service_type, count(1) AS booking_count, window.end AS window_timestamp "
-        "FROM `bookings` GROUP BY window(rowtime, '1 minute'), service_type",
+        "sql": WINDOW_SQL,  # as the job wrote it, translated as the dagger loads
+        "sql_dialect": "flink",
         "rowtime_column": "rowtime",
         "watermark_delay": "5s",
         "output_mode": "append",

@@ -164,7 +164,8 @@ def test_the_example_job_config_converts(monkeypatch):
     job = read_job(Path(__file__).resolve().parent.parent / "daggers" / "booking_counts.properties")
     assert job.spec.name == "booking-counts"
     assert job.spec.streams[0].bootstrap_servers == "broker-1:9092"
-    assert job.spec.sql == (
+    assert job.spec.sql_dialect == "flink"
+    assert job.spec.spark_sql == (
         "SELECT service_type, count(1) AS booking_count, window.end AS window_timestamp "
         "FROM `bookings` GROUP BY window(rowtime, '1 minute'), service_type"
     )

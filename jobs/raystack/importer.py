@@ -213,7 +213,9 @@ class _Job:
             "description": "Converted from a Dagger job",
             "schema_registry": registry,
             "streams": streams,
-            "sql": query.sql if query else "",
+            # The query as the job wrote it: its OVER aggregations are views beside the Spark text.
+            "sql": self.get("FLINK_SQL_QUERY") if query else "",
+            "sql_dialect": "flink",
             "rowtime_column": rowtime or "rowtime",
             "watermark_delay": _duration(self.integer("FLINK_WATERMARK_DELAY_MS", 10_000)),
             "output_mode": "update" if query and query.unwindowed_aggregation else "append",

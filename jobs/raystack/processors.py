@@ -120,11 +120,14 @@ def _sql_transformer(
     if not isinstance(query, str):
         return None
     try:
-        sql = translate(query, f"{key}.transformation_arguments.sqlQuery").sql
+        translated = translate(query, f"{key}.transformation_arguments.sqlQuery")
     except FlinkSqlError as error:
         findings.error(key, str(error))
         return None
-    return {"kind": "sql", "sql": sql, "table": table}
+    if translated.over_views:
+        findings.error(key, "an OVER aggregation runs in FLINK_SQL_QUERY, not in a SQL transformer")
+        return None
+    return {"kind": "sql", "sql": translated.sql, "table": table}
 
 
 def _seconds(value: Any) -> str | None:

@@ -385,3 +385,48 @@ SHAPE_QUERIES: list[tuple[str, str]] = [
     ),
     ("unwindowed_distinct", "SELECT DISTINCT customer_id FROM orders WHERE customer_id <> ''"),
 ]
+
+OVER_QUERIES: list[tuple[str, str]] = [
+    # --- OVER aggregations on the stream, ordered by its rowtime (jobs/raystack/flink_sql/over.py) --------
+    (
+        "over_rows_per_customer",
+        "SELECT order_id, rowtime, SUM(amount) OVER (PARTITION BY customer_id ORDER BY rowtime "
+        "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS recent_total, COUNT(*) OVER (PARTITION BY customer_id "
+        "ORDER BY rowtime ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS recent_count FROM orders",
+    ),
+    (
+        "over_range_interval",
+        "SELECT order_id, rowtime, MAX(amount) OVER w AS high, MIN(amount) OVER w AS low, "
+        "AVG(amount) OVER w AS mean FROM orders "
+        "WINDOW w AS (PARTITION BY customer_id ORDER BY rowtime RANGE BETWEEN INTERVAL '10' SECOND PRECEDING "
+        "AND CURRENT ROW)",
+    ),
+    (
+        "over_unbounded_integers",
+        "SELECT id, rowtime, AVG(int32_value) OVER w AS running_mean, "
+        "SUM(int64_value) OVER w AS running_total, MIN(id) OVER w AS first_id FROM items "
+        "WINDOW w AS (ORDER BY rowtime ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)",
+    ),
+    (
+        "over_default_frame_with_filter",
+        "SELECT order_id, rowtime, COUNT(amount) OVER (PARTITION BY customer_id ORDER BY rowtime) AS so_far "
+        "FROM orders WHERE customer_id <> 'c2'",
+    ),
+    (
+        "over_in_a_subquery",
+        "SELECT order_id, rowtime, total FROM (SELECT order_id, rowtime, SUM(amount) OVER (PARTITION BY "
+        "customer_id ORDER BY rowtime ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS total FROM orders) "
+        "WHERE total > 10",
+    ),
+    (
+        "over_running_window",
+        "SELECT order_id, rowtime, SUM(amount) OVER w AS last_four, MAX(amount) OVER w AS high FROM orders "
+        "WINDOW w AS (ORDER BY rowtime ROWS BETWEEN 3 PRECEDING AND CURRENT ROW)",
+    ),
+    (
+        "over_range_of_expressions",
+        "SELECT o.order_id, o.rowtime, SUM(o.amount * 2) OVER (PARTITION BY UPPER(o.customer_id) "
+        "ORDER BY o.rowtime RANGE BETWEEN INTERVAL '30' SECOND PRECEDING AND CURRENT ROW) AS doubled "
+        "FROM orders AS o",
+    ),
+]

@@ -29,21 +29,23 @@ What changes:
 | `FLOOR(t TO MINUTE)`                           | `date_trunc('MINUTE', t)`                            |
 | `a[1]`, `m['k']` (arrays count from 1)          | `try_element_at(a, 1)`, `try_element_at(m, 'k')`     |
 | `a / b`, `AVG(x)`, `SUM(x)`, `FLOOR(x)`, `CEIL(x)` | `FlinkDivide(a, b)`, `FlinkAvg(x)`... (Flink's types) |
+| `SUM(x) OVER (PARTITION BY k ORDER BY rowtime ...)` | `__over_0`, a column of an OVER view (`over`)        |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 The passes, one module each: `window_tvfs` (window table functions as group windows, in Flink's syntax),
 `lexical` (refusals, then literals, types, intervals and functions), `group_windows` (on the parsed
-query), `typed` (Flink's result types, chosen by `FlinkTypes.java` once Spark knows the arguments').
-Constructs Spark streams cannot run (OVER windows, MATCH_RECOGNIZE, temporal joins, CUMULATE
+query), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`), `typed`
+(Flink's result types, chosen by `FlinkTypes.java` once Spark knows the arguments').
+Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, temporal joins, CUMULATE
 windows, processing time) are refused with the construct named, before anything starts, and so are calls
 of Flink's functions that Spark lacks or means otherwise (`functions`, a table: functions.toml).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -52,6 +54,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from jobs.raystack.flink_sql.group_windows import group_window_edits, has_unwindowed_aggregation
 from jobs.raystack.flink_sql.lexical import lexical_edits, refuse_unsupported
+from jobs.raystack.flink_sql.over import OverView, extract_over_views
 from jobs.raystack.flink_sql.tokens import (
     FlinkDialect,
     FlinkSqlError,
@@ -64,7 +67,7 @@ from jobs.raystack.flink_sql.tokens import (
 from jobs.raystack.flink_sql.typed import typed_edits
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
-__all__ = ["FlinkSqlError", "SparkQuery", "translate"]
+__all__ = ["FlinkSqlError", "OverView", "SparkQuery", "translate"]
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,19 @@ class SparkQuery:
     """An aggregation without a group window (its results change as rows arrive: Spark's update mode)."""
     output_columns: tuple[str, ...]
     """Names of the result's columns, `""` where the query leaves one unnamed."""
+    over_views: tuple[OverView, ...] = ()
+    """The OVER aggregations the query reads, innermost first: each a view to register (with the
+    project's operator, `jobs.raystack.flink_sql.over_operator`) before the query is analysed."""
 
 
 def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
     """The Spark SQL text of a Flink query; `key` names the setting in errors.
 
-    Four passes: window table functions become group windows (in Flink's syntax); the lexical pass
+    Five passes: window table functions become group windows (in Flink's syntax); the lexical pass
     rewrites literals, types, intervals and table functions (Flink's lexical rules, positions in the
     user's text); the structural one parses that Spark-lexed text and rewrites the group windows; the
-    typed one calls the functions that give Flink's result types.
+    OVER pass moves OVER aggregations into views; the typed one calls the functions that give Flink's
+    result types, in the query and in each view.
     """
     if not flink_sql.strip():
         raise FlinkSqlError(f"{key} is empty")
@@ -103,9 +110,18 @@ def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
         raise FlinkSqlError(f"{key} must be a query (SELECT ...), not {tree.key.upper()}")
     spark = TokenScan(lexed, tokenize(SparkWindowsDialect, lexed, key), key)
     windowed = apply_edits(lexed, list(group_window_edits(spark, tree)))
-    typed = TokenScan(windowed, tokenize(Spark, windowed, key), key)
+    over_views: tuple[OverView, ...] = ()
+    if tree.find(exp.Window):
+        over_tree, over_views = extract_over_views(sqlglot.parse_one(windowed, read=Spark), key)
+        windowed = over_tree.sql(dialect=Spark)
     return SparkQuery(
-        sql=apply_edits(windowed, list(typed_edits(typed))).strip().rstrip(";").strip(),
+        sql=_typed(windowed, key),
         unwindowed_aggregation=has_unwindowed_aggregation(tree),
         output_columns=tuple(expression.alias_or_name for expression in tree.selects),
+        over_views=tuple(replace(view, source_sql=_typed(view.source_sql, key)) for view in over_views),
     )
+
+
+def _typed(spark_sql: str, key: str) -> str:
+    typed = TokenScan(spark_sql, tokenize(Spark, spark_sql, key), key)
+    return apply_edits(spark_sql, list(typed_edits(typed))).strip().rstrip(";").strip()

@@ -53,11 +53,6 @@ def refuse_unsupported(scan: TokenScan) -> None:
             reason = "MATCH_RECOGNIZE (row pattern matching) is not supported"
         elif name == "FOR" and scan.upper(index + 1) == "SYSTEM_TIME":
             reason = "temporal table joins (FOR SYSTEM_TIME AS OF) are not supported"
-        elif name == "OVER":
-            reason = (
-                "OVER windows are not supported: Spark streams cannot compute window functions over "
-                "rows; aggregate with a group window (TUMBLE, HOP or SESSION in the GROUP BY)"
-            )
         elif name == "PROCTIME" and scan.is_call(index):
             reason = "processing time (PROCTIME()) is not supported: windows run on event time"
         elif (m := AUXILIARY.match(name)) and m.group(2) == "PROCTIME" and scan.is_call(index):
