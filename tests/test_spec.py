@@ -402,6 +402,29 @@ def test_duplicate_table_names_are_rejected_ignoring_case() -> None:
     ]
 
 
+def test_flink_sql_is_translated_as_the_dagger_loads() -> None:
+    sql = (
+        "SELECT service_type, SUM(amount) OVER (PARTITION BY service_type ORDER BY rowtime "
+        "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS recent FROM bookings WHERE amount / 2 > 1"
+    )
+    spec = parse_dagger(document(sql=sql, sql_dialect="flink"), "test")
+
+    assert spec.sql == sql  # as written
+    assert spec.spark_sql == "SELECT service_type, __over_0 AS recent FROM __flink_over_0"
+    [view] = spec.over_views
+    assert view.source_sql == "SELECT * FROM bookings WHERE FlinkDivide(amount, 2) > 1"
+    assert parse_dagger(document(sql="SELECT 7 / 2 AS x FROM bookings"), "test").spark_sql == (
+        "SELECT 7 / 2 AS x FROM bookings"  # Spark SQL is left as it is
+    )
+
+
+def test_flink_sql_that_cannot_be_translated_is_a_problem_of_the_dagger() -> None:
+    data = document(sql="SELECT RANK() OVER (ORDER BY rowtime) AS r FROM bookings", sql_dialect="flink")
+
+    [problem] = problems(data)
+    assert problem.startswith("(top level): sql at line 1, column 8: RANK() ")
+
+
 # --------------------------------------------------------------------------------------------------------
 # Durations
 # --------------------------------------------------------------------------------------------------------
