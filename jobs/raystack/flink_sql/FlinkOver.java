@@ -68,6 +68,7 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
   private transient ListState<Row> pending;
   private transient ListState<Row> frame;
   private transient ValueState<Row> totals;
+  private transient ValueState<Long> timerMs;
 
   private FlinkOver(
       StructType inputSchema,
@@ -130,23 +131,43 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
     pending = getHandle().getListState("pending", Encoders.row(inputSchema), TTLConfig.NONE());
     frame = getHandle().getListState("frame", Encoders.row(inputSchema), TTLConfig.NONE());
     totals = getHandle().getValueState("totals", Encoders.row(totalsSchema), TTLConfig.NONE());
+    timerMs = getHandle().getValueState("timer_ms", Encoders.LONG(), TTLConfig.NONE());
   }
 
   @Override
   public Iterator<Row> handleInputRows(Row key, Iterator<Row> rows, TimerValues timerValues) {
     long watermarkMicros = timerValues.getCurrentWatermarkInMs() * 1000;
     List<Row> arrived = new ArrayList<>();
+    long earliestMicros = Long.MAX_VALUE;
     while (rows.hasNext()) {
       Row row = rows.next();
       if (!row.isNullAt(timeIndex) && micros(row) > watermarkMicros) { // Flink drops late rows
         arrived.add(row);
-        getHandle().registerTimer(Math.floorDiv(micros(row) + 999, 1000));
+        earliestMicros = Math.min(earliestMicros, micros(row));
       }
     }
     if (!arrived.isEmpty()) {
       pending.appendList(arrived.toArray(new Row[0]));
+      wakeAt(earliestMicros);
     }
     return none();
+  }
+
+  /**
+   * One timer per key, at its earliest pending row: each firing reads the pending rows once, however
+   * many times they hold.
+   */
+  private void wakeAt(long earliestMicros) {
+    long atMs = Math.floorDiv(earliestMicros + 999, 1000);
+    Long registered = timerMs.get();
+    if (registered != null && registered <= atMs) {
+      return;
+    }
+    if (registered != null) {
+      getHandle().deleteTimer(registered);
+    }
+    getHandle().registerTimer(atMs);
+    timerMs.update(atMs);
   }
 
   @Override
@@ -157,12 +178,11 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
     List<Row> waiting = new ArrayList<>();
     CollectionConverters.asJava(pending.get())
         .forEachRemaining(row -> (micros(row) <= passedMicros ? due : waiting).add(row));
-    if (due.isEmpty()) {
-      return none(); // an earlier timer of this batch emitted them
-    }
+    timerMs.clear();
     pending.clear();
     if (!waiting.isEmpty()) {
       pending.put(waiting.toArray(new Row[0]));
+      wakeAt(waiting.stream().mapToLong(this::micros).min().getAsLong());
     }
     due.sort(Comparator.comparingLong(this::micros)); // stable: rows of one time in arrival order
     List<Row> out = preceding == UNBOUNDED ? unboundedFrame(due) : boundedFrame(due);
