@@ -39,9 +39,10 @@ class ShipmentError(RuntimeError):
 
 STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
-# Defaults for one machine; every key can be overridden through `extra_conf`.
 FLINK_TYPES_EXTENSION = "dagger.jobs.raystack.flink_sql.FlinkTypes"
+"""The session extension of Flink's result types for translated Flink SQL (`spark.sql.extensions`)."""
 
+# Defaults for one machine; every key can be overridden through `extra_conf`.
 _DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
@@ -165,7 +166,6 @@ def class_path_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     jars = project_class_path()
     added = {
         "spark.jars": ",".join(filter(None, [*jars.split(os.pathsep), conf.get("spark.jars")])),
-        # Flink's result types for translated Flink SQL (jobs/raystack/flink_sql/FlinkTypes.java).
         "spark.sql.extensions": ",".join(
             filter(None, [FLINK_TYPES_EXTENSION, conf.get("spark.sql.extensions")])
         ),

@@ -21,24 +21,10 @@ _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {"SPLIT": "DaggerSplit", "REGEXP_EXTRACT":
 _TIME_UNIT_NAMES = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
 # Functions whose results have another type in Flink than Spark's of the same names: those of a time unit
 # give BIGINTs (Spark's INTs), ARRAY_POSITION an INT (Spark's a BIGINT).
-_FLINK_RESULT_TYPES = {
-    **dict.fromkeys(
-        (
-            "EXTRACT",
-            "YEAR",
-            "QUARTER",
-            "MONTH",
-            "DAYOFYEAR",
-            "DAYOFMONTH",
-            "DAYOFWEEK",
-            "HOUR",
-            "MINUTE",
-            "SECOND",
-        ),
-        "BIGINT",
-    ),
-    "ARRAY_POSITION": "INT",
-}
+_BIGINT_TIME_FUNCTIONS = [
+    "EXTRACT", "YEAR", "QUARTER", "MONTH", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE", "SECOND",
+]  # fmt: skip
+_FLINK_RESULT_TYPES = {**dict.fromkeys(_BIGINT_TIME_FUNCTIONS, "BIGINT"), "ARRAY_POSITION": "INT"}
 
 
 def refuse_unsupported(scan: TokenScan) -> None:
