@@ -189,6 +189,19 @@ class DaggerSpec(_Model):
             _flink_query(self.sql)  # a FlinkSqlError (a ValueError) names `sql` and the construct
         return self
 
+    @model_validator(mode="after")
+    def _top_n_updates_go_to_sinks_that_upsert(self) -> DaggerSpec:
+        if self.sql_dialect != "flink" or not _flink_query(self.sql).upserts:
+            return self
+        for index, sink in enumerate(self.sinks):
+            if not sink.takes_upserts():
+                raise ValueError(
+                    f"sinks[{index}] ({sink.describe()}): the query's Top-N (ROW_NUMBER()) gives updates, a "
+                    "row replacing the one of its key and row number; write them to a Kafka sink with a "
+                    "key_proto_message, a continuous_table with a key, or a log"
+                )
+        return self
+
     @property
     def spark_sql(self) -> str:
         """The query as Spark analyses it: `sql`, or its translation from Flink SQL."""

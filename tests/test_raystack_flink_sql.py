@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from pyspark.errors import AnalysisException
 
-from jobs.raystack.flink_sql import FlinkSqlError, OverView, translate
+from jobs.raystack.flink_sql import FlinkSqlError, OverView, TopNView, translate
 
 EVENTS = [  # (seconds after 12:00:00, service type)
     (5, "GO_RIDE"),
@@ -183,6 +183,15 @@ def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
             "OVER aggregates are supported in a SELECT over one table or query, without GROUP beside them",
         ),
         ("SELECT a, LAG(b) OVER (ORDER BY rowtime) AS s FROM t", "a ranking or offset function over rows"),
+        (
+            "SELECT a, ROW_NUMBER() OVER (PARTITION BY a ORDER BY b) AS rn FROM t",
+            "ROW_NUMBER() runs in Flink's Top-N pattern: SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER",
+        ),
+        (
+            "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY a ORDER BY b) AS rn FROM t) "
+            "WHERE rn > 2",
+            "the Top-N needs its bound, WHERE rn <= N",
+        ),
         (
             "SELECT o.id FROM o JOIN r FOR SYSTEM_TIME AS OF o.proctime AS x ON o.id = x.id",
             "temporal table joins (FOR SYSTEM_TIME AS OF) are not supported",
@@ -463,3 +472,26 @@ def test_an_over_aggregation_reads_its_view_from_the_operator():
         arguments=("__over_argument_0", ""),
         outputs=("__over_0", "__over_1"),
     )
+
+
+def test_a_top_n_reads_its_view_from_the_operator():
+    query = translate(
+        "SELECT t.k, t.id, t.place FROM (SELECT k, id, ROW_NUMBER() OVER (PARTITION BY UPPER(k) "
+        "ORDER BY v / 2 DESC, rowtime) AS place FROM orders WHERE v > 0) AS t "
+        "WHERE t.place < 4 AND t.id <> 'x'"
+    )
+    assert query.sql == "SELECT t.k, t.id, t.place FROM __flink_top_n_0 AS t WHERE t.id <> 'x'"
+    assert query.upserts
+    [view] = query.over_views
+    assert view == TopNView(
+        name="__flink_top_n_0",
+        source_sql="SELECT k, id, UPPER(k) AS __top_n_key_0, FlinkDivide(v, 2) AS __top_n_order_1, rowtime "
+        "FROM orders WHERE v > 0",
+        keys=("__top_n_key_0",),
+        orders=("__top_n_order_1", "rowtime"),  # the rowtime itself: a copy would be a second event time
+        descending=(True, False),
+        limit=3,
+        rank_column="place",
+        helpers=("__top_n_key_0", "__top_n_order_1", "rowtime"),
+    )
+    assert not translate("SELECT SUM(v) OVER (ORDER BY rowtime) AS s FROM orders").upserts

@@ -425,6 +425,21 @@ def test_flink_sql_that_cannot_be_translated_is_a_problem_of_the_dagger() -> Non
     assert problem.startswith("(top level): sql at line 1, column 8: RANK() ")
 
 
+def test_a_top_n_goes_only_to_sinks_that_take_its_updates() -> None:
+    sql = (
+        "SELECT service_type, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY service_type "
+        "ORDER BY rowtime DESC) AS rn FROM bookings) WHERE rn = 1"
+    )
+    parquet = {"kind": "parquet", "path": "/tmp/out"}
+    data = document(sql=sql, sql_dialect="flink", sinks=[{"kind": "log"}, parquet])
+
+    [problem] = problems(data)
+    assert problem.startswith(
+        "(top level): sinks[1] (parquet sink): the query's Top-N (ROW_NUMBER()) gives updates"
+    )
+    assert parse_dagger(document(sql=sql, sql_dialect="flink", sinks=[{"kind": "log"}]), "test").spark_sql
+
+
 # --------------------------------------------------------------------------------------------------------
 # Durations
 # --------------------------------------------------------------------------------------------------------

@@ -23,6 +23,11 @@ class SinkConfig(ConfigModel):
     """A new run of a time partition replaces what earlier runs of it wrote here (`jobs.time_partitions`),
     so a partition may run again; a sink without it takes each partition once."""
 
+    def takes_upserts(self) -> bool:
+        """The sink writes a row over the earlier one of the same key (an upsert stream's rows, as a
+        Flink Top-N gives them), or only shows the rows."""
+        return False
+
     def describe(self) -> str:
         """The sink as error messages name it."""
         return f"{self.kind} sink"

@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.flink.function_queries import FUNCTION_QUERIES, OVER_QUERIES, SHAPE_QUERIES, TYPED_QUERIES
+from tests.flink.function_queries import (
+    FUNCTION_QUERIES,
+    OVER_QUERIES,
+    SHAPE_QUERIES,
+    TOP_N_QUERIES,
+    TYPED_QUERIES,
+)
 
 START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 FLUSH_AT = datetime(2024, 5, 1, 23, 30, tzinfo=UTC)
@@ -418,7 +424,13 @@ QUERIES = [
     Query("windows_open_at_end_of_input", _tumble("INTERVAL '10' SECOND", "open_orders")),
     *(
         Query(query_id, sql)
-        for query_id, sql in [*TYPED_QUERIES, *FUNCTION_QUERIES, *SHAPE_QUERIES, *OVER_QUERIES]
+        for query_id, sql in [
+            *TYPED_QUERIES,
+            *FUNCTION_QUERIES,
+            *SHAPE_QUERIES,
+            *OVER_QUERIES,
+            *TOP_N_QUERIES,
+        ]
     ),
 ]
 

@@ -430,3 +430,33 @@ OVER_QUERIES: list[tuple[str, str]] = [
         "FROM orders AS o",
     ),
 ]
+
+TOP_N_QUERIES: list[tuple[str, str]] = [
+    # --- Top-N and deduplication by ROW_NUMBER() (jobs/raystack/flink_sql/top_n.py) -------------------------
+    (
+        "top_n_per_customer",
+        "SELECT customer_id, order_id, amount, rn FROM (SELECT *, ROW_NUMBER() OVER "
+        "(PARTITION BY customer_id ORDER BY amount DESC) AS rn FROM orders) WHERE rn <= 2",
+    ),
+    (
+        "top_n_overall",
+        "SELECT order_id, amount, rn FROM (SELECT *, ROW_NUMBER() OVER (ORDER BY amount DESC) AS rn "
+        "FROM orders) WHERE rn <= 3",
+    ),
+    (
+        "top_n_of_an_expression_with_a_filter",
+        "SELECT t.customer_id, t.order_id, t.place FROM (SELECT customer_id, order_id, ROW_NUMBER() OVER "
+        "(PARTITION BY customer_id ORDER BY ABS(amount - 5), order_id) AS place FROM orders "
+        "WHERE amount > 0) AS t WHERE t.place < 3 AND t.order_id <> 'o6'",
+    ),
+    (
+        "deduplicate_keep_first",
+        "SELECT order_id, customer_id, amount FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY customer_id "
+        "ORDER BY rowtime) AS row_num FROM orders) WHERE row_num = 1",
+    ),
+    (
+        "deduplicate_keep_last",
+        "SELECT order_id, customer_id, rowtime FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY customer_id "
+        "ORDER BY rowtime DESC) AS row_num FROM orders) WHERE row_num = 1",
+    ),
+]

@@ -16,6 +16,7 @@ import java.util.List;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.KeyValueGroupedDataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.functions;
@@ -115,15 +116,19 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
       aggregates[index] = new Aggregate(aggregated[index].toUpperCase(), argument, argumentType);
       output = output.add(outputs[index], aggregates[index].resultType(), true);
     }
+    FlinkOver processor = new FlinkOver(schema, timeIndex, rowsFrame, preceding, aggregates);
+    return partitioned(rows, keys)
+        .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(), Encoders.row(output));
+  }
+
+  /** {@code rows} grouped by the columns {@code keys}; all in one group without keys. */
+  static KeyValueGroupedDataset<Row, Row> partitioned(Dataset<Row> rows, String[] keys) {
     Column[] keyColumns =
         keys.length == 0
             ? new Column[] {functions.lit(true)}
             : Arrays.stream(keys).map(rows::col).toArray(Column[]::new);
     StructType keySchema = rows.select(keyColumns).schema();
-    FlinkOver processor = new FlinkOver(schema, timeIndex, rowsFrame, preceding, aggregates);
-    return rows.groupBy(keyColumns)
-        .as(Encoders.row(keySchema), Encoders.row(schema))
-        .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(), Encoders.row(output));
+    return rows.groupBy(keyColumns).as(Encoders.row(keySchema), Encoders.row(rows.schema()));
   }
 
   @Override

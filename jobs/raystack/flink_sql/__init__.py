@@ -30,13 +30,15 @@ What changes:
 | `a[1]`, `m['k']` (arrays count from 1)          | `try_element_at(a, 1)`, `try_element_at(m, 'k')`     |
 | `a / b`, `AVG(x)`, `SUM(x)`, `FLOOR(x)`, `CEIL(x)` | `FlinkDivide(a, b)`, `FlinkAvg(x)`... (Flink's types) |
 | `SUM(x) OVER (PARTITION BY k ORDER BY rowtime ...)` | `__over_0`, a column of an OVER view (`over`)        |
+| `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 The passes, one module each: `window_tvfs` (window table functions as group windows, in Flink's syntax),
 `lexical` (refusals, then literals, types, intervals and functions), `group_windows` (on the parsed
-query), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`), `typed`
+query), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`), `top_n`
+(Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed`
 (Flink's result types, chosen by `FlinkTypes.java` once Spark knows the arguments').
 Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, temporal joins, CUMULATE
 windows, processing time) are refused with the construct named, before anything starts, and so are calls
@@ -64,10 +66,11 @@ from jobs.raystack.flink_sql.tokens import (
     parse_message,
     tokenize,
 )
+from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import typed_edits
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
-__all__ = ["FlinkSqlError", "OverView", "SparkQuery", "translate"]
+__all__ = ["FlinkSqlError", "OverView", "SparkQuery", "TopNView", "translate"]
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,14 @@ class SparkQuery:
     """An aggregation without a group window (its results change as rows arrive: Spark's update mode)."""
     output_columns: tuple[str, ...]
     """Names of the result's columns, `""` where the query leaves one unnamed."""
-    over_views: tuple[OverView, ...] = ()
-    """The OVER aggregations the query reads, innermost first: each a view to register (with the
-    project's operator, `jobs.raystack.flink_sql.over_operator`) before the query is analysed."""
+    over_views: tuple[OverView | TopNView, ...] = ()
+    """The OVER aggregations and Top-Ns the query reads, in order: each a view to register (with the
+    project's operators, `jobs.raystack.flink_sql.over_operator`) before the query is analysed."""
+
+    @property
+    def upserts(self) -> bool:
+        """The result is an upsert stream (a Top-N's): a row replaces the earlier one of its key."""
+        return any(isinstance(view, TopNView) for view in self.over_views)
 
 
 def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
@@ -110,9 +118,10 @@ def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
         raise FlinkSqlError(f"{key} must be a query (SELECT ...), not {tree.key.upper()}")
     spark = TokenScan(lexed, tokenize(SparkWindowsDialect, lexed, key), key)
     windowed = apply_edits(lexed, list(group_window_edits(spark, tree)))
-    over_views: tuple[OverView, ...] = ()
+    over_views: tuple[OverView | TopNView, ...] = ()
     if tree.find(exp.Window):
-        over_tree, over_views = extract_over_views(sqlglot.parse_one(windowed, read=Spark), key)
+        over_tree, aggregations = extract_over_views(sqlglot.parse_one(windowed, read=Spark), key)
+        over_views = (*aggregations, *extract_top_n_views(over_tree, key))  # a Top-N may read an OVER view
         windowed = over_tree.sql(dialect=Spark)
     return SparkQuery(
         sql=_typed(windowed, key),

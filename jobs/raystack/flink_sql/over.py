@@ -64,7 +64,9 @@ def _own_windows(select: exp.Select) -> list[exp.Window]:
     return [
         window
         for window in select.find_all(exp.Window)
-        if window.parent_select is select and window.arg_key != "windows"  # not WINDOW w AS (...)
+        if window.parent_select is select
+        and window.arg_key != "windows"  # not WINDOW w AS (...)
+        and not isinstance(window.this, exp.RowNumber)  # a Top-N (top_n.py)
     ]
 
 

@@ -1,6 +1,6 @@
-"""Running a translated query's OVER views (`over.OverView`): each view's rows, through the project's JVM
-operator (`FlinkOver.java`), registered under the view's name for the query to read. The rows stay in
-the JVM: Python passes only the view's description."""
+"""Running a translated query's OVER views (`over.OverView`, `top_n.TopNView`): each view's rows, through
+the project's JVM operator (`FlinkOver.java`, `FlinkRank.java`), registered under the view's name for the
+query to read. The rows stay in the JVM: Python passes only the view's description."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs import sql as sql_stage
 from jobs.raystack.flink_sql.over import OverView
+from jobs.raystack.flink_sql.top_n import TopNView
 
-_OPERATOR = "dagger.jobs.raystack.flink_sql.FlinkOver"
+_OVER = "dagger.jobs.raystack.flink_sql.FlinkOver"
+_TOP_N = "dagger.jobs.raystack.flink_sql.FlinkRank"
+_WATERMARK_DELAY = "spark.watermarkDelayMs"  # metadata Spark puts on a column with a watermark
 
 
 class OverViewError(ValueError):
     """An OVER view that cannot run here, with the reason."""
 
 
-def register_over_views(spark: SparkSession, views: Sequence[OverView]) -> None:
+def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView]) -> None:
     """Registers each view (innermost first, as translated) as a temporary view of `spark`."""
     if not views:
         return
@@ -31,22 +34,38 @@ def register_over_views(spark: SparkSession, views: Sequence[OverView]) -> None:
         )
     gateway = spark.sparkContext._gateway
 
-    def strings(values: Sequence[str]):  # a Java String[]
-        array = gateway.new_array(jvm.java.lang.String, len(values))
+    def array(java_type, values: Sequence):  # a Java array
+        elements = gateway.new_array(java_type, len(values))
         for index, value in enumerate(values):
-            array[index] = value
-        return array
+            elements[index] = value
+        return elements
+
+    def strings(values: Sequence[str]):
+        return array(jvm.java.lang.String, values)
 
     for view in views:
         source = sql_stage.analyse(spark, view.source_sql)
         try:
-            rows = getattr(jvm, _OPERATOR).apply(
-                source._jdf, strings(view.keys), view.time_column, view.rows_frame, view.preceding,
-                strings(view.functions), strings(view.arguments), strings(view.outputs),
-            )  # fmt: skip
+            if isinstance(view, TopNView):
+                descending = array(gateway.jvm.boolean, view.descending)
+                rows = getattr(jvm, _TOP_N).apply(
+                    source._jdf, strings(view.keys), strings(view.orders), descending, view.limit,
+                    _keeps_the_last_by_time(source, view), strings(view.helpers), view.rank_column,
+                )  # fmt: skip
+            else:
+                rows = getattr(jvm, _OVER).apply(
+                    source._jdf, strings(view.keys), view.time_column, view.rows_frame, view.preceding,
+                    strings(view.functions), strings(view.arguments), strings(view.outputs),
+                )  # fmt: skip
         except Py4JJavaError as error:
             cause = error.java_exception
-            raise OverViewError(
-                f"the OVER aggregation over {view.source_sql!r}: {cause.getMessage()}"
-            ) from None
+            raise OverViewError(f"the OVER window over {view.source_sql!r}: {cause.getMessage()}") from None
         DataFrame(rows, spark).createOrReplaceTempView(view.name)
+
+
+def _keeps_the_last_by_time(source: DataFrame, view: TopNView) -> bool:
+    """Flink's deduplication keeping the last row (ROW_NUMBER() ordered by the time attribute, DESC,
+    rn = 1): its later row wins a tie, where a Top-N keeps the earlier."""
+    if view.limit != 1 or view.descending != (True,):
+        return False
+    return _WATERMARK_DELAY in source.schema[view.orders[0]].metadata

@@ -63,6 +63,9 @@ class ContinuousTableSink(SinkConfig):
     """The PostgreSQL database, as a libpq connection string (`host=... dbname=... user=...`) or a
     `postgresql://` URL; default the `continuous_table_sink` resource's ($DAGGER_COLLECTOR_DATABASE)."""
 
+    def takes_upserts(self) -> bool:
+        return self.key is not None  # a row merged over the one of its key
+
     def describe(self) -> str:
         return f"continuous_table sink {self.project}.{self.name}"
 

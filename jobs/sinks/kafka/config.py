@@ -106,6 +106,9 @@ class KafkaSink(SinkConfig):
                 raise ValueError(f"producer_config '{key}' must be 'all' with delivery: exactly_once")
         return self
 
+    def takes_upserts(self) -> bool:
+        return self.key_proto_message is not None  # a compacted topic keeps the last record of a key
+
     def describe(self) -> str:
         return f"kafka sink {self.topic!r}"
 

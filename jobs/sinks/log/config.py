@@ -17,5 +17,8 @@ class LogSink(SinkConfig):
     replaces_partitions: ClassVar[bool] = True  # it keeps nothing: a partition's new run only shows its rows
     max_rows_per_batch: PositiveInt = 20
 
+    def takes_upserts(self) -> bool:
+        return True  # it shows each row as it comes
+
     def asset_metadata(self) -> dict[str, str | int]:
         return {"max_rows_per_batch": self.max_rows_per_batch}
