@@ -208,8 +208,8 @@ def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
         ),
         (
             "SELECT window_end, count(1) AS c FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(rowtime), "
-            "INTERVAL '1' MINUTE, INTERVAL '1' HOUR)) GROUP BY window_start, window_end",
-            "CUMULATE windows are not supported: Spark has no cumulating window",
+            "INTERVAL '7' MINUTE, INTERVAL '1' HOUR)) GROUP BY window_start, window_end",
+            "INTERVAL '1' HOUR): the SIZE must be a whole number of STEPs",
         ),
         (
             "SELECT window_end, k, count(1) AS c FROM TABLE(SESSION(TABLE t PARTITION BY k, "

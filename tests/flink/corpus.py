@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.flink.function_queries import (
+    CUMULATE_QUERIES,
     FUNCTION_QUERIES,
     OVER_QUERIES,
     SHAPE_QUERIES,
@@ -430,6 +431,7 @@ QUERIES = [
             *SHAPE_QUERIES,
             *OVER_QUERIES,
             *TOP_N_QUERIES,
+            *CUMULATE_QUERIES,
         ]
     ),
 ]

@@ -431,6 +431,22 @@ OVER_QUERIES: list[tuple[str, str]] = [
     ),
 ]
 
+CUMULATE_QUERIES: list[tuple[str, str]] = [
+    # --- cumulating windows (jobs/raystack/flink_sql/window_tvfs.py) ---------------------------------------
+    (
+        "cumulate_per_customer",
+        "SELECT window_start, window_end, customer_id, SUM(amount) AS total FROM TABLE(CUMULATE("
+        "TABLE orders, DESCRIPTOR(rowtime), INTERVAL '10' SECOND, INTERVAL '30' SECOND)) "
+        "GROUP BY window_start, window_end, customer_id",
+    ),
+    (
+        "cumulate_window_time_and_having",
+        "SELECT window_end, window_time, COUNT(*) AS n, MAX(amount) AS high FROM TABLE(CUMULATE("
+        "DATA => TABLE orders, TIMECOL => DESCRIPTOR(rowtime), STEP => INTERVAL '15' SECOND, "
+        "SIZE => INTERVAL '1' MINUTE)) GROUP BY window_start, window_end, window_time HAVING COUNT(*) > 2",
+    ),
+]
+
 TOP_N_QUERIES: list[tuple[str, str]] = [
     # --- Top-N and deduplication by ROW_NUMBER() (jobs/raystack/flink_sql/top_n.py) -------------------------
     (

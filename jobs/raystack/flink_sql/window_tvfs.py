@@ -14,9 +14,15 @@ computes the rows of
 Flink's syntax, before the other passes read the query. HOP is the same, its slide first. Named arguments
 (`DATA => TABLE t, TIMECOL => DESCRIPTOR(rowtime), SIZE => ...`) are read too.
 
-Refused by name: CUMULATE (Spark has no cumulating window), the SESSION table function (its sessions span
-every key unless partitioned; the SESSION group window says what it groups), an OFFSET, and a window table
-function outside a window aggregation (window joins, window Top-N, plain window assignment).
+CUMULATE(TABLE t, DESCRIPTOR(rowtime), STEP, SIZE) has no group window: each row belongs to the windows
+of its SIZE period that end a whole number of STEPs after the period starts, and after the row. The
+input gets a row per such end (`explode` of the ends, in microseconds, `__cumulate_end_us`), and the
+aggregation groups by the TUMBLE of the period and that end. Its rows come out as the period's window
+closes (Flink emits each window as its own end passes): the same rows, later.
+
+Refused by name: the SESSION table function (its sessions span every key unless partitioned; the SESSION
+group window says what it groups), an OFFSET, and a window table function outside a window aggregation
+(window joins, window Top-N, plain window assignment).
 """
 
 from __future__ import annotations
@@ -25,15 +31,17 @@ from collections.abc import Iterator
 
 from sqlglot.tokens import TokenType
 
+from jobs.raystack.flink_sql.intervals import window_length_ms
 from jobs.raystack.flink_sql.tokens import GROUP_BY_ENDS, Edit, FlinkDialect, TokenScan, apply_edits, tokenize
 
 _PARAMETERS = {
     "TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"),
     "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
+    "CUMULATE": ("DATA", "TIMECOL", "STEP", "SIZE", "OFFSET"),
 }
+_CUMULATE_END = "__cumulate_end_us"
 _WINDOW_COLUMNS = {"WINDOW_START": "START", "WINDOW_END": "END", "WINDOW_TIME": "ROWTIME"}
 _REFUSED = {
-    "CUMULATE": "CUMULATE windows are not supported: Spark has no cumulating window",
     "SESSION": (
         "the SESSION window table function is not supported; group by the SESSION group window "
         "(GROUP BY SESSION(rowtime, gap), key), whose sessions are per key"
@@ -72,9 +80,22 @@ def _window_aggregation(scan: TokenScan, table: int) -> Iterator[Edit]:
         shape = ", ".join(_PARAMETERS[kind][:-1])
         raise scan.fail(function, f"{call}: {kind} takes ({shape}); {', '.join(missing)} missing")
     time_column = _descriptor_column(scan, *arguments["TIMECOL"], call)
-    sizes = ", ".join(scan.source(*arguments[name]) for name in _PARAMETERS[kind][2:-1])
-    window = f"{time_column}, {sizes}"
-    yield scan.span(table, scan.partner[table + 1], _data(scan, *arguments["DATA"], call))
+    data = _data(scan, *arguments["DATA"], call)
+    if kind == "CUMULATE":
+        window = f"{time_column}, {scan.source(*arguments['SIZE'])}"
+        data = _with_cumulate_ends(scan, arguments, call, time_column, data)
+        grouped_window = f"TUMBLE({window})"
+        replacements = {
+            "START": f"TUMBLE_START({window})",
+            "END": f"timestamp_micros({_CUMULATE_END})",
+            "ROWTIME": f"timestamp_micros({_CUMULATE_END} - 1)",
+        }
+    else:
+        sizes = ", ".join(scan.source(*arguments[name]) for name in _PARAMETERS[kind][2:-1])
+        window = f"{time_column}, {sizes}"
+        grouped_window = f"{kind}({window})"
+        replacements = {part: f"{kind}_{part}({window})" for part in ("START", "END", "ROWTIME")}
+    yield scan.span(table, scan.partner[table + 1], data)
 
     block = scan.block[table]
     group_by = next(
@@ -98,14 +119,30 @@ def _window_aggregation(scan: TokenScan, table: int) -> Iterator[Edit]:
     if "WINDOW_START" not in named or "WINDOW_END" not in named:
         raise scan.fail(function, outside)
     # The group window takes the place of window_start; window_end and window_time (Flink has a selected
-    # window_time grouped too) go.
+    # window_time grouped too) go, but a cumulating window's end, which the group window does not give.
+    replaced = {named["WINDOW_START"]: grouped_window, named["WINDOW_END"]: _CUMULATE_END}
     kept = [
-        f"{kind}({window})" if (first, last) == named["WINDOW_START"] else scan.source(first, last)
+        replaced.get((first, last), scan.source(first, last))
         for first, last in grouped
         if (first, last) not in (named.get("WINDOW_END"), named.get("WINDOW_TIME"))
+        or (kind == "CUMULATE" and (first, last) == named["WINDOW_END"])
     ]
     yield scan.span(grouped[0][0], grouped[-1][1], ", ".join(kept))
-    yield from _window_column_edits(scan, block, group_by, kind, window)
+    yield from _window_column_edits(scan, block, group_by, replacements)
+
+
+def _with_cumulate_ends(
+    scan: TokenScan, arguments: dict[str, tuple[int, int]], call: str, time_column: str, data: str
+) -> str:
+    """The input with a row per cumulating window that each row is in: its end, in microseconds."""
+    step_us, size_us = (window_length_ms(scan, *arguments[name], call) * 1000 for name in ("STEP", "SIZE"))
+    if size_us % step_us:
+        raise scan.fail(arguments["SIZE"][0], f"{call}: the SIZE must be a whole number of STEPs")
+    at = f"unix_micros({time_column})"
+    period = f"({at} div {size_us}) * {size_us}"
+    first_end = f"{period} + (({at} - {period}) div {step_us} + 1) * {step_us}"
+    ends = f"explode(sequence({first_end}, {period} + {size_us}, {step_us}))"
+    return f"(SELECT *, {ends} AS {_CUMULATE_END} FROM {data})"
 
 
 def _named_arguments(
@@ -148,10 +185,11 @@ def _window_column(scan: TokenScan, first: int, last: int) -> str | None:
 
 
 def _window_column_edits(
-    scan: TokenScan, block: int, group_by: int, kind: str, window: str
+    scan: TokenScan, block: int, group_by: int, replacements: dict[str, str]
 ) -> Iterator[Edit]:
-    """`window_start`, `window_end` and `window_time` in the SELECT's columns and HAVING as the group
-    window's functions; a column that is only one of them keeps its name."""
+    """`window_start`, `window_end` and `window_time` in the SELECT's columns and HAVING as `replacements`
+    says (the group window's functions, by START, END and ROWTIME); a column that is only one of them
+    keeps its name."""
     level = scan.enclosing[block]
     clauses = [
         index
@@ -177,6 +215,6 @@ def _window_column_edits(
                     index, f"{name.lower()} is not supported in the WHERE of a window aggregation"
                 )
             continue  # FROM: a column of a joined table; ORDER BY: the output column it names
-        function = f"{kind}_{_WINDOW_COLUMNS[name]}({window})"
+        function = replacements[_WINDOW_COLUMNS[name]]
         alone = clause == block and (first, index) in columns
         yield scan.span(first, index, f"{function} AS {scan.tokens[index].text}" if alone else function)
