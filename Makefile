@@ -30,7 +30,7 @@ SHIP_SOURCES := pyproject.toml $(shell find jobs resources dagger_assets -name '
 KAFKA_POM := jobs/tools/apache_kafka/pom.xml
 KAFKA_STAMP := build/kafka/.resolved
 # The s3a:// connector (hadoop-aws and its AWS SDK bundle, for checkpoints and the lake on S3), resolved by
-# Maven from Maven Central into build/connectors/s3a/libs; jobs/spark.py puts it on the class path when there.
+# Maven from Maven Central into build/connectors/s3a/libs; jobs/engine/spark.py puts it on the class path when there.
 S3A_POM := jobs/connectors/s3a/pom.xml
 S3A_STAMP := build/connectors/s3a/.resolved
 # Elasticsearch for the sink and enrichment tests: Elastic's integ-test-zip distributions (8.15, and 7.17 for a
@@ -92,7 +92,7 @@ protos: $(RUN_STAMP)
 
 # The project's JVM side (jobs/pom.xml): its jar, its Java tests, and the connectors Spark does not bundle.
 jvm: $(RUN_STAMP)
-	$(BIN)/python -m jobs.jvm
+	$(BIN)/python -m jobs.engine.jvm
 
 # In `test` and `bench`, listed after the s3a connector: an archive made before its jars were on the class
 # path would be made again at the next command.

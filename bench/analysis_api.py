@@ -10,7 +10,7 @@ The project file names the lake and, as a deployment with continuous tables does
 a throwaway PostgreSQL, which also holds the read key (`CollectionRegistry.create_read_key`).
 
 The Analysis API is served as `dagger analysis` serves it: `QueryService` and `create_app` under uvicorn,
-in this process, on one local Spark session (`jobs.spark.spark_session`, `--master`). One HTTP client
+in this process, on one local Spark session (`jobs.engine.spark.spark_session`, `--master`). One HTTP client
 posts `/query/execute` requests one after another: `--warmup` of each query shape unmeasured (the first
 one's latency is reported as the cold query), then `--requests` of each shape measured from sending to
 the whole answer read:
@@ -70,7 +70,7 @@ from jobs.analysis.api import QueryService, create_app
 from jobs.analysis.engine import AnalysisEngine
 from jobs.analysis.project import load_projects
 from jobs.collection.registry import CollectionRegistry
-from jobs.spark import spark_session
+from jobs.engine.spark import spark_session
 from tests.collector import served
 from tests.servers.postgres import throwaway_postgres
 

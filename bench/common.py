@@ -43,13 +43,13 @@ from pyspark.sql import SparkSession
 
 from bench.processes import cpu_between, snapshot
 from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.progress import ProgressReport
-from jobs.runner import DaggerRun, build_dagger
-from jobs.schema_registry import SchemaRegistry
+from jobs.engine.spark import spark_session
+from jobs.model.schema_registry import SchemaRegistry
+from jobs.model.spec import DaggerSpec, parse_dagger
+from jobs.running.progress import ProgressReport
+from jobs.running.runner import DaggerRun, build_dagger
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import producer_settings
-from jobs.spark import spark_session
-from jobs.spec import DaggerSpec, parse_dagger
 from jobs.tools.broker import LocalKafka
 from jobs.tools.generator import BOOKING_MESSAGE, BookingProducer, booking_batch, ensure_topic
 

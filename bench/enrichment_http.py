@@ -44,10 +44,10 @@ from google.protobuf import message_factory
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import check_records
-from jobs.runner import DaggerRun, build_dagger
-from jobs.schema_registry import SchemaRegistry
-from jobs.spark import spark_session
-from jobs.spec import parse_dagger
+from jobs.engine.spark import spark_session
+from jobs.model.schema_registry import SchemaRegistry
+from jobs.model.spec import parse_dagger
+from jobs.running.runner import DaggerRun, build_dagger
 from jobs.tools.broker import LocalKafka
 from jobs.tools.protoc import compile_descriptor_set
 

@@ -73,7 +73,7 @@ from bench.common import (
     throughput_summary,
     write_summary,
 )
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.tools.generator import BOOKING_MESSAGE
 from jobs.tools.protoc import compile_descriptor_set
 

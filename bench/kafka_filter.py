@@ -73,8 +73,8 @@ from bench.common import (
 )
 from jobs.collection.delivery import encode
 from jobs.collection.registry import CollectionRegistry
-from jobs.schema_registry import SchemaRegistry
-from jobs.spark import spark_session
+from jobs.engine.spark import spark_session
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
 from jobs.tools.protoc import compile_descriptor_set
 from tests.servers.postgres import throwaway_postgres

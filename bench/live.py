@@ -118,7 +118,7 @@ from bench.common import (
 from bench.kafka_filter import PROJECTION, SUMMARY_MESSAGE, flink_filter_statements, go_rides
 from bench.processes import TreeSnapshot, cpu_between, snapshot
 from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.tools.generator import BookingProducer, ensure_topic
 from jobs.tools.protoc import compile_descriptor_set
 

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import check_topic, kafka_sink, write_summary
 from bench.kafka_filter import SUMMARY_MESSAGE, expected_output
-from jobs.runner import DaggerRun, build_dagger
-from jobs.schema_registry import SchemaRegistry
-from jobs.spark import spark_session
-from jobs.spec import parse_dagger
+from jobs.engine.spark import spark_session
+from jobs.model.schema_registry import SchemaRegistry
+from jobs.model.spec import parse_dagger
+from jobs.running.runner import DaggerRun, build_dagger
 from jobs.tools.broker import LocalKafka
 from jobs.tools.generator import BookingProducer, booking_batch, ensure_topic
 from jobs.tools.protoc import compile_descriptor_set

@@ -37,11 +37,11 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import check_records, sink_only_dagger
+from jobs.engine.spark import spark_session
 from jobs.sinks.base import SinkContext
 from jobs.sinks.bigquery.rows import TableRows
 from jobs.sinks.bigquery.schema import row_descriptor, wire_columns
 from jobs.sinks.bigquery.writer import BigQuerySinkWriter
-from jobs.spark import spark_session
 from tests.servers.bigquery import start_emulator, stop_emulator
 
 RESULTS = Path(__file__).parent / "results" / "sink_bigquery.json"

@@ -32,9 +32,9 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import check_records, sink_only_dagger
+from jobs.engine.spark import spark_session
 from jobs.sinks.base import SinkContext
 from jobs.sinks.elasticsearch.writer import ElasticsearchSinkWriter, documents
-from jobs.spark import spark_session
 from jobs.tools.generator import booking_batch
 from tests.servers.elasticsearch import start_server
 

@@ -34,9 +34,9 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import check_records, sink_only_dagger
+from jobs.engine.spark import spark_session
 from jobs.sinks.base import SinkContext
 from jobs.sinks.influx.writer import InfluxPartitionWriter, InfluxSinkWriter
-from jobs.spark import spark_session
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER, running_influxdb
 
 MEASUREMENT = "bench"

@@ -36,7 +36,7 @@ from pyspark.sql.functions import arrow_udf
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import check_records
-from jobs.spark import spark_session
+from jobs.engine.spark import spark_session
 from jobs.udfs import aggregate, register_functions
 
 RESULTS = Path(__file__).parent / "results" / "udfs.json"

@@ -68,7 +68,7 @@ from bench.common import (
     write_summary,
 )
 from jobs.codec.protobuf import ProtoDecoder
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.tools.generator import BOOKING_MESSAGE
 from jobs.tools.protoc import compile_descriptor_set
 

@@ -8,7 +8,7 @@ from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetChecksDef
 from dagger_assets.expectations import expectation_checks
 from dagger_assets.health import CHECK_DESCRIPTIONS, RECENT_BATCHES, BatchHealth, judge
 from dagger_assets.keys import sql_key
-from jobs.spec import DaggerChecks, DaggerSpec
+from jobs.model.spec import DaggerChecks, DaggerSpec
 
 
 def dagger_checks(spec: DaggerSpec) -> list[AssetChecksDefinition]:

@@ -19,7 +19,7 @@ from dagster import AssetKey, AssetSpec, TableColumn, TableSchema
 from jobs.collection.confluent import subject_of
 from jobs.collection.delivery import topic_of
 from jobs.collection.schema import type_name
-from jobs.config import without_credentials
+from jobs.model.config import without_credentials
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from dagger_assets.restarts import restart_sensor
 from dagger_assets.sensors import demand_sensor, new_topic_sensor, schema_change_sensor
 from dagger_assets.stages import dagger_assets, dagger_job
 from jobs.analysis.project import analysis_folder, load_projects
+from jobs.model.spec import DaggerConfigError, DaggerSpec
 from jobs.project import PROJECT_ROOT
 from jobs.raystack import load_dagger_or_job
-from jobs.spec import DaggerConfigError, DaggerSpec
 from resources import default_resources
 
 log = logging.getLogger(__name__)

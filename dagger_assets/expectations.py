@@ -18,8 +18,8 @@ from dagster import (
 from dagger_assets.health import RECENT_BATCHES
 from dagger_assets.keys import sql_key, stream_key
 from jobs.expectations.config import CHECKED_ROWS, RESULT_STAGE, Expectation
-from jobs.progress import ProgressReport
-from jobs.spec import DaggerSpec
+from jobs.model.spec import DaggerSpec
+from jobs.running.progress import ProgressReport
 
 Counts = Mapping[str, Mapping[str, int]]
 """One batch's counts: per stage, the rows checked and each expectation's unmet rows."""

@@ -16,8 +16,8 @@ from typing import Any
 
 from dagster import AssetCheckEvaluation, AssetKey, AssetObservation
 
-from jobs.progress import ProgressReport
-from jobs.spec import DaggerChecks
+from jobs.model.spec import DaggerChecks
+from jobs.running.progress import ProgressReport
 
 RECENT_BATCHES = 100
 

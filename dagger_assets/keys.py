@@ -3,8 +3,8 @@
 
 from dagster import AssetKey
 
+from jobs.model.spec import DaggerSpec
 from jobs.sources.config import StreamConfig
-from jobs.spec import DaggerSpec
 
 
 def asset_prefix(spec: DaggerSpec) -> str:

@@ -19,10 +19,10 @@ from dagster import AssetKey, AssetSpec
 
 from dagger_assets.collections import CollectionAsset
 from dagger_assets.keys import sink_key
-from jobs.config import without_credentials
-from jobs.registry import STREAM_KINDS
+from jobs.model.config import without_credentials
+from jobs.model.registry import STREAM_KINDS
+from jobs.model.spec import DaggerSpec
 from jobs.sources.config import StreamConfig
-from jobs.spec import DaggerSpec
 
 EXTERNAL_GROUP = "external_sources"
 

@@ -36,7 +36,7 @@ from dagger_assets.stages import (
     job_name,
 )
 from dagger_assets.tags import GENERATION_TAG, PARTITION_TAG
-from jobs.spec import DaggerSpec, RestartPolicy
+from jobs.model.spec import DaggerSpec, RestartPolicy
 
 RESTART_OF_TAG = "dagger/restart_of"
 """On a restart: the id of the failed run it restarts."""

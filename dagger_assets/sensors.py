@@ -5,7 +5,7 @@
   streaming run (run key = topic, so never twice); for a plain pattern dagger, a new matching topic
   launches a run when none is in progress (a running query picks new topics up by itself). The topics
   seen are the cursor; the first evaluation only records them.
-* `<dagger>_demand`, for a `demand` template (`jobs/demand.py`): an output topic matching its pattern that a
+* `<dagger>_demand`, for a `demand` template (`jobs/model/demand.py`): an output topic matching its pattern that a
   consumer group reads becomes a partition and gets a run, if none is in progress (a crashed one is left to
   the restart sensor); a running instance whose topic has had no subscriber for `idle_timeout` is
   terminated gracefully. The cursor keeps when
@@ -40,14 +40,14 @@ from dagger_assets.keys import asset_prefix
 from dagger_assets.restarts import PARTITION_TAG, latest_runs, rerun_request
 from dagger_assets.stages import UnresolvedAssetJobDefinition, dagger_runs, instance_partitions
 from jobs.codec.formats import avro_schemas
-from jobs.demand import subscribed_topics
-from jobs.kafka_errors import ClientErrors, ask_or_fail
-from jobs.schema_registry import SchemaRegistryError, read_descriptor_set
+from jobs.engine.kafka_errors import ClientErrors, ask_or_fail
+from jobs.model.schema_registry import SchemaRegistryError, read_descriptor_set
+from jobs.model.spec import DaggerSpec
+from jobs.running.subscriptions import subscribed_topics
 from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
 from jobs.sinks.kafka.resource import KafkaSinkResource
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.resource import KafkaStreamResource
-from jobs.spec import DaggerSpec
 from resources.components import overlay
 
 _BROKER_TIMEOUT_S = 10.0

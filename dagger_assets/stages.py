@@ -65,17 +65,17 @@ from dagger_assets.time_partitions import (
     refuse_rerun_into_appending_sinks,
     time_partitions,
 )
-from jobs.demand import DemandSubscription, demand_group
-from jobs.launch import configured_instance, open_session, spark_ui_url, start_run
-from jobs.progress import ProgressReport
-from jobs.registry import SINK_KINDS, STREAM_KINDS
-from jobs.runner import DaggerBuildError, DaggerRun, sink_label
-from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
+from jobs.model.registry import SINK_KINDS, STREAM_KINDS
+from jobs.model.schema_registry import SchemaRegistry, SchemaRegistryError
+from jobs.model.spec import DaggerConfigError, DaggerSpec
+from jobs.running.launch import configured_instance, open_session, spark_ui_url, start_run
+from jobs.running.progress import ProgressReport
+from jobs.running.runner import DaggerBuildError, DaggerRun, sink_label
+from jobs.running.stream_tables import stream_view_schema
+from jobs.running.subscriptions import DemandSubscription, demand_group
 from jobs.sinks.base import Written
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka.config import KafkaStream
-from jobs.spec import DaggerConfigError, DaggerSpec
-from jobs.stream_tables import stream_view_schema
 from jobs.tools.protoc import compile_descriptor_set
 from resources import default_resources
 from resources.spark import SparkLaunch

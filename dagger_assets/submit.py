@@ -1,7 +1,7 @@
 """The `launch: spark_submit` launch of a dagger: the run worker starts the dagger's driver with
 `spark-submit --deploy-mode client` and follows it through Dagster Pipes, holding no Spark session itself.
 
-The driver (`jobs/submitted/driver.py`) starts the dagger as an in-process run would (`jobs.launch`) and
+The driver (`jobs/submitted/driver.py`) starts the dagger as an in-process run would (`jobs.running.launch`) and
 sends Pipes custom messages: `started` (where its checkpoint is, the result's schema, its Spark UI, its
 pid), one `progress` per finished micro-batch (a `ProgressReport`), then `ended` or `failed`. Its log
 lines (the log sink's rows among them) reach the run log through Pipes logging. `SubmittedRun` offers the
@@ -38,15 +38,15 @@ from dagster import (
 )
 from pyspark.sql.types import StructType
 
-from jobs.jvm import driver_java_options, project_class_path
-from jobs.progress import ProgressReport
-from jobs.runner import DaggerBuildError, DaggerQueryError
-from jobs.spark import (
+from jobs.engine.jvm import driver_java_options, project_class_path
+from jobs.engine.spark import (
     DEFAULT_MASTER,
     JAVA_OPTIONS,
     driver_search_path,
     is_cluster_master,
 )
+from jobs.running.progress import ProgressReport
+from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from jobs.submitted import progress_report
 from resources.spark import SparkResource
 

@@ -1,6 +1,6 @@
 """Time partitions of a bounded dagger in Dagster: its `partitions` as Dagster's daily or hourly partitions,
 which generation of a partition a run computes, and the refusal to run a partition again into a sink that
-cannot replace it (`jobs/time_partitions.py` says what a generation is).
+cannot replace it (`jobs/model/time_partitions.py` says what a generation is).
 
 A backfill over a range, from the UI or `dagster job backfill`, launches one run per partition; each is a
 new generation. The `dagger_restarts` sensor's restart of a crashed run carries its generation tag, so it
@@ -17,8 +17,8 @@ from dagster import (
 )
 
 from dagger_assets.tags import DAGGER_TAG, GENERATION_TAG, PARTITION_TAG
-from jobs.registry import SINK_KINDS
-from jobs.spec import DaggerConfigError, DaggerSpec
+from jobs.model.registry import SINK_KINDS
+from jobs.model.spec import DaggerConfigError, DaggerSpec
 
 _NEVER_RAN = (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING)
 

@@ -37,8 +37,8 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
 from jobs.codec.protobuf import ProtoDecoder
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.project import BUILD_DIR, PROJECT_ROOT
-from jobs.schema_registry import SchemaRegistry
 from jobs.tools.generator import ensure_topic
 from jobs.tools.protoc import compile_descriptor_set
 

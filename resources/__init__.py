@@ -4,14 +4,14 @@ processor kind and function store, and the metrics.
 The per-kind resources live with their kind (`jobs/sources/<kind>/resource.py`,
 `jobs/sinks/<kind>/resource.py`, `jobs/processors/enrichment/resource.py`,
 `jobs/processors/plugin/resource.py`, `jobs/udfs/resource.py`, `jobs/metrics/resource.py`): stream and
-sink kinds are found through `jobs.registry`, the others through `PROCESSOR_RESOURCES` below.
+sink kinds are found through `jobs.model.registry`, the others through `PROCESSOR_RESOURCES` below.
 """
 
 import pkgutil
 
 from dagster import ConfigurableResource
 
-from jobs.registry import SINK_KINDS, STREAM_KINDS
+from jobs.model.registry import SINK_KINDS, STREAM_KINDS
 from resources.components import ComponentDefaults, ProcessorDefaults
 from resources.schema_registry import SchemaRegistryResource
 from resources.spark import SparkResource

@@ -18,7 +18,7 @@ from dagster import ConfigurableResource
 from pydantic import BaseModel, ValidationError
 
 from jobs.metrics.config import MetricsConfig
-from jobs.spec import DaggerConfigError, DaggerSpec, format_validation_error
+from jobs.model.spec import DaggerConfigError, DaggerSpec, format_validation_error
 from jobs.udfs.config import DartStoreConfig, PythonUdfsConfig
 
 Component = TypeVar("Component", bound=BaseModel)

@@ -10,7 +10,7 @@ from dagster import Config, ConfigurableResource
 from pydantic import Field
 from pyspark.sql import SparkSession
 
-from jobs.spark import spark_session
+from jobs.engine.spark import spark_session
 
 
 class SparkLaunch(Enum):

@@ -28,10 +28,10 @@ from google.protobuf import message_factory
 from google.protobuf.message import Message as ProtoMessage
 from pyspark.sql import SparkSession
 
+from jobs.model.schema_registry import SchemaRegistry
+from jobs.model.spec import DaggerSpec, parse_dagger
 from jobs.project import PROJECT_ROOT
-from jobs.runner import DaggerRun, build_dagger
-from jobs.schema_registry import SchemaRegistry
-from jobs.spec import DaggerSpec, parse_dagger
+from jobs.running.runner import DaggerRun, build_dagger
 from jobs.tools.protoc import compile_descriptor_set
 
 pytest_plugins = [
@@ -95,7 +95,7 @@ def registry(descriptor_set: Path) -> SchemaRegistry:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from jobs.spark import spark_session
+    from jobs.engine.spark import spark_session
 
     session = spark_session(
         "local[2]", app_name="dagger-tests", extra_conf={"spark.sql.shuffle.partitions": "2"}

@@ -36,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from dagster import DagsterRunStatus, RunsFilter
 
 from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.sinks.kafka.exactly_once import HOLD_TRANSACTIONS_ENV
 from tests.conftest import REPORT_PROPERTY, KafkaHelper, kafka_sink, message_class
 from tests.dagster_deployment import DagsterDeployment, wait_for, write_orders_dagger

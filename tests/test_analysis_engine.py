@@ -213,7 +213,7 @@ def test_a_failed_refresh_leaves_the_old_snapshot(spark, tmp_path):
 
 def test_projects_folder_errors_name_the_file(tmp_path: Path):
     (tmp_path / "bad.yaml").write_text("project: Shop\nlake: l\ntables: t\n")
-    from jobs.spec import DaggerConfigError
+    from jobs.model.spec import DaggerConfigError
 
     with pytest.raises(DaggerConfigError, match=r"bad.yaml.*project"):
         load_projects(tmp_path)

@@ -14,8 +14,8 @@ import fastavro
 import pytest
 
 from jobs.collection.delivery import topic_of
-from jobs.runner import DaggerBuildError, DaggerQueryError
-from jobs.spec import DaggerConfigError
+from jobs.model.spec import DaggerConfigError
+from jobs.running.runner import DaggerBuildError, DaggerQueryError
 
 BEFORE = [
     {"user_id": "u1", "at": "2026-11-26T10:00:00Z", "ms": 30, "tags": {"screen": "home"}},

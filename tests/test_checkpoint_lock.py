@@ -15,9 +15,9 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from dagger_assets.definitions import build_definitions
 from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
+from jobs.model.spec import load_dagger
 from jobs.project import PROJECT_ROOT
-from jobs.runner import DaggerBuildError
-from jobs.spec import load_dagger
+from jobs.running.runner import DaggerBuildError
 from resources import SparkResource, default_resources
 from tests.conftest import order_payloads
 from tests.dagster_deployment import wait_for, write_orders_dagger

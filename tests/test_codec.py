@@ -23,7 +23,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.codec.jvm_protobuf import register_decoder, register_encoder
 from jobs.codec.protobuf import EncodeError, ProtoDecoder, ProtoEncoder
-from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
+from jobs.model.schema_registry import SchemaRegistry, SchemaRegistryError
 
 ALL_TYPES = "dagger.testing.AllTypes"
 PROJECTION = "dagger.testing.Projection"

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from jobs.model.spec import DaggerConfigError, parse_dagger
 from jobs.processors import config as processor_config
-from jobs.runner import DaggerBuildError, build_dagger
-from jobs.spec import DaggerConfigError, parse_dagger
+from jobs.running.runner import DaggerBuildError, build_dagger
 from tests.test_spec import SOURCE, _json, document
 from tests.test_spec import kafka_stream as booking_stream
 

@@ -23,7 +23,7 @@ from dagster import (
 from dagger_assets.definitions import build_definitions
 from dagger_assets.restarts import NOT_RESTARTED_TAG, RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from dagger_assets.stages import DAGGER_TAG, DETERMINISTIC, FAILURE_KIND_TAG
-from jobs.spec import RestartPolicy
+from jobs.model.spec import RestartPolicy
 from tests.dagster_deployment import write_orders_dagger
 
 

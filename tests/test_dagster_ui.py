@@ -20,10 +20,10 @@ import yaml
 from dagster import AssetKey, DagsterRunStatus
 
 from dagger_assets.stages import STOPPED_TAG
-from jobs.checkpoints import INITIAL, CheckpointGenerations
+from jobs.model.schema_registry import SchemaRegistry
+from jobs.model.spec import load_dagger
 from jobs.project import PROJECT_ROOT
-from jobs.schema_registry import SchemaRegistry
-from jobs.spec import load_dagger
+from jobs.running.checkpoints import INITIAL, CheckpointGenerations
 from jobs.tools.generator import BookingProducer, booking_batch
 
 UI_DRIVER = PROJECT_ROOT / "tests" / "ui" / "dagster_flow.mjs"

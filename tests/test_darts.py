@@ -16,7 +16,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from jobs import sql as sql_stage
+from jobs.model import sql as sql_stage
 from jobs.udfs import darts, register_functions
 from jobs.udfs.config import DartStoreConfig, FunctionsConfig
 from jobs.udfs.darts import DartError, java_format

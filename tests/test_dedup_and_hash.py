@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from jobs.processors.hashing import sha256_int, sha256_long, sha256_string
-from jobs.runner import DaggerBuildError, build_dagger
+from jobs.running.runner import DaggerBuildError, build_dagger
 from tests.conftest import kafka_sink, kafka_stream, message_class
 from tests.test_kafka_pipeline import ALL_TYPE_COLUMNS, ALL_TYPES, all_types_message
 
@@ -136,7 +136,7 @@ def test_deduplicate_forgets_keys_once_their_ttl_is_over_and_the_watermark_moves
         progress["stateOperators"][0]["numRowsRemoved"] for progress in running.run.query.recentProgress
     )
     assert removed >= 3  # a, b and c are gone (d too, if a later batch ran a second after its own)
-    # RocksDB does not count its rows by default (jobs/spark.py), so no row count is exported.
+    # RocksDB does not count its rows by default (jobs/engine/spark.py), so no row count is exported.
     exported = {sample.name for family in running.run.metrics.registry.collect() for sample in family.samples}
     assert "dagger_state_memory_bytes" in exported and "dagger_state_rows" not in exported
 

@@ -36,8 +36,8 @@ from dagger_assets.definitions import build_definitions
 from dagger_assets.restarts import PARTITION_TAG
 from dagger_assets.sensors import DEMAND_TAG
 from dagger_assets.stages import DAGGER_TAG
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.project import PROJECT_ROOT
-from jobs.schema_registry import SchemaRegistry
 from tests.conftest import KafkaHelper, kafka_sink, kafka_stream, message_class, order_payloads
 from tests.dagster_deployment import wait_for
 from tests.soak import SOAK_PROPERTY

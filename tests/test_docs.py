@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from jobs.registry import SINK_KINDS, STREAM_KINDS
+from jobs.model.registry import SINK_KINDS, STREAM_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README_MAX_LINES = 200
@@ -29,7 +29,7 @@ def _models_in(annotation: typing.Any) -> list[type[BaseModel]]:
 
 def _spec_models() -> list[type[BaseModel]]:
     """Every model reachable from `DaggerSpec`: nested sections, list items, union members."""
-    from jobs.spec import DaggerSpec
+    from jobs.model.spec import DaggerSpec
 
     seen: list[type[BaseModel]] = []
     pending: list[type[BaseModel]] = [DaggerSpec]

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from jobs.runner import DaggerBuildError, DaggerQueryError
+from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, message_class
 
@@ -471,7 +471,7 @@ def test_an_output_path_missing_from_the_answer_fails_the_batch_naming_field_and
 def test_an_enrichment_that_cannot_apply_stops_the_dagger_before_start(
     kafka, make_dagger, spark, registry, enrichment, message
 ):
-    from jobs.runner import build_dagger
+    from jobs.running.runner import build_dagger
 
     http = {"endpoint": "http://127.0.0.1:9/customers/%s", "output_mapping": {"name": "$.name"}, **enrichment}
     spec = make_dagger(

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from jobs.runner import DaggerBuildError, DaggerQueryError
+from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, message_class
 from tests.servers.postgres import PostgresServer
@@ -539,7 +539,7 @@ def test_grpc_unreachable_server_fails_the_batch_with_fail_on_errors(
 def test_an_enrichment_that_cannot_apply_stops_the_dagger_before_start(
     kafka, registry, make_dagger, spark, tmp_path, kind, changes, message
 ):
-    from jobs.runner import build_dagger
+    from jobs.running.runner import build_dagger
 
     if kind == "postgres":
         nowhere = PostgresServer("127.0.0.1", 1, "nobody", "unused", "none")  # never contacted

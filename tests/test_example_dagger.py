@@ -10,8 +10,8 @@ import yaml
 from google.protobuf.message import Message
 
 from jobs.codec.protobuf import ProtoEncoder
+from jobs.model.spec import parse_dagger
 from jobs.project import EXAMPLE_DAGGER
-from jobs.spec import parse_dagger
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
 from tests.conftest import message_class
 

@@ -23,12 +23,12 @@ import yaml
 from google.protobuf.message import Message
 
 from examples.send import EXAMPLES, examples_registry, read_messages, send_to_collection, write_lake
+from jobs.model.schema_registry import SchemaRegistry
+from jobs.model.spec import DaggerSpec, load_dagger
 from jobs.project import PROJECT_ROOT
 from jobs.raystack import load_dagger_or_job
 from jobs.raystack.importer import read_job
-from jobs.runner import build_dagger
-from jobs.schema_registry import SchemaRegistry
-from jobs.spec import DaggerSpec, load_dagger
+from jobs.running.runner import build_dagger
 from tests.collector import RunningCollector
 from tests.conftest import KafkaHelper, RunningDagger, message_class
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER

@@ -11,8 +11,8 @@ import pytest
 from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, materialize
 
 from dagger_assets.definitions import build_definitions
-from jobs.dagger_errors import DaggerBuildError, DaggerQueryError
-from jobs.runner import build_dagger
+from jobs.model.errors import DaggerBuildError, DaggerQueryError
+from jobs.running.runner import build_dagger
 from resources import SparkResource, default_resources
 from tests.conftest import kafka_stream, order_payloads
 from tests.dagster_deployment import write_orders_dagger

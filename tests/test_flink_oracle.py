@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 from jobs.project import PROJECT_ROOT
 from jobs.raystack.flink_sql import translate
 from jobs.raystack.flink_sql.functions import function_table
-from jobs.runner import DaggerBuildError, DaggerQueryError
+from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from tests.conftest import QUICK_COMPILER, REPORT_PROPERTY, kafka_stream, message_class
 from tests.flink.corpus import (
     FLUSH_CUTOFF,

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 
 from jobs.codec.protobuf import ProtoDecoder
-from jobs.runner import DaggerQueryError
+from jobs.running.runner import DaggerQueryError
 from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
 
 ORDER = "dagger.testing.Order"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyspark import SparkContext
 
-from jobs.jvm import ARCHIVE, archive_fits, driver_java_options, record_archive_class_path
+from jobs.engine.jvm import ARCHIVE, archive_fits, driver_java_options, record_archive_class_path
 from jobs.project import PROJECT_ROOT
 from jobs.tools.jvm_archive import local_driver_class_path
 
@@ -35,7 +35,7 @@ def test_an_archive_is_left_out_once_the_class_path_it_was_made_for_changes(tmp_
     jar, connector = tmp_path / "dagger-jobs.jar", tmp_path / "hadoop-aws.jar"
     jar.write_bytes(b"classes")
     connector.write_bytes(b"s3a")
-    monkeypatch.setattr("jobs.jvm.ARCHIVE", archive)
+    monkeypatch.setattr("jobs.engine.jvm.ARCHIVE", archive)
     record_archive_class_path(archive, str(jar))
     assert driver_java_options("-Dx=1", str(jar)) == f"-Dx=1 -XX:SharedArchiveFile={archive}"
 

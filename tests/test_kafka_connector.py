@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.kafka_java_client import JavaClientSettingError, java_client_settings
-from jobs.runner import DaggerBuildError
+from jobs.engine.kafka_java_client import JavaClientSettingError, java_client_settings
+from jobs.running.runner import DaggerBuildError
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.spark_connector import connector_producer_settings
 from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
@@ -105,7 +105,7 @@ CALLS_PYTHON = "the query (SQL or processors) calls Python function(s) py_double
 def test_a_dagger_real_time_mode_cannot_run_is_refused_before_start_naming_the_stage(
     kafka, registry, make_dagger, spark, change, named
 ):
-    from jobs.runner import build_dagger
+    from jobs.running.runner import build_dagger
 
     spark.udf.register("py_double", lambda value: value * 2, "double")
     topic = kafka.new_topic("rt-refused")
@@ -132,7 +132,7 @@ def test_a_dagger_real_time_mode_cannot_run_is_refused_before_start_naming_the_s
 def test_the_broker_is_asked_where_the_stream_starts_only_as_the_query_starts(make_dagger, spark, registry):
     """Building a dagger on the connector names a mistake in its SQL though no broker answers, as on the
     Python source; the broker is asked for the starting offsets when the query starts, and named then."""
-    from jobs.runner import DaggerRun, build_dagger
+    from jobs.running.runner import DaggerRun, build_dagger
 
     nowhere = kafka_stream(
         "127.0.0.1:9",

@@ -23,9 +23,10 @@ import pytest
 from confluent_kafka import Message, Producer
 from pyspark.sql.types import FloatType, StringType, StructField, StructType
 
-from jobs.connect import QUERY_ID_PROPERTY
-from jobs.runner import DaggerQueryError
-from jobs.schema_registry import encode_descriptor_sets
+from jobs.engine.connect import QUERY_ID_PROPERTY
+from jobs.model.schema_registry import encode_descriptor_sets
+from jobs.model.spec import DaggerConfigError
+from jobs.running.runner import DaggerQueryError
 from jobs.sinks.base import SinkContext
 from jobs.sinks.kafka import exactly_once as kafka_sink_module
 from jobs.sinks.kafka.config import KafkaSink
@@ -42,7 +43,6 @@ from jobs.sinks.kafka.exactly_once import (
 from jobs.sinks.kafka.producers import RecordEncoding
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sinks.kafka.writer import KafkaSinkWriter
-from jobs.spec import DaggerConfigError
 from tests.conftest import (
     kafka_sink,
     kafka_stream,

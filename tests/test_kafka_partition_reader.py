@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.schema_registry import encode_descriptor_sets
+from jobs.model.schema_registry import encode_descriptor_sets
 from jobs.sources.kafka import reader as kafka_source
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import KafkaPartitionRange, KafkaStreamReader

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from jobs.runner import DaggerBuildError, DaggerQueryError
+from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from tests.conftest import (
     kafka_sink,
     kafka_stream,
@@ -470,7 +470,7 @@ def test_invalid_records_dead_lettered_with_the_error(
 
 
 def test_sql_errors_are_reported_before_start_with_their_position(kafka, make_dagger, spark, registry):
-    from jobs.runner import build_dagger
+    from jobs.running.runner import build_dagger
 
     topic = kafka.new_topic("sql-errors")
     stream = orders_stream(kafka, topics=[topic])
@@ -495,7 +495,7 @@ def test_sql_errors_are_reported_before_start_with_their_position(kafka, make_da
 
 
 def test_unknown_messages_and_event_time_fields_fail_before_start(kafka, make_dagger, spark, registry):
-    from jobs.runner import build_dagger
+    from jobs.running.runner import build_dagger
 
     topic = kafka.new_topic("bad-schema")
     wrong_message = make_dagger(

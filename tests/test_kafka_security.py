@@ -43,8 +43,8 @@ from dagster_shared.serdes import serialize_value
 
 from dagger_assets.definitions import build_definitions
 from dagger_assets.sensors import list_matching_topics
-from jobs.runner import DaggerBuildError, DaggerQueryError
-from jobs.schema_registry import encode_descriptor_sets
+from jobs.model.schema_registry import encode_descriptor_sets
+from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import (
     KafkaPartitionRange,

@@ -11,8 +11,8 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from jobs.runner import DaggerBuildError
-from jobs.spec import DaggerConfigError
+from jobs.model.spec import DaggerConfigError
+from jobs.running.runner import DaggerBuildError
 from tests.conftest import kafka_stream, order_payloads
 
 SQL = (

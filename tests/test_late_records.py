@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.spec import DaggerConfigError, parse_dagger
+from jobs.model.spec import DaggerConfigError, parse_dagger
 from tests.conftest import kafka_stream, order_payloads
 from tests.test_parquet_stream import parquet_stream, write_orders
 

@@ -17,7 +17,7 @@ import yaml
 
 from jobs.metrics.exporter import DaggerMetrics
 from jobs.project import PROJECT_ROOT
-from jobs.runner import DaggerBuildError, DaggerRun, build_dagger
+from jobs.running.runner import DaggerBuildError, DaggerRun, build_dagger
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_sink, kafka_stream, order_payloads, run_bounded_in_own_process
 

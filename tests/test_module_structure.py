@@ -84,3 +84,66 @@ def test_the_circle_finder_finds_a_circle_of_three_and_ignores_a_chain():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert list(circles(graph)) == [["a", "b", "c"]]
     assert list(circles({"a": {"b"}, "b": {"c"}, "c": set()})) == []
+
+
+LAYERS = ("jobs.engine", "jobs.model", "jobs.running")
+"""`jobs`'s layers from the bottom up (each package's docstring says what it holds)."""
+
+MAY_IMPORT = {
+    # A build tool that imports only `jobs.project`: the session asks it whether the packed environment
+    # a cluster's executors get is current.
+    "jobs.engine": ("jobs.engine", "jobs.project", "jobs.tools.pack_environment"),
+}
+"""A layer's whole allowance, where it is narrower than "anything but the layers above"."""
+
+ENTRY_POINTS = ("jobs.running", "jobs.cli", "jobs.tools", "jobs.submitted", "jobs.__main__")
+"""The only parts of `jobs` that may import `jobs.running`: it runs what everything else describes."""
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            own = next((layer for layer in LAYERS if _within(module, layer)), None)
+            allowed = MAY_IMPORT.get(own or "")
+            if (
+                (allowed is not None and not any(_within(target, package) for package in allowed))
+                or (
+                    own in LAYERS and any(_within(target, layer) for layer in LAYERS[LAYERS.index(own) + 1 :])
+                )
+                or (
+                    _within(module, "jobs")
+                    and _within(target, "jobs.running")
+                    and not any(_within(module, entry) for entry in ENTRY_POINTS)
+                )
+            ):
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_imports_run_down_the_layers_of_jobs():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {
+        "jobs.engine.spark": {"jobs.model.spec"},
+        "jobs.model.spec": {"jobs.running.runner"},
+        "jobs.sinks.base": {"jobs.running.progress"},
+        "jobs.running.runner": {"jobs.model.spec", "jobs.engine.spark"},
+        "jobs.cli.main": {"jobs.running.runner"},
+    }
+    assert upward_imports(graph) == [
+        "jobs.engine.spark -> jobs.model.spec",
+        "jobs.model.spec -> jobs.running.runner",
+        "jobs.sinks.base -> jobs.running.progress",
+    ]
+
+
+def test_jobs_keeps_its_modules_in_packages():
+    loose = sorted(path.name for path in (PROJECT_ROOT / "jobs").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "project.py"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.runner import DaggerQueryError
+from jobs.running.runner import DaggerQueryError
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_sink, kafka_stream, message_class, order_payloads
 from tests.test_sink_parquet import lake_rows

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from jobs.object_store import S3A_CONNECTOR, arrow_filesystem, connector_conf, connector_jars
+from jobs.engine.object_store import S3A_CONNECTOR, arrow_filesystem, connector_conf, connector_jars
 from jobs.project import PROJECT_ROOT
 from tests.conftest import REPORT_PROPERTY
 from tests.crash_harness import Tally, kill_tree

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from jobs.runner import DaggerBuildError
+from jobs.running.runner import DaggerBuildError
 from tests.conftest import kafka_stream, message_class
 
 BASE_SECONDS = 1_700_000_000
@@ -141,7 +141,7 @@ def test_rows_of_two_streams_leave_in_event_time_order_across_batches_and_a_rest
     two_streams, kafka, registry, start_dagger, caplog
 ):
     topics, spec = two_streams
-    caplog.set_level(logging.WARNING, logger="jobs.ordering")
+    caplog.set_level(logging.WARNING, logger="jobs.running.ordering")
     running = start_dagger(spec)
     emitted: list[tuple[str, str]] = []
     runs: list[list] = []

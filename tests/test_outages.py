@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from jobs.runner import DaggerQueryError
+from jobs.running.runner import DaggerQueryError
 from jobs.tools.broker import free_port
 from tests.conftest import (
     KafkaHelper,

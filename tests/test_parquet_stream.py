@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.runner import DaggerQueryError
+from jobs.running.runner import DaggerQueryError
 from tests.conftest import kafka_stream, message_class
 
 

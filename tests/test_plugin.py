@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from jobs.model.spec import parse_dagger
 from jobs.processors.plugin import plugin_name
-from jobs.runner import DaggerBuildError, DaggerQueryError, build_dagger
-from jobs.spec import parse_dagger
+from jobs.running.runner import DaggerBuildError, DaggerQueryError, build_dagger
 from tests.conftest import kafka_stream, order_payloads
 from tests.test_kafka_pipeline import ALL_TYPE_COLUMNS, ALL_TYPES, all_types_message
 

@@ -20,11 +20,11 @@ from psycopg import sql
 from dagger_assets.definitions import build_definitions
 from dagger_assets.stages import DETERMINISTIC, FAILURE_KIND_TAG
 from jobs.metrics.resource import MetricsResource
+from jobs.model.spec import DaggerConfigError, parse_dagger
 from jobs.processors.enrichment.resource import HttpEnrichmentResource, PostgresEnrichmentResource
 from jobs.processors.plugin import PluginError
 from jobs.processors.plugin.resource import PluginTransformerResource
 from jobs.project import PROJECT_ROOT
-from jobs.spec import DaggerConfigError, parse_dagger
 from jobs.udfs.resource import DartStoreResource, PythonUdfsResource
 from resources import (
     PROCESSOR_RESOURCES,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jobs.runner import DaggerBuildError
+from jobs.running.runner import DaggerBuildError
 from tests.conftest import kafka_stream, order_payloads
 
 
@@ -190,7 +190,7 @@ def test_the_invalid_record_filter_drops_and_counts_undecodable_records(
 def test_a_processor_that_cannot_apply_stops_the_dagger_before_start_naming_its_key(
     kafka, make_dagger, spark, registry, pre, post, message
 ):
-    from jobs.runner import build_dagger
+    from jobs.running.runner import build_dagger
 
     spec = make_dagger(
         streams=[orders(kafka, "unused", pre_processors=pre)],

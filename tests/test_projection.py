@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from jobs.codec.protobuf import ProtoDecoder
-from jobs.sql import referenced_fields
+from jobs.model.sql import referenced_fields
 from tests.conftest import kafka_stream, message_class, order_payloads
 
 FIELDS = ["order_id", "customer_id", "amount", "created_at"]
@@ -42,9 +42,9 @@ def test_a_projection_decodes_the_kept_fields_exactly(registry):
 
 
 def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_column(registry):
-    from jobs.schema_registry import encode_descriptor_sets
+    from jobs.model.schema_registry import encode_descriptor_sets
+    from jobs.running.stream_tables import _columns_read
     from jobs.sources.kafka.config import KafkaStream
-    from jobs.stream_tables import _columns_read
 
     def read(pre_processors: list[dict], sql: str = "SELECT order_id FROM orders") -> tuple:
         stream = KafkaStream.model_validate(

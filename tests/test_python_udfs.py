@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from jobs import sql as sql_stage
+from jobs.model import sql as sql_stage
 from jobs.udfs.config import PythonUdfsConfig
 from jobs.udfs.python_udfs import (
     PythonUdfError,

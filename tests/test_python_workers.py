@@ -7,7 +7,7 @@ import sys
 import types
 import uuid
 
-from jobs.python_workers import freeze_imported_objects
+from jobs.engine.python_workers import freeze_imported_objects
 
 
 def _collectable(obj: object) -> bool:

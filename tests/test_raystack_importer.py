@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from jobs.model.spec import load_dagger
 from jobs.raystack.importer import DaggerJobError, ImportedJob, import_job, read_job
-from jobs.spec import load_dagger
 from jobs.tools.protoc import DEFAULT_OUTPUT
 
 WINDOW_SQL = (

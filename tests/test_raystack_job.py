@@ -14,10 +14,10 @@ from dagster import AssetKey, DagsterInstance, Definitions, materialize
 
 from dagger_assets.definitions import build_definitions
 from jobs.cli import main as cli
+from jobs.model.spec import DaggerSpec
 from jobs.raystack import load_dagger_or_job
 from jobs.raystack.importer import read_job
 from jobs.sinks.log.resource import LogSinkResource
-from jobs.spec import DaggerSpec
 from resources import SparkResource, default_resources
 from tests.conftest import message_class
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, ProtoEncoder
-from jobs.spec import parse_dagger
-from jobs.stream_tables import stream_view_schema
+from jobs.model.spec import parse_dagger
+from jobs.running.stream_tables import stream_view_schema
 from tests.conftest import message_class
 
 ALL_TYPES = "dagger.testing.AllTypes"

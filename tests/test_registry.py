@@ -7,10 +7,10 @@ from typing import get_args
 
 import pytest
 
-from jobs.registry import SINK_KINDS, STREAM_KINDS, SinkKind, StreamKind
+from jobs.model.registry import SINK_KINDS, STREAM_KINDS, SinkKind, StreamKind
+from jobs.model.spec import DaggerConfigError, parse_dagger
 from jobs.sinks.base import Written
 from jobs.sources.stream_batches import StreamDataSource
-from jobs.spec import DaggerConfigError, parse_dagger
 from resources import component_resource_classes, default_resources
 from resources.kafka import KafkaClientDefaults
 

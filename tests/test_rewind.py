@@ -13,9 +13,9 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from dagger_assets.definitions import build_definitions
 from dagger_assets.restarts import rerun_request
-from jobs.checkpoints import INITIAL, CheckpointGenerations, parse_rewind
 from jobs.cli.main import main
-from jobs.spec import DaggerConfigError, load_dagger
+from jobs.model.spec import DaggerConfigError, load_dagger
+from jobs.running.checkpoints import INITIAL, CheckpointGenerations, parse_rewind
 from resources import SparkResource, default_resources
 from tests.conftest import order_payloads
 from tests.dagster_deployment import write_orders_dagger

@@ -53,9 +53,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from dagster import DagsterRunStatus
 from psycopg import sql
 
+from jobs.model.spec import DaggerConfigError, parse_dagger
 from jobs.project import PROJECT_ROOT
-from jobs.runner import DaggerQueryError, build_dagger
-from jobs.spec import DaggerConfigError, parse_dagger
+from jobs.running.runner import DaggerQueryError, build_dagger
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, message_class
 from tests.dagster_deployment import wait_for

@@ -19,10 +19,10 @@ from decimal import Decimal
 import pytest
 from google.cloud import bigquery as bq
 
-from jobs.runner import DaggerQueryError
+from jobs.model.spec import DaggerConfigError, parse_dagger
+from jobs.running.runner import DaggerQueryError
 from jobs.sinks.base import SinkContext
 from jobs.sinks.bigquery.writer import COMMIT_LOG_SUFFIX, BigQuerySinkError, BigQuerySinkWriter
-from jobs.spec import DaggerConfigError, parse_dagger
 from tests.conftest import kafka_stream, order_payloads
 from tests.servers.bigquery import CuttingProxy
 

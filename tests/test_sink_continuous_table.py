@@ -16,12 +16,12 @@ import pytest
 from psycopg import sql
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from jobs.connect import QUERY_ID_PROPERTY
+from jobs.engine.connect import QUERY_ID_PROPERTY
+from jobs.model.spec import DaggerConfigError
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.continuous_table.resource import DATABASE_ENV, ContinuousTableSinkResource
 from jobs.sinks.continuous_table.storage import ContinuousTables
 from jobs.sinks.continuous_table.writer import ContinuousTableError, ContinuousTableSinkWriter
-from jobs.spec import DaggerConfigError
 from jobs.tools.broker import free_port
 from tests.conftest import REPORT_PROPERTY
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.runner import DaggerBuildError, DaggerQueryError, build_dagger
+from jobs.model.spec import DaggerConfigError, parse_dagger
+from jobs.running.runner import DaggerBuildError, DaggerQueryError, build_dagger
 from jobs.sinks.base import SinkContext
 from jobs.sinks.elasticsearch.writer import ElasticsearchSinkWriter, IndexTemplate, documents
-from jobs.spec import DaggerConfigError, parse_dagger
 from jobs.tools.broker import free_port
 from tests.conftest import kafka_stream, order_payloads
 from tests.servers.elasticsearch import Fault, FaultyProxy

@@ -17,10 +17,10 @@ import pytest
 from dagster import AssetKey
 
 from dagger_assets.health import live_evaluations
-from jobs.runner import DaggerBuildError, DaggerQueryError, build_dagger
+from jobs.model.spec import DaggerChecks, DaggerConfigError
+from jobs.running.runner import DaggerBuildError, DaggerQueryError, build_dagger
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.influx.writer import InfluxSinkError, InfluxSinkWriter
-from jobs.spec import DaggerChecks, DaggerConfigError
 from tests.conftest import kafka_stream, order_payloads
 from tests.servers.influxdb import ADMIN_PASSWORD, ADMIN_USER
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from jobs.runner import DaggerBuildError, build_dagger
+from jobs.running.runner import DaggerBuildError, build_dagger
 from jobs.sinks.parquet.writer import ParquetSinkError
 from tests.conftest import kafka_stream, message_class
 

@@ -1,6 +1,6 @@
 """Daggers on a standalone Spark cluster (`tests/servers/spark_cluster.py`: a master, two one-core workers
 whose Python has none of the project's packages), with the project shipped as a user ships it: the packed
-environment `build/ship/dagger-env.tar.gz` (`jobs/tools/pack_environment.py`), which `jobs.spark` hands
+environment `build/ship/dagger-env.tar.gz` (`jobs/tools/pack_environment.py`), which `jobs.engine.spark` hands
 to a `spark://` master's executors.
 
 Only one SparkContext can live in a Python process, and the suite's local session lives in this one: each

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from jobs.model.spec import DaggerConfigError, DaggerSpec, load_dagger, parse_dagger
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.log.config import LogSink
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.parquet.config import ParquetStream
-from jobs.spec import DaggerConfigError, DaggerSpec, load_dagger, parse_dagger
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SOURCE = "daggers/test.yaml"

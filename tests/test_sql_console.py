@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs.cli.console import ConsoleError, run_statements
-from jobs.sql import analyse
+from jobs.model.sql import analyse
 from jobs.udfs import register_functions
 
 PROJECT = Path(__file__).resolve().parent.parent

@@ -21,10 +21,10 @@ from dagster._core.storage.tags import BACKFILL_ID_TAG
 
 from dagger_assets.definitions import build_definitions
 from dagger_assets.tags import GENERATION_TAG, PARTITION_TAG
+from jobs.model.spec import DaggerConfigError, parse_dagger
+from jobs.model.time_partitions import TimePartitioning
 from jobs.project import PROJECT_ROOT
 from jobs.sinks.continuous_table.storage import ContinuousTables
-from jobs.spec import DaggerConfigError, parse_dagger
-from jobs.time_partitions import TimePartitioning
 from resources import default_resources
 from resources.spark import SparkResource
 from tests.dagster_deployment import wait_for

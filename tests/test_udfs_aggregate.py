@@ -16,7 +16,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from jobs import sql as sql_stage
+from jobs.model import sql as sql_stage
 from jobs.udfs import register_functions
 from jobs.udfs.aggregate import FunctionCallError, rewrite_aggregate_calls
 from jobs.udfs.feature_rows import VALUE_SLOTS

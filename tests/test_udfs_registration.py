@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.runner import DaggerBuildError, DaggerRun, build_dagger
+from jobs.model.spec import DaggerSpec
+from jobs.model.sql import named_words
+from jobs.running.runner import DaggerBuildError, DaggerRun, build_dagger
 from jobs.sources.kafka.reader import KafkaStreamDataSource
 from jobs.sources.parquet.reader import ParquetStreamDataSource
-from jobs.spec import DaggerSpec
-from jobs.sql import named_words
 from jobs.udfs import declared_functions, register_functions
 
 EVERY_FUNCTION = declared_functions().names

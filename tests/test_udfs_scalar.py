@@ -18,8 +18,8 @@ from google.protobuf.message import Message as ProtoMessage
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PythonException
 
-from jobs import sql as sql_stage
-from jobs.schema_registry import SchemaRegistry
+from jobs.model import sql as sql_stage
+from jobs.model.schema_registry import SchemaRegistry
 from tests.conftest import message_class
 
 

@@ -10,7 +10,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from jobs import sql as sql_stage
+from jobs.model import sql as sql_stage
 from jobs.udfs import register_functions
 from jobs.udfs.table import outlier_mad_rows
 

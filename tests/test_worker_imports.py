@@ -13,7 +13,7 @@ from tests.conftest import order_payloads
 _PLAN_A_KAFKA_STREAM = """
 import json, pickle, sys
 from jobs.sources.kafka.reader import KafkaStreamDataSource
-from jobs.schema_registry import encode_descriptor_sets
+from jobs.model.schema_registry import encode_descriptor_sets
 from jobs.sources.kafka.config import KafkaStream
 
 stream = KafkaStream(
@@ -51,7 +51,7 @@ import json, sys
 from jobs.sinks.kafka.producers import RecordEncoding
 from jobs.sinks.kafka.writer import KafkaPartitionWriter
 from jobs.sources.kafka.reader import KafkaPartitionRange, KafkaStreamReader
-from jobs.schema_registry import encode_descriptor_sets
+from jobs.model.schema_registry import encode_descriptor_sets
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sources.kafka.config import KafkaStream
 

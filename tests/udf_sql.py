@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs import sql as sql_stage
-from jobs.schema_registry import SchemaRegistry
+from jobs.model import sql as sql_stage
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.udfs import register_functions
 
 

@@ -5,7 +5,7 @@ table of the model's keys (alias if the model uses one), types, defaults and des
 come from `Field(description=...)` or, failing that, from the attribute docstring under the field in the
 source (the project's models document their fields that way). Fields whose type is another model link to
 that model's section of the reference page; `<!-- config-reference: all -->` renders every model reachable
-from `jobs.spec:DaggerSpec` (union members included) and every Dagster resource (`resources/` and each
+from `jobs.model.spec:DaggerSpec` (union members included) and every Dagster resource (`resources/` and each
 kind's).
 """
 
@@ -37,7 +37,7 @@ if str(REPO_ROOT) not in sys.path:
 MARKER = re.compile(r"<!--\s*config-reference:\s*([\w.]+:\w+|all)\s*-->")
 FENCED_CODE = re.compile(r"(^```.*?^```[ \t]*$)", re.MULTILINE | re.DOTALL)
 REFERENCE_PAGE = "reference.md"
-ROOT_MODEL = "jobs.spec:DaggerSpec"
+ROOT_MODEL = "jobs.model.spec:DaggerSpec"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def reachable_models(root: type[BaseModel]) -> list[type[BaseModel]]:
 
 def resource_models() -> list[type[BaseModel]]:
     """Every Dagster `ConfigurableResource` subclass defined in the `resources` package, then the
-    resource of every stream and sink kind (`jobs.registry`)."""
+    resource of every stream and sink kind (`jobs.model.registry`)."""
     from dagster import ConfigurableResource
 
     from resources import component_resource_classes

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from jobs.analysis.engine import DEFAULT_MAX_ROWS, AnalysisEngine, AnalysisError, QueryFailed
 from jobs.collection.registry import CollectionRegistry
 from jobs.collection.requests import RequestError, api_key, json_object, read_body
-from jobs.results import json_rows
+from jobs.engine.results import json_rows
 
 MAX_BODY_BYTES = 256 * 1024
 

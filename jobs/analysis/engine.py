@@ -24,11 +24,11 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs import sql as sql_stage
 from jobs.analysis.isolation import IsolatedQuery, ProjectTables, QueryRefused, TableRef, isolate
 from jobs.analysis.materialized import Snapshots
 from jobs.analysis.project import AnalysisProject
-from jobs.results import failure_reason
+from jobs.engine.results import failure_reason
+from jobs.model import sql as sql_stage
 from jobs.sinks.continuous_table.storage import ContinuousTables
 from jobs.udfs import declared_functions, register_functions
 from jobs.udfs.aggregate import AGGREGATE_NAMES

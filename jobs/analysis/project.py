@@ -23,9 +23,9 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ConfigModel, Duration, resolve_path
+from jobs.model.config import ConfigModel, Duration, resolve_path
+from jobs.model.spec import DaggerConfigError, format_validation_error
 from jobs.project import PROJECT_ROOT
-from jobs.spec import DaggerConfigError, format_validation_error
 
 TABLE_NAME = r"^[a-z_][a-z0-9_]{0,62}$"
 """Project and table names: lower case, as PostgreSQL keeps them unquoted, and as Spark compares them."""

@@ -36,7 +36,7 @@ def command(args: argparse.Namespace) -> int:
     from jobs.analysis.engine import AnalysisEngine
     from jobs.analysis.project import load_projects
     from jobs.collection.registry import CollectionRegistry
-    from jobs.spark import spark_session
+    from jobs.engine.spark import spark_session
 
     if not args.database:
         raise SystemExit("error: dagger analysis needs --database (or $DAGGER_COLLECTOR_DATABASE)")

@@ -28,11 +28,11 @@ from typing import TextIO
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs import sql as sql_stage
 from jobs.cli.analysis import add_projects
+from jobs.engine.results import failure_reason, json_rows
+from jobs.model import sql as sql_stage
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.raystack import load_dagger_or_job
-from jobs.results import failure_reason, json_rows
-from jobs.schema_registry import SchemaRegistry
 from jobs.udfs import FunctionsError, register_functions
 from jobs.udfs.config import DartStoreConfig, FunctionsConfig
 from jobs.udfs.sql_text import split_statements
@@ -48,7 +48,7 @@ class ConsoleError(Exception):
 
 def run_statements(analyse: Callable[[str], DataFrame], text: str, out: TextIO) -> int:
     """Run every statement of `text` in order (`analyse` makes each a DataFrame, raising
-    `jobs.sql.SqlError` for SQL it cannot run), printing result rows to `out`; returns how many ran."""
+    `jobs.model.sql.SqlError` for SQL it cannot run), printing result rows to `out`; returns how many ran."""
     statements = split_statements(text)
     for number, (offset, statement) in enumerate(statements, start=1):
         where = f"statement {number}: " if len(statements) > 1 else ""
@@ -133,7 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """`dagger sql`: returns the exit status."""
-    from jobs.spark import spark_session
+    from jobs.engine.spark import spark_session
 
     if args.statement is not None:
         text = args.statement

@@ -21,15 +21,15 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from jobs.checkpoints import CheckpointGenerations, Rewind, parse_rewind
 from jobs.cli import analysis, collect, console
-from jobs.progress import ProgressReport
+from jobs.engine.spark import ShipmentError
+from jobs.model.schema_registry import SchemaRegistryError
+from jobs.model.spec import DaggerConfigError
 from jobs.project import EXAMPLE_DAGGER
 from jobs.raystack import load_dagger_or_job
-from jobs.runner import DaggerBuildError, DaggerQueryError, DaggerRun, build_dagger
-from jobs.schema_registry import SchemaRegistryError
-from jobs.spark import ShipmentError
-from jobs.spec import DaggerConfigError
+from jobs.running.checkpoints import CheckpointGenerations, Rewind, parse_rewind
+from jobs.running.progress import ProgressReport
+from jobs.running.runner import DaggerBuildError, DaggerQueryError, DaggerRun, build_dagger
 from jobs.tools.protoc import compile_descriptor_set
 
 log = logging.getLogger("dagger")
@@ -47,7 +47,7 @@ def run_dagger(
     rewind: Rewind | None = None,
     partition: str | None = None,
 ) -> int:
-    from jobs.spark import spark_session
+    from jobs.engine.spark import spark_session
 
     spec = load_dagger_or_job(path)
     if spec.partitions is not None and partition is None:
@@ -116,7 +116,7 @@ def _offsets(text: str) -> dict[str, dict[int, int]]:
 
 
 def validate(paths: list[Path], master: str | None) -> int:
-    from jobs.spark import spark_session
+    from jobs.engine.spark import spark_session
 
     spark = None
     failures = 0
@@ -149,7 +149,7 @@ def convert(location: Path, output: Path | None) -> int:
 
 def demo(rate: int, master: str | None) -> int:
     """The example dagger on a local Apache Kafka node fed by the booking generator."""
-    from jobs.schema_registry import SchemaRegistry
+    from jobs.model.schema_registry import SchemaRegistry
     from jobs.tools.broker import LocalKafka
     from jobs.tools.generator import BookingProducer
 

@@ -20,8 +20,8 @@ import pyarrow as pa
 from jobs.codec.avro import AvroSchema, ConfluentAvroDecoder, arrow_schema
 from jobs.codec.json_records import JsonDecoder, arrow_schema_of_json_schema
 from jobs.codec.protobuf import ProtoDecoder, decoder_for, timestamp_field_at_path
-from jobs.config import without_credentials
-from jobs.schema_registry import registry_from_option
+from jobs.model.config import without_credentials
+from jobs.model.schema_registry import registry_from_option
 
 if TYPE_CHECKING:
     from jobs.sources.config import StreamConfig

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from jobs.schema_registry import registry_from_option
+from jobs.model.schema_registry import registry_from_option
 
 JSON_WELL_KNOWN_TYPES = frozenset(
     {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}

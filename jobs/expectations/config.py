@@ -6,7 +6,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from jobs.config import DeadLetterPolicy, SqlIdentifier
+from jobs.model.config import DeadLetterPolicy, SqlIdentifier
 
 EXPECTATIONS_METRIC = "dagger.expectations"
 """Observed-metrics name prefix: `<prefix>.<stage>` holds `rows` and each expectation's violations."""

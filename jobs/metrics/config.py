@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from jobs.config import ConfigModel
+from jobs.model.config import ConfigModel
 
 
 class MetricsConfig(ConfigModel):

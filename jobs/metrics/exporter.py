@@ -107,7 +107,7 @@ class _CallTimes:
 class DaggerMetrics:
     """The metrics of one running dagger, updated from its progress reports and its sinks' writes.
     `enrichment_timeouts` are the timeouts of its enrichments by key, exported for alerts on call time;
-    without `state_rows_counted` (`jobs.spark.state_rows_counted`) the state-rows gauge is left out."""
+    without `state_rows_counted` (`jobs.engine.spark.state_rows_counted`) the state-rows gauge is left out."""
 
     def __init__(
         self,

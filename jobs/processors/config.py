@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from jobs.config import ConfigModel, Duration, HttpUrl, SqlIdentifier, resolve_path
+from jobs.model.config import ConfigModel, Duration, HttpUrl, SqlIdentifier, resolve_path
 
 _IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
@@ -115,12 +115,12 @@ class SqlTransformer(TransformerConfig):
     """Name of the current rows in `sql`; default the stream's table (pre) or `data_stream` (post)."""
 
     def columns_read(self, names: list[str]) -> list[str] | None:
-        from jobs.sql import referenced_fields
+        from jobs.model.sql import referenced_fields
 
         return referenced_fields(self.sql, names)
 
     def sql_words(self) -> set[str] | None:
-        from jobs.sql import named_words
+        from jobs.model.sql import named_words
 
         return named_words(self.sql)
 

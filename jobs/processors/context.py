@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 
 
 class ProcessorError(ValueError):

@@ -19,7 +19,7 @@ against the batch's timestamp, and an event-time timer per key removes the key o
 moved on by `ttl` and the TTL is over in processing time. As any Spark stateful operator, it drops rows
 older than the watermark of the previous micro-batch when the rows carry the event-time column, and the
 rows it emits keep that column's watermark for later operators (windows in the SQL after a pre-processor
-still close). `transformWithState` needs the RocksDB state store provider (`jobs.spark` makes it the
+still close). `transformWithState` needs the RocksDB state store provider (`jobs.engine.spark` makes it the
 default).
 
 With `clock: event_time` the work is Spark's own `dropDuplicatesWithinWatermark`, which keeps each key

@@ -13,8 +13,8 @@ import pkgutil
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs import sql as sql_stage
 from jobs.metrics.stages import ROWS_IN, ROWS_OUT, counted
+from jobs.model import sql as sql_stage
 from jobs.processors.config import (
     ClearColumn,
     CustomTransformer,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.spec import DaggerSpec, load_dagger
+from jobs.model.spec import DaggerSpec, load_dagger
 
 
 def load_dagger_or_job(location: str | Path) -> DaggerSpec:

@@ -29,7 +29,9 @@ import yaml
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from jobs.codec.protobuf import TIMESTAMP
-from jobs.config import resolve_against
+from jobs.model.config import resolve_against
+from jobs.model.schema_registry import SchemaRegistry, SchemaRegistryError
+from jobs.model.spec import DaggerConfigError, DaggerSpec, parse_dagger, substitute_environment
 from jobs.raystack import keys
 from jobs.raystack.flink_sql import FlinkSqlError, SparkQuery, translate
 from jobs.raystack.java_names import message_by_java_name
@@ -37,8 +39,6 @@ from jobs.raystack.kafka_security import KafkaSecurity
 from jobs.raystack.keys import Findings
 from jobs.raystack.processors import post_processors, transformer
 from jobs.raystack.properties import dagger_keys_from_environment, read_properties_file
-from jobs.schema_registry import SchemaRegistry, SchemaRegistryError
-from jobs.spec import DaggerConfigError, DaggerSpec, parse_dagger, substitute_environment
 from jobs.tools.protoc import DEFAULT_OUTPUT
 
 log = logging.getLogger("dagger.raystack")

@@ -6,7 +6,7 @@ import re
 
 from google.protobuf.descriptor import Descriptor
 
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 
 
 def message_by_java_name(registry: SchemaRegistry, class_name: str) -> Descriptor | None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from jobs.spec import DaggerConfigError
+from jobs.model.spec import DaggerConfigError
 
 _BLANKS = " \t\f"
 _SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}

@@ -1,1 +1,1 @@
-"""Sink kinds, one package each (`jobs.registry` lists them); the writer contract is in `base`."""
+"""Sink kinds, one package each (`jobs.model.registry` lists them); the writer contract is in `base`."""

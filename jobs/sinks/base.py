@@ -28,14 +28,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from jobs.schema_registry import SchemaRegistry
-    from jobs.spec import DaggerSpec
+    from jobs.model.schema_registry import SchemaRegistry
+    from jobs.model.spec import DaggerSpec
 
 
 @dataclass(frozen=True)
 class Written:
     """What writing a micro-batch took: rows written, and the requests sent to the target (counted by
-    `jobs.retry.RetryPolicy`, so 0 for clients that retry on their own) with how many were retries."""
+    `jobs.engine.retry.RetryPolicy`, so 0 for clients that retry on their own) with how many were retries."""
 
     rows: int
     requests: int = 0
@@ -56,14 +56,14 @@ class SinkContext:
     result_schema: StructType | None = None
     """The columns of the rows `write` gets (None: not known, e.g. a sink checked alone)."""
     object_store: Mapping[str, str] = field(default_factory=dict)
-    """The session's `fs.s3a.*` settings (`jobs.object_store.s3a_settings`), for targets on `s3a://`."""
+    """The session's `fs.s3a.*` settings (`jobs.engine.object_store.s3a_settings`), for targets on `s3a://`."""
     session: SparkSession | None = None
     """The dagger's session, for writers that register JVM functions in it (None: a sink checked alone)."""
 
     def schema_registry(self) -> SchemaRegistry:
         if self.registry is not None:
             return self.registry
-        from jobs.schema_registry import SchemaRegistry
+        from jobs.model.schema_registry import SchemaRegistry
 
         config = self.spec.schema_registry
         return SchemaRegistry.load(

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field, PositiveInt
 
-from jobs.config import ConfigModel, Duration
+from jobs.model.config import ConfigModel, Duration
 
 
 class SinkConfig(ConfigModel):
@@ -20,7 +20,7 @@ class SinkConfig(ConfigModel):
     """The sink replaces what it holds with each micro-batch's rows, or only shows them, so output_mode
     `complete` (the whole result every batch) is right for it."""
     replaces_partitions: ClassVar[bool] = False
-    """A new run of a time partition replaces what earlier runs of it wrote here (`jobs.time_partitions`),
+    """A new run of a time partition replaces what earlier runs of it wrote here (`jobs.model.time_partitions`),
     so a partition may run again; a sink without it takes each partition once."""
 
     def takes_upserts(self) -> bool:

@@ -3,7 +3,7 @@
 The writer gets the partition's rows as Arrow record batches with the result's column names and returns
 how many rows it wrote; a writer that raises fails the task, and with it the micro-batch, which the
 checkpoint then replays. Writers are pickled to the executors: keep clients off them (create or cache
-them per Python worker inside `write`). The requests a writer makes through `jobs.retry.RetryPolicy` are
+them per Python worker inside `write`). The requests a writer makes through `jobs.engine.retry.RetryPolicy` are
 counted, with their retries, and come back with the rows of the task attempts Spark kept.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row
 
-from jobs.arrow_values import int_array
-from jobs.python_workers import freeze_imported_objects
-from jobs.retry import tallying_retries
+from jobs.engine.arrow_values import int_array
+from jobs.engine.python_workers import freeze_imported_objects
+from jobs.engine.retry import tallying_retries
 from jobs.sinks.base import Written
 
 PartitionWriter = Callable[[Iterator[pa.RecordBatch]], int]

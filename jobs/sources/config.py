@@ -7,8 +7,8 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ConfigModel, DeadLetterPolicy, SqlIdentifier, resolve_path
 from jobs.expectations.config import Expectation, unique_names
+from jobs.model.config import ConfigModel, DeadLetterPolicy, SqlIdentifier, resolve_path
 from jobs.processors.config import Transformer
 
 

@@ -3,7 +3,7 @@
 Sources build their Spark schema and their Arrow batches here, so every stream looks the same to the SQL
 stage: the records' fields in declaration order, then the source's metadata columns, then `rowtime` last
 (as in Dagger). The flags (valid, late) never reach SQL: the runner counts invalid and late rows and removes
-them together with the flags (see `jobs.runner`).
+them together with the flags (see `jobs.running.runner`).
 
 A record is late when its event time is before the watermark its micro-batch runs with. Spark writes that
 watermark into the checkpoint's offset log (`offsets/<batch>`, `batchWatermarkMs`) before it asks the
@@ -26,10 +26,10 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from jobs.arrow_values import scalar
 from jobs.codec.formats import RecordDecoder, check_event_time_field, record_decoder
 from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, column_at_path
-from jobs.object_store import arrow_filesystem, is_s3a
+from jobs.engine.arrow_values import scalar
+from jobs.engine.object_store import arrow_filesystem, is_s3a
 
 VALID_RECORD_COLUMN = "__dagger_valid_record"
 LATE_RECORD_COLUMN = "__dagger_late_record"
@@ -145,7 +145,7 @@ class StreamReader(DataSourceStreamReader):
         self.metadata = metadata
         self.checkpoint = checkpoint
         self.object_store = object_store or {}
-        """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints (`jobs.object_store`)."""
+        """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints (`jobs.engine.object_store`)."""
 
     def late_before_us(self) -> int:
         """Records of the micro-batch being planned with an event time before this (epoch microseconds) are

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jobs.progress import ProgressReport
+from jobs.running.progress import ProgressReport
 from jobs.sinks.base import Written
 
 

@@ -39,10 +39,10 @@ class _Resources:
 
 def _run(pipes: PipesContext) -> int:
     # Imported here: the module must stay importable (and refuse clearly) without a Spark install.
-    from jobs.launch import configured_instance, open_session, spark_ui_url, start_run
+    from jobs.model.spec import DaggerConfigError
     from jobs.raystack import load_dagger_or_job
-    from jobs.runner import DaggerBuildError, DaggerQueryError
-    from jobs.spec import DaggerConfigError
+    from jobs.running.launch import configured_instance, open_session, spark_ui_url, start_run
+    from jobs.running.runner import DaggerBuildError, DaggerQueryError
     from jobs.submitted import progress_message
 
     stop = threading.Event()

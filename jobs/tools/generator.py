@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from jobs.codec.protobuf import ProtoEncoder
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 
 BOOKING_MESSAGE = "dagger.examples.BookingLogMessage"
 _SERVICE_TYPES = np.array(["GO_RIDE", "GO_SEND", "GO_FOOD"])

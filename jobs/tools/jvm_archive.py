@@ -6,7 +6,7 @@ start-up. JDK 13+ can dump the classes an application loaded into an archive whe
 makes the archive once, from short bounded runs of the example dagger on the local Apache Kafka: as written
 (the classes of a streaming query on Spark's Kafka connector, the JVM codec, foreachBatch and the
 checkpoint), and on the project's Python source and writer (Python data sources, Arrow);
-`jobs.jvm.driver_java_options` adds it to every driver JVM it fits.
+`jobs.engine.jvm.driver_java_options` adds it to every driver JVM it fits.
 
 The JVM checks the archive against itself and the class path: an archive made by another JDK, for another
 Spark installation or another class path (the s3a connector's jars resolved since, a rebuilt project jar)
@@ -25,9 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jobs.jvm import ARCHIVE, archive_fits, record_archive_class_path
-from jobs.spark import DEFAULT_MASTER, JAVA_OPTIONS, class_path_conf, spark_session
-from jobs.spec import DaggerSpec
+from jobs.engine.jvm import ARCHIVE, archive_fits, record_archive_class_path
+from jobs.engine.spark import DEFAULT_MASTER, JAVA_OPTIONS, class_path_conf, spark_session
+from jobs.model.spec import DaggerSpec
 
 _BOOKINGS = 2_000
 _BACKGROUND_LOG = ARCHIVE.with_name("archive.log")
@@ -40,10 +40,10 @@ def build(archive: Path = ARCHIVE) -> None:
     """Runs the example dagger over a few thousand bookings in a JVM that dumps its classes on exit."""
     from pyspark import SparkContext
 
+    from jobs.model.schema_registry import SchemaRegistry
     from jobs.project import EXAMPLE_DAGGER
     from jobs.raystack import load_dagger_or_job
-    from jobs.runner import DaggerRun, build_dagger
-    from jobs.schema_registry import SchemaRegistry
+    from jobs.running.runner import DaggerRun, build_dagger
     from jobs.tools.broker import LocalKafka
     from jobs.tools.generator import BookingProducer, booking_batch
     from jobs.tools.protoc import compile_descriptor_set
@@ -106,7 +106,7 @@ def _on_python_connector(spec: DaggerSpec) -> DaggerSpec:
 
 
 def local_driver_class_path() -> str:
-    """The class path of a local session's driver, as `jobs.spark.spark_session` gives it."""
+    """The class path of a local session's driver, as `jobs.engine.spark.spark_session` gives it."""
     return class_path_conf(DEFAULT_MASTER, {}).get("spark.driver.extraClassPath", "")
 
 

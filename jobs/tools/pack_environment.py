@@ -49,7 +49,7 @@ from jobs.project import BUILD_DIR, PROJECT_ROOT
 
 SHIP_DIR = BUILD_DIR / "ship"
 ENVIRONMENT_ARCHIVE = SHIP_DIR / "dagger-env.tar.gz"
-"""The packed environment `jobs.spark` ships to a cluster's executors by default."""
+"""The packed environment `jobs.engine.spark` ships to a cluster's executors by default."""
 ARCHIVE_ALIAS = "dagger-env"
 """The folder executors unpack the archive into (`spark.archives=...#dagger-env`)."""
 MANIFEST_SUFFIX = ".manifest.json"

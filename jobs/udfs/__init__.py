@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.udfs.config import FunctionsConfig
 
 if TYPE_CHECKING:  # the package is imported by every Python worker (for its config): keep it light
@@ -49,7 +49,7 @@ def register_functions(
     names: Collection[str] | None = None,
 ) -> list[str]:
     """Register the Dagger functions among `names` (any case; words that are no Dagger function are
-    ignored, so the words of the SQL will do: see `jobs.sql.named_words`), or every one when `names` is
+    ignored, so the words of the SQL will do: see `jobs.model.sql.named_words`), or every one when `names` is
     None, then every Python function of `config`. Returns the Dagger functions registered now: a function
     the session already has is kept, except those carrying the dagger's descriptor sets or dart store.
     """

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator
 
-from jobs.config import ConfigModel, Duration, resolve_path
+from jobs.model.config import ConfigModel, Duration, resolve_path
 
 
 class DartStoreConfig(ConfigModel):

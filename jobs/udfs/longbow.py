@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from jobs.codec.protobuf import column_at_path, decoder_for
-from jobs.schema_registry import (
+from jobs.model.schema_registry import (
     SchemaRegistry,
     SchemaRegistryError,
     encode_descriptor_sets,

@@ -7,7 +7,7 @@ where its functions differ from Dagger's Java and why.
 
 from __future__ import annotations
 
-from jobs.schema_registry import SchemaRegistry
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.udfs import arrays, dates, features, geo, json_path, longbow, strings, trends
 from jobs.udfs.registration import FunctionSet
 

@@ -24,7 +24,7 @@ API (the session fixture `spark_cluster`):
   instead, as on hosts with the project installed (tests whose claim is not the shipping use it);
 - `cluster.shipment_conf()`: the Spark settings that ship the packed environment
   (`spark.archives=<tar.gz>#dagger-env`, `spark.executorEnv.PATH=./dagger-env/bin:...`).
-  `jobs.spark.spark_session` sets them by default for cluster masters, so only a driver that makes its
+  `jobs.engine.spark.spark_session` sets them by default for cluster masters, so only a driver that makes its
   session otherwise needs them. Do not pass `spark.pyspark.python=./dagger-env/bin/python`: the driver
   runs the Python data sources' planning with the same interpreter path, where it names nothing;
 - the fixture `shipped_environment`: the archive's path, packed again first when the checkout changed;
@@ -122,8 +122,8 @@ class SparkCluster:
         return f"http://127.0.0.1:{self.web_port}"
 
     def shipment_conf(self, archive: Path = ENVIRONMENT_ARCHIVE) -> dict[str, str]:
-        """What `jobs.spark.shipment_conf` sets to ship the packed environment, for a driver that does not
-        make its session with `jobs.spark.spark_session` (one that does gets it by default)."""
+        """What `jobs.engine.spark.shipment_conf` sets to ship the packed environment, for a driver that does not
+        make its session with `jobs.engine.spark.spark_session` (one that does gets it by default)."""
         path = [f"./{ARCHIVE_ALIAS}/bin", str(Path(sys.executable).parent), "/usr/local/bin:/usr/bin:/bin"]
         return {
             "spark.archives": f"{archive.resolve()}#{ARCHIVE_ALIAS}",
@@ -134,7 +134,7 @@ class SparkCluster:
     def driver_environment(installed: bool = False, **extra: str) -> dict[str, str]:
         """The environment of a driver process (`dagger`, `spark-submit`) against this cluster: this
         process's, on loopback. By default without $PYSPARK_PYTHON (the suite's local session sets it to
-        this interpreter, and on a cluster master `jobs.spark` takes it as the user's choice of the
+        this interpreter, and on a cluster master `jobs.engine.spark` takes it as the user's choice of the
         executors' Python: nothing would be shipped), so the executors get the packed environment.
         `installed`: as on a cluster whose hosts have the project installed, $PYSPARK_PYTHON names this
         interpreter (the workers share this machine) and nothing is shipped, so an application's

@@ -5,7 +5,7 @@ in the foreground (rather than `sbin/start-connect-server.sh`, which daemonizes 
 and leaves a pid file behind), so the test session owns the process and ends it. The Connect jar ships in
 pyspark's `jars/`; nothing is downloaded. The server runs Spark in local mode on loopback, with:
 
-* the project's jars (`jobs.jvm.project_class_path()`) on the driver's class path: its local file system
+* the project's jars (`jobs.engine.jvm.project_class_path()`) on the driver's class path: its local file system
   class is loaded before `spark.jars` are, and the JVM-side processors (deduplicate) and the progress feed
   live there;
 * `PYSPARK_PYTHON` (and `spark.pyspark.python`) set to this interpreter: the daggers' Python data sources,
@@ -30,8 +30,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from jobs.jvm import project_class_path
-from jobs.spark import FLINK_TYPES_EXTENSION, JAVA_OPTIONS
+from jobs.engine.jvm import project_class_path
+from jobs.engine.spark import FLINK_TYPES_EXTENSION, JAVA_OPTIONS
 from jobs.tools.broker import free_port
 from jobs.tools.processes import end_process
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from jobs.config import without_credentials
+from jobs.model.config import without_credentials
 from jobs.processors.config import ElasticsearchEnrichment
 from jobs.processors.context import TransformContext
 from jobs.processors.enrichment.engine import CallFailed, EnrichmentPlan, NoAnswer, enrich

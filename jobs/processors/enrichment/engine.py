@@ -46,9 +46,9 @@ from pyspark.sql.types import (
     _parse_datatype_string,
 )
 
+from jobs.engine.retry import RetryPolicy
 from jobs.processors.config import Enrichment, OutputField
 from jobs.processors.context import TransformContext
-from jobs.retry import RetryPolicy
 
 
 class EnrichmentError(RuntimeError):

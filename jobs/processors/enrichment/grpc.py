@@ -33,17 +33,17 @@ import grpc
 from google.protobuf import json_format, message_factory
 from pyspark.sql import DataFrame
 
-from jobs.processors.config import GrpcEnrichment
-from jobs.processors.context import TransformContext
-from jobs.processors.enrichment.engine import CallFailed, CallTimedOut, EnrichmentPlan, enrich
-from jobs.processors.enrichment.http import check_output_paths, extract_json_path, render
-from jobs.schema_registry import (
+from jobs.model.schema_registry import (
     SchemaRegistry,
     SchemaRegistryError,
     encode_descriptor_sets,
     fetch_descriptor_set,
     registry_from_option,
 )
+from jobs.processors.config import GrpcEnrichment
+from jobs.processors.context import TransformContext
+from jobs.processors.enrichment.engine import CallFailed, CallTimedOut, EnrichmentPlan, enrich
+from jobs.processors.enrichment.http import check_output_paths, extract_json_path, render
 
 RETRYABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}

@@ -37,7 +37,7 @@ from jsonpath_ng import jsonpath as jp
 from jsonpath_ng.ext import parse as parse_json_path
 from pyspark.sql import DataFrame
 
-from jobs.config import without_credentials
+from jobs.model.config import without_credentials
 from jobs.processors.config import HttpEnrichment, OutputField
 from jobs.processors.context import TransformContext
 from jobs.processors.enrichment.engine import CallFailed, EmptyInput, EnrichmentPlan, enrich

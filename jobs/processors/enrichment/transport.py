@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from jobs.config import without_credentials
+from jobs.model.config import without_credentials
 from jobs.processors.enrichment.engine import CallFailed, CallTimedOut
 
 

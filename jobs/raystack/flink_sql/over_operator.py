@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs import sql as sql_stage
+from jobs.model import sql as sql_stage
 from jobs.raystack.flink_sql.over import OverView
 from jobs.raystack.flink_sql.top_n import TopNView
 

@@ -12,7 +12,7 @@ reads the view, without the row-number condition.
 
 The result is an upsert stream, as Flink's: a row replaces the one of the same key and row number that
 came before it. Sinks that take upserts (a Kafka sink with a key, a continuous table with a key) write
-it as such; `jobs/spec.py` refuses the others.
+it as such; `jobs/model/spec.py` refuses the others.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from google.auth.exceptions import DefaultCredentialsError
 from google.cloud.bigquery_storage_v1 import BigQueryWriteClient
 from google.cloud.bigquery_storage_v1.services.big_query_write.transports import BigQueryWriteGrpcTransport
 
-from jobs.retry import RetryPolicy
+from jobs.engine.retry import RetryPolicy
 from jobs.sinks.bigquery.config import BigQuerySink
 
 log = logging.getLogger("dagger.sink.bigquery")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from jobs.config import HttpUrl
+from jobs.model.config import HttpUrl
 from jobs.sinks.config import BatchedSinkConfig
 
 

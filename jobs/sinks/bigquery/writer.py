@@ -64,8 +64,8 @@ from google.cloud import bigquery
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from jobs.connect import streaming_query_id
-from jobs.retry import tallying_retries
+from jobs.engine.connect import streaming_query_id
+from jobs.engine.retry import tallying_retries
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.bigquery.clients import (
     BigQuerySinkError,

@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.config import FROM_RESOURCE, is_secret_key
+from jobs.model.config import FROM_RESOURCE, is_secret_key
 from jobs.sinks.config import SinkConfig
 
 NAME_PATTERN = r"^[a-z_][a-z0-9_]*$"

@@ -22,7 +22,7 @@ Each micro-batch (`write(batch, batch_id)`), without collecting rows on the driv
    EXCLUDED...` (output mode `complete`: `DELETE` every row first), records the batch in the ledger and
    drops the staging table; then commits.
 
-A run of a time partition (`jobs.time_partitions`) keeps the partition's key in the column
+A run of a time partition (`jobs.model.time_partitions`) keeps the partition's key in the column
 `dagger_partition`, first in the table and in its primary key. The first merge of a partition's generation
 deletes the rows earlier runs of the partition left, in the same transaction: a new run of a partition
 replaces its rows at once, and a restarted one continues its generation.
@@ -73,7 +73,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from jobs.connect import streaming_query_id
+from jobs.engine.connect import streaming_query_id
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.continuous_table.config import MAX_NAME_BYTES, ContinuousTableSink, table_name
 from jobs.sinks.continuous_table.storage import (

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from jobs.config import HttpUrl, without_credentials
+from jobs.model.config import HttpUrl, without_credentials
 from jobs.sinks.config import BatchedSinkConfig
 
 

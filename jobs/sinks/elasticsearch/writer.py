@@ -57,7 +57,7 @@ import urllib3
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, StructType, TimestampNTZType, TimestampType
 
-from jobs.retry import RetryPolicy
+from jobs.engine.retry import RetryPolicy
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.elasticsearch.config import ElasticsearchSink
 from jobs.sinks.partitions import write_partitions

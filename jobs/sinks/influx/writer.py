@@ -70,7 +70,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 from urllib3.exceptions import HTTPError
 
-from jobs.retry import RetryPolicy
+from jobs.engine.retry import RetryPolicy
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.influx.config import InfluxSink
 from jobs.sinks.partitions import write_partitions

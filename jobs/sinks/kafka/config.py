@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from jobs.config import FROM_RESOURCE, ClientConfigValue, HttpUrl, KafkaConnector
+from jobs.model.config import FROM_RESOURCE, ClientConfigValue, HttpUrl, KafkaConnector
 from jobs.sinks.config import SinkConfig
 
 TOPIC_PLACEHOLDER = "{topic}"

@@ -94,7 +94,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 
-from jobs.kafka_errors import ClientErrors, ask_or_fail
+from jobs.engine.kafka_errors import ClientErrors, ask_or_fail
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import (
     FLUSH_TIMEOUT_S,

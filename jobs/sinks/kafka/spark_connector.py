@@ -22,8 +22,8 @@ from pyspark.sql.avro.functions import to_avro
 from pyspark.sql.types import StructType
 
 from jobs.codec.jvm_protobuf import register_encoder
-from jobs.kafka_java_client import fit_requests_in_the_delivery_timeout, java_client_settings
-from jobs.schema_registry import SchemaRegistry
+from jobs.engine.kafka_java_client import fit_requests_in_the_delivery_timeout, java_client_settings
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import RecordEncoding
 

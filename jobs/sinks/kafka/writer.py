@@ -35,11 +35,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.codec.avro_encoding import avro_schema_of
-from jobs.config import without_credentials
-from jobs.connect import streaming_query_id
-from jobs.dagger_errors import root_cause
-from jobs.kafka_errors import ClientErrors, flush_or_fail
-from jobs.schema_registry import encode_descriptor_sets
+from jobs.engine.connect import streaming_query_id
+from jobs.engine.kafka_errors import ClientErrors, flush_or_fail
+from jobs.model.config import without_credentials
+from jobs.model.errors import root_cause
+from jobs.model.schema_registry import encode_descriptor_sets
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.exactly_once import (

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from jobs.config import resolve_path, without_credentials
+from jobs.model.config import resolve_path, without_credentials
 from jobs.sinks.config import SinkConfig
 
 

@@ -16,7 +16,7 @@ crash; while a crashed batch waits for its replay, a reader may see part of it, 
 Rows whose time is null go to the epoch partition (`dt=1970-01-01/hr=00`), as Dagger treats events
 without a time.
 
-A run of a time partition (`jobs.time_partitions`) names its files and markers for the partition and its
+A run of a time partition (`jobs.model.time_partitions`) names its files and markers for the partition and its
 generation, wherever its rows land:
 
     <path>/dt=2026-11-20/hr=05/part-p20261120-1a2b3c4d-b0000000000-t00000.parquet
@@ -40,7 +40,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
-from jobs.object_store import arrow_filesystem
+from jobs.engine.object_store import arrow_filesystem
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.parquet.config import ParquetSink
 from jobs.sinks.partitions import write_partitions
@@ -64,7 +64,7 @@ class ParquetPartitionWriter:
     file_prefix: str
     """Of every file the task writes: the generation's and the batch's."""
     object_store: dict[str, str]
-    """The session's `fs.s3a.*` settings, for a lake on `s3a://` (`jobs.object_store`)."""
+    """The session's `fs.s3a.*` settings, for a lake on `s3a://` (`jobs.engine.object_store`)."""
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> int:
         filesystem, root = arrow_filesystem(self.path, self.object_store)

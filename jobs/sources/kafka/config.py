@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from jobs.config import FROM_RESOURCE, ClientConfigValue, DeadLetterPolicy, Duration, KafkaConnector
+from jobs.model.config import FROM_RESOURCE, ClientConfigValue, DeadLetterPolicy, Duration, KafkaConnector
 from jobs.processors.config import InvalidRecordFilter
 from jobs.sources.config import StreamConfig
 

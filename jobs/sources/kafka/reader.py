@@ -32,9 +32,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from jobs.arrow_values import bool_array, int_array, scalar
-from jobs.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors, flush_or_fail
-from jobs.python_workers import freeze_imported_objects
+from jobs.engine.arrow_values import bool_array, int_array, scalar
+from jobs.engine.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors, flush_or_fail
+from jobs.engine.python_workers import freeze_imported_objects
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.stream_batches import StreamDataSource, StreamLayout, StreamReader
 

@@ -25,7 +25,7 @@ from jobs.codec.avro import NOT_WIRE_FORMAT
 from jobs.codec.formats import avro_schemas
 from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import ProtoDecoder
-from jobs.kafka_java_client import java_client_settings
+from jobs.engine.kafka_java_client import java_client_settings
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import KafkaStreamReader, Offsets
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout

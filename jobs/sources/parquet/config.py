@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ConfigModel, resolve_path, without_credentials
 from jobs.expectations.config import without_dead_letters
+from jobs.model.config import ConfigModel, resolve_path, without_credentials
 from jobs.sources.config import StreamConfig
 
 

@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
-from jobs.arrow_values import scalar
-from jobs.object_store import arrow_filesystem
-from jobs.python_workers import freeze_imported_objects
+from jobs.engine.arrow_values import scalar
+from jobs.engine.object_store import arrow_filesystem
+from jobs.engine.python_workers import freeze_imported_objects
 from jobs.sources.parquet.config import ParquetStream
 from jobs.sources.stream_batches import ROWTIME_TYPE, StreamDataSource, StreamReader
 

@@ -17,20 +17,20 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
-from jobs.config import ConfigModel as _Model
-from jobs.config import Duration, SqlIdentifier, is_secret_key
-from jobs.config import resolve_path as _resolve_path
-from jobs.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
 from jobs.expectations.config import Expectation, without_dead_letters
 from jobs.metrics.config import MetricsConfig
+from jobs.model.config import ConfigModel as _Model
+from jobs.model.config import Duration, SqlIdentifier, is_secret_key
+from jobs.model.config import resolve_path as _resolve_path
+from jobs.model.demand import TOPIC_PARAMETER, DemandConfig, fill_parameters
+from jobs.model.registry import SINK_KINDS, STREAM_KINDS
+from jobs.model.time_partitions import PartitionRun, TimePartitioning
 from jobs.processors.config import PostProcessors, Transformer
-from jobs.registry import SINK_KINDS, STREAM_KINDS
 from jobs.sinks.config import SinkConfig
 from jobs.sinks.kafka.config import TOPIC_PLACEHOLDER, KafkaSink
 from jobs.sinks.parquet.config import ParquetSink
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.parquet.config import DateRange, ParquetStream
-from jobs.time_partitions import PartitionRun, TimePartitioning
 from jobs.udfs.config import FunctionsConfig
 
 if TYPE_CHECKING:
@@ -44,10 +44,10 @@ class DaggerConfigError(ValueError):
 
 
 Stream = Annotated[Union[tuple(kind.config for kind in STREAM_KINDS.values())], Field(discriminator="kind")]  # noqa: UP007 (a union built from the registry)
-"""One of the stream kinds of `jobs.registry`, chosen by its `kind` key."""
+"""One of the stream kinds of `jobs.model.registry`, chosen by its `kind` key."""
 
 Sink = Annotated[Union[tuple(kind.config for kind in SINK_KINDS.values())], Field(discriminator="kind")]  # noqa: UP007
-"""One of the sink kinds of `jobs.registry`, chosen by its `kind` key."""
+"""One of the sink kinds of `jobs.model.registry`, chosen by its `kind` key."""
 
 
 class SchemaRegistryConfig(_Model):
@@ -153,7 +153,7 @@ class DaggerSpec(_Model):
     """Where the running dagger's metrics go: a Prometheus endpoint, a StatsD daemon (`jobs/metrics.py`)."""
     ordered_output: bool = False
     """Emit result rows in non-decreasing `rowtime_column` across all output, holding each row back until
-    the watermark passes it (`jobs/ordering.py`); the SQL result must carry that column."""
+    the watermark passes it (`jobs/running/ordering.py`); the SQL result must carry that column."""
     sinks: list[Sink] = Field(min_length=1)
     checks: DaggerChecks = Field(default_factory=DaggerChecks)
     post_processors: PostProcessors = Field(default_factory=PostProcessors)
@@ -170,10 +170,10 @@ class DaggerSpec(_Model):
     `group_id` or `schema_subject` is replaced by the instance's topic."""
     demand: DemandConfig | None = None
     """Demand-driven template: one instance per output topic matching `demand.topic` that a consumer
-    group reads, running only while one does (`jobs/demand.py`)."""
+    group reads, running only while one does (`jobs/model/demand.py`)."""
     partitions: TimePartitioning | None = None
     """Daily or hourly partitions of a dagger of Parquet streams: each runs over its range of the streams'
-    `dt=`/`hr=` files and replaces its own output (`jobs/time_partitions.py`)."""
+    `dt=`/`hr=` files and replaces its own output (`jobs/model/time_partitions.py`)."""
 
     _time_partition: PartitionRun | None = PrivateAttr(default=None)
     _expectations = field_validator("expectations")(without_dead_letters)

@@ -21,9 +21,9 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError, model_validator
 
-from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
-from jobs.config import ConfigModel
-from jobs.spec import DaggerConfigError, DaggerSpec
+from jobs.model.config import ConfigModel
+from jobs.model.spec import DaggerConfigError, DaggerSpec
+from jobs.running.checkpoint_lock import CheckpointInUseError, CheckpointLock
 
 INITIAL = "initial"
 

@@ -2,7 +2,7 @@
 
 The classes: Java sources kept beside the Python that calls them (`jobs/**/*.java`), built by Maven
 (`jobs/pom.xml`) into one jar, with the connectors Spark does not bundle (its Kafka connector,
-protobuf-java) beside it; every classic session loads both. `python -m jobs.jvm` (run by make) builds
+protobuf-java) beside it; every classic session loads both. `python -m jobs.engine.jvm` (run by make) builds
 them; `jobs_jar()` builds them when the jar is missing or older than a source or the pom, so a checkout
 without make works too. Building needs a JDK (17 or later) and Maven.
 

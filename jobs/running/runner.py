@@ -25,23 +25,26 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from jobs import sql as sql_stage
-from jobs.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.codec.formats import pinned
-from jobs.connect import is_spark_connect
-from jobs.dagger_errors import DaggerBuildError, DaggerQueryError, root_cause
+from jobs.engine.connect import is_spark_connect
+from jobs.engine.object_store import ObjectStoreError, require_connector, s3a_settings
+from jobs.engine.spark import jvm_loggers_off, state_rows_counted
 from jobs.expectations.config import RESULT_STAGE
 from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.metrics.exporter import DaggerMetrics
 from jobs.metrics.stages import ROWS_IN, ROWS_OUT, SQL_STAGE, counted, counted_again_for_the_sql
-from jobs.object_store import ObjectStoreError, require_connector, s3a_settings
-from jobs.ordering import BatchWriter, OrderedOutput
+from jobs.model import sql as sql_stage
+from jobs.model.errors import DaggerBuildError, DaggerQueryError, root_cause
+from jobs.model.registry import SINK_KINDS, STREAM_KINDS
+from jobs.model.schema_registry import SchemaRegistry, encode_descriptor_sets
+from jobs.model.spec import DaggerSpec
 from jobs.processors.post import POST_TABLE, apply_post_processors
-from jobs.progress import ProgressReport
 from jobs.raystack.flink_sql.over_operator import OverViewError, register_over_views
-from jobs.real_time import require_real_time_stages
-from jobs.registry import SINK_KINDS, STREAM_KINDS
-from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
+from jobs.running.checkpoint_lock import CheckpointInUseError, CheckpointLock
+from jobs.running.ordering import BatchWriter, OrderedOutput
+from jobs.running.progress import ProgressReport
+from jobs.running.real_time import require_real_time_stages
+from jobs.running.stream_tables import interval, processor_errors, stream_frame, transform_context
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import KafkaSinkError, require_login
@@ -49,9 +52,6 @@ from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError, Offsets
 from jobs.sources.kafka.spark_connector import starting_offsets
-from jobs.spark import jvm_loggers_off, state_rows_counted
-from jobs.spec import DaggerSpec
-from jobs.stream_tables import interval, processor_errors, stream_frame, transform_context
 from jobs.udfs import FunctionsError, register_functions
 
 log = logging.getLogger(__name__)

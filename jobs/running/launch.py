@@ -9,10 +9,10 @@ from typing import Any, Protocol
 
 from pyspark.sql import SparkSession
 
-from jobs.checkpoints import CheckpointGenerations, parse_rewind
-from jobs.progress import ProgressReport
-from jobs.runner import DaggerRun, build_dagger
-from jobs.spec import DaggerConfigError, DaggerSpec
+from jobs.model.spec import DaggerConfigError, DaggerSpec
+from jobs.running.checkpoints import CheckpointGenerations, parse_rewind
+from jobs.running.progress import ProgressReport
+from jobs.running.runner import DaggerRun, build_dagger
 from jobs.tools.protoc import compile_descriptor_set
 from resources import PROCESSOR_RESOURCES, SINK_RESOURCE_KEYS, STREAM_RESOURCE_KEYS
 from resources.components import configure_dagger

@@ -12,9 +12,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from jobs.dagger_errors import DaggerBuildError
+from jobs.model.errors import DaggerBuildError
+from jobs.model.spec import DaggerSpec
 from jobs.sources.kafka.config import KafkaStream
-from jobs.spec import DaggerSpec
 
 
 def require_real_time_stages(spec: DaggerSpec, result: DataFrame, writes_through_connector: bool) -> None:

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from jobs.config import ConfigModel
+from jobs.model.config import ConfigModel
 
 DAILY_KEY_FORMAT = "%Y-%m-%d"
 HOURLY_KEY_FORMAT = "%Y-%m-%d-%H:%M"

@@ -14,9 +14,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource
 
-from jobs.connect import is_spark_connect
-from jobs.jvm import JVM_LOGGING, driver_java_options, project_class_path
-from jobs.object_store import connector_conf
+from jobs.engine.connect import is_spark_connect
+from jobs.engine.jvm import JVM_LOGGING, driver_java_options, project_class_path
+from jobs.engine.object_store import connector_conf
 from jobs.project import BUILD_DIR
 
 DEFAULT_MASTER = "local[*]"

@@ -18,26 +18,26 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from jobs import sql as sql_stage
 from jobs.codec.formats import column_names
-from jobs.connect import is_spark_connect
-from jobs.dagger_errors import DaggerBuildError
+from jobs.engine.connect import is_spark_connect
+from jobs.engine.kafka_java_client import JavaClientSettingError
+from jobs.engine.object_store import s3a_settings
+from jobs.engine.spark import register_data_source
 from jobs.expectations.config import Expectation
 from jobs.expectations.query import ExpectationError, apply_expectations
-from jobs.kafka_java_client import JavaClientSettingError
 from jobs.metrics.stages import INVALID_RECORDS_METRIC
-from jobs.object_store import s3a_settings
+from jobs.model import sql as sql_stage
+from jobs.model.errors import DaggerBuildError
+from jobs.model.registry import STREAM_KINDS
+from jobs.model.schema_registry import SchemaRegistry, encode_descriptor_sets
+from jobs.model.spec import DaggerSpec
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.transformers import apply_transformer
-from jobs.registry import STREAM_KINDS
-from jobs.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import Offsets
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
-from jobs.spark import register_data_source
-from jobs.spec import DaggerSpec
 
 log = logging.getLogger(__name__)
 
