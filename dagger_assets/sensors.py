@@ -5,10 +5,10 @@
   streaming run (run key = topic, so never twice); for a plain pattern dagger, a new matching topic
   launches a run when none is in progress (a running query picks new topics up by itself). The topics
   seen are the cursor; the first evaluation only records them.
-* `<dagger>_demand`, for a `demand` template (`jobs/model/demand.py`): an output topic matching its pattern that a
-  consumer group reads becomes a partition and gets a run, if none is in progress (a crashed one is left to
-  the restart sensor); a running instance whose topic has had no subscriber for `idle_timeout` is
-  terminated gracefully. The cursor keeps when
+* `<dagger>_demand`, for a `demand` template (`jobs/model/demand.py`): an output topic matching its
+  pattern that a consumer group reads becomes a partition and gets a run, if none is in progress (a
+  crashed one is left to the restart sensor); a running instance whose topic has had no subscriber for
+  `idle_timeout` is terminated gracefully. The cursor keeps when
   each instance went idle and how many runs each was given (a run key per launch, so never twice).
 * `dagger_schema_changes`: when the bytes of a descriptor set change, or an Avro stream's subject gets a
   new version (for a stream that follows the latest), the in-progress runs of the daggers that read it are

@@ -1,12 +1,13 @@
 """The `launch: spark_submit` launch of a dagger: the run worker starts the dagger's driver with
 `spark-submit --deploy-mode client` and follows it through Dagster Pipes, holding no Spark session itself.
 
-The driver (`jobs/submitted/driver.py`) starts the dagger as an in-process run would (`jobs.running.launch`) and
-sends Pipes custom messages: `started` (where its checkpoint is, the result's schema, its Spark UI, its
-pid), one `progress` per finished micro-batch (a `ProgressReport`), then `ended` or `failed`. Its log
-lines (the log sink's rows among them) reach the run log through Pipes logging. `SubmittedRun` offers the
-run worker what a `DaggerRun` does (`reports`, `wait`, `stop`), so the observations, live checks, progress
-summaries, terminate and stop-after handling of `dagger_assets.stages` are the same code for both launches.
+The driver (`jobs/submitted/driver.py`) starts the dagger as an in-process run would
+(`jobs.running.launch`) and sends Pipes custom messages: `started` (where its checkpoint is, the result's
+schema, its Spark UI, its pid), one `progress` per finished micro-batch (a `ProgressReport`), then
+`ended` or `failed`. Its log lines (the log sink's rows among them) reach the run log through Pipes
+logging. `SubmittedRun` offers the run worker what a `DaggerRun` does (`reports`, `wait`, `stop`), so the
+observations, live checks, progress summaries, terminate and stop-after handling of
+`dagger_assets.stages` are the same code for both launches.
 
 A stop (terminate, `stop_after_seconds`) is SIGTERM to the driver's Python process, which finishes the
 micro-batch under way, stops the query and exits. The spark-submit process gets SIGKILL if the run worker

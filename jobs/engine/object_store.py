@@ -3,11 +3,11 @@
 A dagger touches an object store from two places. The JVM (Spark's checkpoint, and Spark's own readers)
 goes through Hadoop's file systems: `s3a://` needs hadoop-aws and the AWS SDK bundle, resolved from Maven
 Central by `make s3a` (jobs/connectors/s3a/pom.xml) into `build/connectors/s3a/libs`, and put on the class
-path by `jobs.engine.spark`. The Python parts (the Parquet stream's reader, the Parquet lake sink) read and write
-through `pyarrow.fs.S3FileSystem`, configured from the same `fs.s3a.*` settings the session has, so a user
-configures the store once, in Spark's terms (`spark.hadoop.fs.s3a.endpoint`, `...path.style.access`, ...).
-Credentials nobody set fall back to the AWS default chain on both sides (environment, profile, instance
-role).
+path by `jobs.engine.spark`. The Python parts (the Parquet stream's reader, the Parquet lake sink) read
+and write through `pyarrow.fs.S3FileSystem`, configured from the same `fs.s3a.*` settings the session
+has, so a user configures the store once, in Spark's terms (`spark.hadoop.fs.s3a.endpoint`,
+`...path.style.access`, ...). Credentials nobody set fall back to the AWS default chain on both sides
+(environment, profile, instance role).
 """
 
 from __future__ import annotations

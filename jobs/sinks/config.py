@@ -20,8 +20,9 @@ class SinkConfig(ConfigModel):
     """The sink replaces what it holds with each micro-batch's rows, or only shows them, so output_mode
     `complete` (the whole result every batch) is right for it."""
     replaces_partitions: ClassVar[bool] = False
-    """A new run of a time partition replaces what earlier runs of it wrote here (`jobs.model.time_partitions`),
-    so a partition may run again; a sink without it takes each partition once."""
+    """A new run of a time partition replaces what earlier runs of it wrote here
+    (`jobs.model.time_partitions`), so a partition may run again; a sink without it takes each partition
+    once."""
 
     def takes_upserts(self) -> bool:
         """The sink writes a row over the earlier one of the same key (an upsert stream's rows, as a

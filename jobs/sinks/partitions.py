@@ -3,8 +3,9 @@
 The writer gets the partition's rows as Arrow record batches with the result's column names and returns
 how many rows it wrote; a writer that raises fails the task, and with it the micro-batch, which the
 checkpoint then replays. Writers are pickled to the executors: keep clients off them (create or cache
-them per Python worker inside `write`). The requests a writer makes through `jobs.engine.retry.RetryPolicy` are
-counted, with their retries, and come back with the rows of the task attempts Spark kept.
+them per Python worker inside `write`). The requests a writer makes through
+`jobs.engine.retry.RetryPolicy` are counted, with their retries, and come back with the rows of the task
+attempts Spark kept.
 """
 
 from __future__ import annotations

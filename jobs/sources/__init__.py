@@ -1,1 +1,2 @@
-"""Stream kinds, one package each (`jobs.model.registry` lists them); the reader contract is in `stream_batches`."""
+"""Stream kinds, one package each (`jobs.model.registry` lists them); the reader contract is in
+`stream_batches`."""

@@ -145,7 +145,8 @@ class StreamReader(DataSourceStreamReader):
         self.metadata = metadata
         self.checkpoint = checkpoint
         self.object_store = object_store or {}
-        """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints (`jobs.engine.object_store`)."""
+        """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints
+        (`jobs.engine.object_store`)."""
 
     def late_before_us(self) -> int:
         """Records of the micro-batch being planned with an event time before this (epoch microseconds) are

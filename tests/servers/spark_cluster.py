@@ -122,8 +122,9 @@ class SparkCluster:
         return f"http://127.0.0.1:{self.web_port}"
 
     def shipment_conf(self, archive: Path = ENVIRONMENT_ARCHIVE) -> dict[str, str]:
-        """What `jobs.engine.spark.shipment_conf` sets to ship the packed environment, for a driver that does not
-        make its session with `jobs.engine.spark.spark_session` (one that does gets it by default)."""
+        """What `jobs.engine.spark.shipment_conf` sets to ship the packed environment, for a driver that
+        does not make its session with `jobs.engine.spark.spark_session` (one that does gets it by
+        default)."""
         path = [f"./{ARCHIVE_ALIAS}/bin", str(Path(sys.executable).parent), "/usr/local/bin:/usr/bin:/bin"]
         return {
             "spark.archives": f"{archive.resolve()}#{ARCHIVE_ALIAS}",

@@ -5,9 +5,9 @@ in the foreground (rather than `sbin/start-connect-server.sh`, which daemonizes 
 and leaves a pid file behind), so the test session owns the process and ends it. The Connect jar ships in
 pyspark's `jars/`; nothing is downloaded. The server runs Spark in local mode on loopback, with:
 
-* the project's jars (`jobs.engine.jvm.project_class_path()`) on the driver's class path: its local file system
-  class is loaded before `spark.jars` are, and the JVM-side processors (deduplicate) and the progress feed
-  live there;
+* the project's jars (`jobs.engine.jvm.project_class_path()`) on the driver's class path: its local file
+  system class is loaded before `spark.jars` are, and the JVM-side processors (deduplicate) and the
+  progress feed live there;
 * `PYSPARK_PYTHON` (and `spark.pyspark.python`) set to this interpreter: the daggers' Python data sources,
   UDFs, `mapInArrow` writers and the `foreachBatch` function run in Python workers of the server, which
   must import `jobs` from the project's environment.

@@ -10,8 +10,9 @@ still done here, and why:
 - The library sends nothing again: when a connection breaks it fails the requests waiting for an answer.
   So a broken connection, or no answer within `timeout`, closes that `AppendRowsStream`, and a new one
   sends the unacknowledged requests again at their offsets (at most `max_retries` times per stream,
-  waiting as `jobs.engine.retry.RetryPolicy` says). The service answers ALREADY_EXISTS for a request it had taken
-  before (the emulator too: "Offset 2 already buffered; next expected 10"), which then counts as done.
+  waiting as `jobs.engine.retry.RetryPolicy` says). The service answers ALREADY_EXISTS for a request it
+  had taken before (the emulator too: "Offset 2 already buffered; next expected 10"), which then counts
+  as done.
 - Requests are cut at 9 MB (`rows.request_chunks`): BigQuery and the emulator refuse AppendRows requests
   over 10 MiB, and the library sends what it is given.
 - Committed streams: BigQuery answers a second commit with STREAM_ALREADY_COMMITTED, the emulator with
