@@ -90,7 +90,8 @@ bench: $(STAMP) $(INFLUXD) protos jvm-archive $(KAFKA_STAMP) $(ELASTICSEARCH_STA
 protos: $(RUN_STAMP)
 	$(BIN)/python -m jobs.tools.protoc
 
-# The project's JVM side (jobs/pom.xml): its jar, its Java tests, and the connectors Spark does not bundle.
+# The project's JVM side (the Maven module jvm/, built into build/jvm): its jar, its JUnit tests, and the
+# connectors Spark does not bundle. Maven runs only when the jar is older than the pom or a .java of jvm/src.
 jvm: $(RUN_STAMP)
 	$(BIN)/python -m jobs.engine.jvm
 

@@ -1,9 +1,10 @@
 """The project's JVM side: its classes, and the driver JVM's class-data-sharing archive.
 
-The classes: Java sources kept beside the Python that calls them (`jobs/**/*.java`), built by Maven
-(`jobs/pom.xml`) into one jar, with the connectors Spark does not bundle (its Kafka connector,
+The classes: the Maven module in `jvm/` (`jvm/pom.xml`; sources in `jvm/src/main/java`, in Java packages
+named after the Python packages that call them, `dagger.jobs.codec` for `jobs/codec`; JUnit tests in
+`jvm/src/test/java`), built into one jar with the connectors Spark does not bundle (its Kafka connector,
 protobuf-java) beside it; every classic session loads both. `python -m jobs.engine.jvm` (run by make) builds
-them; `jobs_jar()` builds them when the jar is missing or older than a source or the pom, so a checkout
+them; `jobs_jar()` builds them when the jar is missing or older than a Java file or the pom, so a checkout
 without make works too. Building needs a JDK (17 or later) and Maven.
 
 The archive (`python -m jobs.tools.jvm_archive` makes it) holds the classes a driver loads at start, for a
@@ -27,9 +28,10 @@ from jobs.project import BUILD_DIR, PROJECT_ROOT
 
 JAR = BUILD_DIR / "jvm" / "dagger-jobs.jar"
 LIBS = BUILD_DIR / "jvm" / "libs"
-POM = PROJECT_ROOT / "jobs" / "pom.xml"
-SOURCES_ROOT = PROJECT_ROOT / "jobs"
-TEST_SOURCES_ROOT = PROJECT_ROOT / "tests" / "jvm"
+JVM_MODULE = PROJECT_ROOT / "jvm"
+POM = JVM_MODULE / "pom.xml"
+SOURCES_ROOT = JVM_MODULE / "src" / "main" / "java"
+TEST_SOURCES_ROOT = JVM_MODULE / "src" / "test" / "java"
 """The module's JUnit tests: a changed test builds (and so tests) the jar again too."""
 _SPARK_JARS = Path(pyspark.__file__).parent / "jars"
 
@@ -53,7 +55,8 @@ def _jar_is_current() -> bool:
 
 
 def jobs_jar() -> Path:
-    """The jar of the project's JVM classes, (re)built first when a source or the pom is newer than it."""
+    """The jar of the project's JVM classes, (re)built first when a Java source or test under `jvm/src`, or
+    `jvm/pom.xml`, is newer than it."""
     if not _jar_is_current():
         build_jvm_module()
     return JAR
@@ -71,8 +74,8 @@ def project_class_path() -> str:
 
 
 def build_jvm_module() -> None:
-    """`mvn package` of `jobs/pom.xml`: compiles the Java sources, tests them on the pinned PySpark's jars
-    (tests/jvm), copies the connectors."""
+    """`mvn package` of `jvm/pom.xml`: compiles the Java sources, runs their JUnit tests on the pinned
+    PySpark's jars, copies the connectors."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JvmBuildError(f"building {JAR.name} needs Maven (`mvn`) and a JDK 17 or later; no mvn found")

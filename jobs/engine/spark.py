@@ -83,7 +83,7 @@ _LOCAL_CONF = {
     ),
     # The FileSystem API still forks a `chmod` per file (four per micro-batch, about 25 ms on the stream's
     # thread, seen in a flight recording of the live benchmark); the project's local file system does not.
-    "spark.hadoop.fs.file.impl": "dagger.jobs.ForklessLocalFileSystem",
+    "spark.hadoop.fs.file.impl": "dagger.jobs.engine.ForklessLocalFileSystem",
 }
 
 

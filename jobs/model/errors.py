@@ -31,3 +31,8 @@ def root_cause(message: str) -> str:
         if lines[index].startswith(_PYTHON_ERROR_PREFIXES) or "Error: " in lines[index]:
             return lines[index].strip()
     return lines[0] if lines else message
+
+
+def without_plan(message: str) -> str:
+    """Spark appends the analysed plan (with every source option) after ';\n': users need the reason."""
+    return message.split(";\n", 1)[0].strip()

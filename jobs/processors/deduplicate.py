@@ -6,12 +6,12 @@ otherwise the key is written and the row passes. The state is written only when 
 TTL counts from the row that let it through (processing time) and its duplicates do not extend it; once
 the TTL has passed, the key's next row passes and starts a new TTL.
 
-Here (`ProcessingTimeDeduplicate.java`, beside this module): Spark's `transformWithState` on the JVM,
-grouped by the key cast to STRING, keeps per key the processing time (the micro-batch's timestamp) at
-which its row passed. Within a batch the key's first row in the group passes if the key is not in the
-state or its TTL is over; the others are dropped. The state lives in the query's checkpoint, so a
-restarted dagger remembers the keys it has seen. Rows whose key is NULL share one key of their own. No
-Python runs per row or per key.
+Here (`dagger.jobs.processors.ProcessingTimeDeduplicate`, in the project's JVM module `jvm/`): Spark's
+`transformWithState` on the JVM, grouped by the key cast to STRING, keeps per key the processing time (the
+micro-batch's timestamp) at which its row passed. Within a batch the key's first row in the group passes
+if the key is not in the state or its TTL is over; the others are dropped. The state lives in the query's
+checkpoint, so a restarted dagger remembers the keys it has seen. Rows whose key is NULL share one key of
+their own. No Python runs per row or per key.
 
 Spark's processing-time mode would run a micro-batch after every trigger, data or not (an endless loop of
 empty batches with the default trigger). So the operator runs in event time: the TTL is checked on read

@@ -44,6 +44,7 @@ from jobs.running.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.running.ordering import BatchWriter, OrderedOutput
 from jobs.running.progress import ProgressReport
 from jobs.running.real_time import require_real_time_stages
+from jobs.running.stream_checks import cannot_run_as_stream, output_mode, require_streamable
 from jobs.running.stream_tables import interval, processor_errors, stream_frame, transform_context
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.config import KafkaSink
@@ -127,6 +128,7 @@ def build_dagger(
     built = BuiltDagger(spec, registry, result, sinks, started)
     if spec.execution == "real_time":
         require_real_time_stages(spec, result, built.connector_sink is not None)
+    require_streamable(result, spec, output_mode(spec, built.bounded))
     return built
 
 
@@ -296,8 +298,8 @@ def _sink_writer(context: SinkContext) -> SinkWriter:
 class _QueryProgress:
     """A query's progress reports and its end, for the runner to poll.
 
-    Classic sessions: a JVM listener (`dagger.jobs.QueryProgressFeed`, in the project's jar) keeps every
-    report as JSON, taken in one call per poll. A listener written in Python would have each event
+    Classic sessions: a JVM listener (`dagger.jobs.running.QueryProgressFeed`, in the project's jar) keeps
+    every report as JSON, taken in one call per poll. A listener written in Python would have each event
     converted field by field through py4j, with the Python driver's lock held while its foreachBatch waits
     (a fifth of the live benchmark's latency). Spark Connect has no JVM here: the query's own recent
     reports are read instead.
@@ -306,7 +308,7 @@ class _QueryProgress:
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
         jvm = getattr(spark, "_jvm", None)  # None on Spark Connect
-        self._feed = jvm.dagger.jobs.QueryProgressFeed() if jvm is not None else None
+        self._feed = jvm.dagger.jobs.running.QueryProgressFeed() if jvm is not None else None
         self._last_batch_id = -1
 
     def attach(self) -> None:
@@ -399,13 +401,10 @@ class DaggerRun:
             writer = connector.records(result).writeStream.format("kafka").options(**connector.options)
         else:
             writer = result.writeStream.foreachBatch(self._batch_writer())
-        # Real-time mode takes no `append`; for the stateless queries it runs with `append` (build_dagger
-        # refuses the others) every row is emitted once either way.
         real_time = spec.execution == "real_time" and not self.bounded
-        output_mode = "update" if real_time and spec.output_mode == "append" else spec.output_mode
         writer = (
             writer.queryName(spec.name)
-            .outputMode(output_mode)
+            .outputMode(output_mode(spec, self.bounded))
             .option("checkpointLocation", self.checkpoint_location)
         )
         if self.bounded:
@@ -434,7 +433,7 @@ class DaggerRun:
             self._progress.detach()
             self._checkpoint_lock.release()
             self.metrics.close()
-            raise DaggerBuildError(f"dagger {spec.name}: the query cannot run as a stream: {error}") from None
+            raise cannot_run_as_stream(spec, error) from None
         log.info(
             "dagger %s started (query %s, checkpoint %s)", spec.name, self.query.id, self.checkpoint_location
         )

@@ -77,7 +77,7 @@ def source_files() -> list[Path]:
 
 
 def _shipped(path: Path) -> bool:
-    return "__pycache__" not in path.parts and path.suffix not in {".pyc", ".java"}
+    return "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
 def source_digest(files: Iterable[Path] | None = None) -> str:

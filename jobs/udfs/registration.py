@@ -1,5 +1,6 @@
 """How Dagger's functions get into a Spark session: SQL functions over built-in expressions, JVM functions
-of the project's jar (`jobs/udfs/*.java`), or vectorized Arrow UDFs where neither is written yet.
+of the project's jar (package `dagger.jobs.udfs` of `jvm/`), or vectorized Arrow UDFs where neither is
+written yet.
 
 Modules declare their functions in a `FunctionSet`; nothing reaches Spark until `FunctionSet.register`
 is asked for some names. Registering is what costs (Spark analyses each SQL function's body, 0.1-1 s

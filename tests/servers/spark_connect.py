@@ -75,7 +75,7 @@ class SparkConnectServer:
             "spark.driver.memory": "1g",
             "spark.ui.enabled": "false",
             # The project's local file system (no `chmod` fork per checkpoint file), as in local mode.
-            "spark.hadoop.fs.file.impl": "dagger.jobs.ForklessLocalFileSystem",
+            "spark.hadoop.fs.file.impl": "dagger.jobs.engine.ForklessLocalFileSystem",
             "spark.sql.extensions": FLINK_TYPES_EXTENSION,
         }
         command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", f"local[{self.cores}]"]

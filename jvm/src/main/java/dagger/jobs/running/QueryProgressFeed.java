@@ -1,4 +1,4 @@
-package dagger.jobs;
+package dagger.jobs.running;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -13,7 +13,7 @@ import org.apache.spark.sql.streaming.StreamingQueryListener;
  * <p>A listener written in Python has every event converted into Python objects field by field, each field
  * a round trip through py4j, while the Python driver also has to run the query's foreachBatch: in the live
  * benchmark that cost a fifth of the latency and a quarter of the JVM's CPU. This listener only stores the
- * progress' own JSON; `jobs.runner` drains it when it polls.
+ * progress' own JSON; `jobs.running.runner` drains it when it polls.
  */
 public final class QueryProgressFeed extends StreamingQueryListener {
 

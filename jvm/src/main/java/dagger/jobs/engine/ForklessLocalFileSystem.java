@@ -1,4 +1,4 @@
-package dagger.jobs;
+package dagger.jobs.engine;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -16,7 +16,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * <p>Without Hadoop's native library (pip's Spark has none), every file Hadoop creates on the local file
  * system gets its permissions from a forked `chmod`: four per micro-batch for the checkpoint's offset and
  * commit files and their checksums, each a process launch from a JVM of several hundred MB on the stream's
- * own thread. `jobs.spark` makes this the `file://` file system of sessions on a local master.
+ * own thread. `jobs.engine.spark` makes this the `file://` file system of sessions on a local master.
  */
 public final class ForklessLocalFileSystem extends LocalFileSystem {
 

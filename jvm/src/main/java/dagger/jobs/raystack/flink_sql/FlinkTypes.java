@@ -56,7 +56,8 @@ import scala.runtime.BoxedUnit;
  * </ul>
  *
  * <p>Spark loads this class as a session extension ({@code spark.sql.extensions}, set with the project's
- * jars in {@code jobs/spark.py}), so classic sessions and Spark Connect servers have the functions alike.
+ * jars in {@code jobs/engine/spark.py}), so classic sessions and Spark Connect servers have the functions
+ * alike.
  */
 public final class FlinkTypes implements SparkSessionExtensionsProvider {
 
