@@ -63,8 +63,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import cpu_text, machine_description, write_summary
+from bench.common import machine_description, write_summary
 from bench.processes import cpu_between, snapshot
+from bench.report import cpu_text
 from jobs.analysis import engine as engine_module
 from jobs.analysis.api import QueryService, create_app
 from jobs.analysis.engine import AnalysisEngine

@@ -9,7 +9,7 @@ own process, as a user starts it. `--clients` concurrent HTTP clients (httpx, on
 p99 / max latency of a request (sent until answered: the broker has acknowledged every event). Every
 record of the topic is then read back (its key, its Avro value decoded with the schema its header names)
 and must be exactly the events acknowledged, each once, every property and the key equal
-(`expected_events`, `bench.common.check_records`).
+(`expected_events`, `bench.checking.check_records`).
 
 Target: 20,000 events/s or more on the 2-core machine.
 """
@@ -36,14 +36,9 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (
-    bench_broker,
-    check_records,
-    consume_to_end,
-    fast_consumer,
-    machine_description,
-    write_summary,
-)
+from bench.checking import check_records
+from bench.common import bench_broker, machine_description, write_summary
+from bench.kafka_io import consume_to_end, fast_consumer
 from jobs.collection.delivery import topic_of
 from jobs.collection.registry import CollectionRegistry
 from jobs.tools.broker import free_port

@@ -20,7 +20,7 @@ ideal `capacity / latency`.
 The log sink prints every row it gets (taken to the driver with each batch: a fraction of a second in
 batches of ten to twenty seconds of calls), and those rows (the post-processors' output: `order_id` and
 `name`) must be exactly the orders produced, once each, each with the name the API gives its customer
-(`bench.common.check_records`); the API must have had one call per row.
+(`bench.checking.check_records`); the API must have had one call per row.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from google.protobuf import message_factory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import check_records
+from bench.checking import check_records
 from jobs.engine.spark import spark_session
 from jobs.model.schema_registry import SchemaRegistry
 from jobs.model.spec import parse_dagger

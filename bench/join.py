@@ -20,7 +20,7 @@
    bound, encoded and produced; both buffers drop the rows a watermark puts out of reach. Then flush.
    The consumer reads the four partitions unevenly, one often minutes of event time ahead of another, so
    the watermark is kept per partition, as a correct Kafka consumer keeps it
-   (`bench.common.PartitionWatermark`): the earliest of the partitions' latest event times, minus 10 s.
+   (`bench.hand_loop.PartitionWatermark`): the earliest of the partitions' latest event times, minus 10 s.
 
 With `--flink`, the same join runs as Flink SQL too (bench/flink): the dagger's
 query over the two topics as Kafka tables, each with a rowtime from `event_timestamp` and the dagger's
@@ -28,7 +28,7 @@ query over the two topics as Kafka tables, each with a rowtime from `event_times
 
 Every output (the loop's, the dagger's fresh and warmed, Flink's) must hold exactly the joined rows the
 input makes (`expected_joined`: each order whose completion falls within the bound of its creation, here
-all of them), once each, every field equal (`bench.common.check_records`). Events/s count the records of
+all of them), once each, every field equal (`bench.checking.check_records`). Events/s count the records of
 both input topics.
 """
 
@@ -46,33 +46,23 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
+from bench.bookings import booking_decoder, event_time_chunk, produce_bookings
 from bench.common import (
     FRESH_SESSION,
     HAND_LOOP,
     PARTITIONS,
     WARMED_SESSION,
-    BaselineResult,
-    KafkaDagger,
-    PartitionWatermark,
-    ThroughputTargets,
-    TopicChunk,
     add_run_arguments,
     bench_broker,
-    booking_decoder,
-    check_topic,
-    event_time_chunk,
-    first_to_last_output,
-    kafka_stream,
     local_parallelism,
     machine_description,
-    print_throughput_summary,
-    produce_bookings,
-    run_baseline,
-    run_fresh_and_warm,
     spark_conf,
-    throughput_summary,
     write_summary,
 )
+from bench.dagger_runs import KafkaDagger, kafka_stream, run_fresh_and_warm
+from bench.hand_loop import BaselineResult, PartitionWatermark, TopicChunk, run_baseline
+from bench.kafka_io import check_topic, first_to_last_output
+from bench.report import ThroughputTargets, print_throughput_summary, throughput_summary
 from jobs.model.schema_registry import SchemaRegistry
 from jobs.tools.generator import BOOKING_MESSAGE
 from jobs.tools.protoc import compile_descriptor_set

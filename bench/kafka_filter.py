@@ -25,7 +25,7 @@
 
 Every output topic (baseline, fresh, warmed, the metrics runs, Avro, Flink) is read back and must hold
 exactly the GO_RIDE bookings of the input produced, once each, every field equal (`expected_output`,
-`bench.common.check_records`). The summary is printed and written to bench/results/kafka_filter.json.
+`bench.checking.check_records`). The summary is printed and written to bench/results/kafka_filter.json.
 Targets (2-core machine): the dagger's steady state at least 150,000 events/s and at least 60% of the
 baseline's rate.
 """
@@ -48,29 +48,22 @@ from confluent_kafka import Producer
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
+from bench.bookings import booking_decoder, produce_bookings
 from bench.common import (
     FRESH_SESSION,
     HAND_LOOP,
     WARMED_SESSION,
-    BaselineResult,
-    KafkaDagger,
-    ThroughputTargets,
     add_run_arguments,
     bench_broker,
-    booking_decoder,
-    check_topic,
-    first_to_last_output,
-    kafka_stream,
     local_parallelism,
     machine_description,
-    print_throughput_summary,
-    produce_bookings,
-    run_baseline,
-    run_fresh_and_warm,
     spark_conf,
-    throughput_summary,
     write_summary,
 )
+from bench.dagger_runs import KafkaDagger, kafka_stream, run_fresh_and_warm
+from bench.hand_loop import BaselineResult, run_baseline
+from bench.kafka_io import check_topic, first_to_last_output
+from bench.report import ThroughputTargets, print_throughput_summary, throughput_summary
 from jobs.collection.delivery import encode
 from jobs.collection.registry import CollectionRegistry
 from jobs.engine.spark import spark_session

@@ -15,7 +15,7 @@ at most 15%, the processing-time chain at most 20%. Results go to bench/results/
 
 Every run must read exactly `--records` records. The warm-up runs (one per chain, not measured) write to
 a Kafka sink instead of the log sink, and each one's topic is read back: it must hold every GO_RIDE
-booking produced, once each, every field equal (`bench.common.check_records`): neither pre-processor
+booking produced, once each, every field equal (`bench.checking.check_records`): neither pre-processor
 may drop, repeat or alter a record of this input (all valid, each order once).
 """
 
@@ -34,8 +34,10 @@ from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import check_topic, kafka_sink, write_summary
+from bench.common import write_summary
+from bench.dagger_runs import kafka_sink
 from bench.kafka_filter import SUMMARY_MESSAGE, expected_output
+from bench.kafka_io import check_topic
 from jobs.engine.spark import spark_session
 from jobs.model.schema_registry import SchemaRegistry
 from jobs.model.spec import parse_dagger

@@ -2,8 +2,9 @@
 
 `snapshot(root)` walks `root` and its descendants and sums, per kind of process, the CPU time used so
 far and the resident memory now; two snapshots give the CPU each kind used in between
-(`cpu_between`). RSS counts the pages a process maps, so pages shared by forked Python workers count once
-per process; PSS splits shared pages between the processes sharing them.
+(`cpu_between`), and `CpuMeter` what this process's own tree used over a stretch of a benchmark. RSS
+counts the pages a process maps, so pages shared by forked Python workers count once per process; PSS
+splits shared pages between the processes sharing them.
 """
 
 from __future__ import annotations
@@ -147,3 +148,13 @@ def cpu_between(before: TreeSnapshot, after: TreeSnapshot) -> dict[str, Any]:
         "share_of_all_cpus": round(sum(used.values()) / (wall * cpus), 3) if wall > 0 else None,
         "machine_share_busy": round(machine_busy / machine_all, 3) if machine_all > 0 else None,
     }
+
+
+class CpuMeter:
+    """CPU of this process tree from its creation until `stop()`."""
+
+    def __init__(self) -> None:
+        self._before = snapshot(os.getpid())
+
+    def stop(self) -> dict[str, Any]:
+        return cpu_between(self._before, snapshot(os.getpid()))

@@ -16,7 +16,7 @@ commit. Measured:
 Each micro-batch holds other rows (`--rows` more ids each, built and cached before the clock starts),
 and after each one every row of the table is read back with a query and must be exactly the rows of the
 batches written so far, each once, every column equal, the struct and the array included
-(`bench.common.check_records`). The emulator decodes rows one by one in Python, so the
+(`bench.checking.check_records`). The emulator decodes rows one by one in Python, so the
 sink's figures here are the emulator's ceiling, not BigQuery's. Results go to
 bench/results/sink_bigquery.json.
 """
@@ -36,7 +36,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import check_records, sink_only_dagger
+from bench.checking import check_records
+from bench.dagger_runs import sink_only_dagger
 from jobs.engine.spark import spark_session
 from jobs.sinks.base import SinkContext
 from jobs.sinks.bigquery.rows import TableRows

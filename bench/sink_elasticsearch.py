@@ -13,7 +13,7 @@
 
 Every timed run is checked: every document of its indices is read back (a scroll) and must be exactly
 the table's rows, each once, in the index of its day, with its order number as `_id`, every field equal
-(`expected_documents`, `bench.common.check_records`).
+(`expected_documents`, `bench.checking.check_records`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import check_records, sink_only_dagger
+from bench.checking import check_records
+from bench.dagger_runs import sink_only_dagger
 from jobs.engine.spark import spark_session
 from jobs.sinks.base import SinkContext
 from jobs.sinks.elasticsearch.writer import ElasticsearchSinkWriter, documents

@@ -13,7 +13,7 @@ Arrow batches -> points (influxdb-client `Point`) -> 5,000-point requests, on th
   first run starting the Python workers, the second what a running dagger sustains.
 
 After every run, every point of its database is read back with InfluxQL (`SELECT *`) and must be exactly
-the rows written, one point each (by time), every tag and field equal (`bench.common.check_records`).
+the rows written, one point each (by time), every tag and field equal (`bench.checking.check_records`).
 Results go to bench/results/sink_influx.json.
 """
 
@@ -33,7 +33,8 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import check_records, sink_only_dagger
+from bench.checking import check_records
+from bench.dagger_runs import sink_only_dagger
 from jobs.engine.spark import spark_session
 from jobs.sinks.base import SinkContext
 from jobs.sinks.influx.writer import InfluxPartitionWriter, InfluxSinkWriter

@@ -11,7 +11,7 @@ bench/results/sink_kafka_parquet.json.
 After each timed write, everything the sink wrote (the topic's records, decoded as BookingSummary; every
 Parquet file under the lake, its `dt=`/`hr=` folder included) is read back and must be exactly the rows of
 both batches (the warm-up's are other bookings: each order once), every field equal
-(`bench.common.check_records`).
+(`bench.checking.check_records`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import check_records, read_decoded
+from bench.checking import check_records
+from bench.kafka_io import read_decoded
 from jobs.engine.spark import spark_session
 from jobs.model.schema_registry import SchemaRegistry
 from jobs.model.spec import parse_dagger

@@ -55,16 +55,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (
-    FRESH_SESSION,
-    HAND_LOOP,
-    WARMED_SESSION,
-    cpu_text,
-    machine_description,
-    write_summary,
-)
+from bench.common import FRESH_SESSION, HAND_LOOP, WARMED_SESSION, machine_description, write_summary
 from bench.flink import FRESH_RUN as FLINK_FRESH_RUN
 from bench.flink import WARM_RUN as FLINK_WARM_RUN
+from bench.report import cpu_text
 from jobs.tools.pack_environment import ensure_packed
 from tests.servers.spark_cluster import SparkCluster
 

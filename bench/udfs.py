@@ -15,7 +15,7 @@ every result (nothing is collected but one row per group):
 Each query runs `--repeats` times in one warmed session; the best run counts. Every run's answer is
 checked (after its clock stops) against the one NumPy and pyarrow compute from the cached rows themselves
 (`expected_answers`): each haversine sum within 1e-9 of the arcsine formula's, each group's distinct count
-exact, every group once (`bench.common.check_records`). Results go to bench/results/udfs.json.
+exact, every group once (`bench.checking.check_records`). Results go to bench/results/udfs.json.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pyspark.sql.functions import arrow_udf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import check_records
+from bench.checking import check_records
 from jobs.engine.spark import spark_session
 from jobs.udfs import aggregate, register_functions
 

@@ -13,7 +13,7 @@
    (`pyarrow.compute.floor_temporal`), `group_by` and merge into the open windows, and write every window
    its watermark closes (encode, produce), then flush. Its consumer reads the two partitions unevenly,
    one up to two minutes of event time ahead of the other, so its watermark is kept per partition, as a
-   correct Kafka consumer keeps it (`bench.common.PartitionWatermark`): the earliest of the partitions'
+   correct Kafka consumer keeps it (`bench.hand_loop.PartitionWatermark`): the earliest of the partitions'
    latest event times, minus 10 s. Once both partitions are read to their end, it closes the windows
    that the latest event time of all, minus 10 s, passes.
 
@@ -21,7 +21,7 @@ Both write the same windows: all those that end at or before the last watermark,
 the whole input minus 10 s (the windows still open then are never written, by either). The outputs are
 read back and must hold exactly those windows of the input produced (`expected_windows`, computed with
 NumPy from the generated bookings), once each, the count equal and the cash total to 1e-9
-(`bench.common.check_records`); Flink's, whose bounded input's end closes every window, all of them.
+(`bench.checking.check_records`); Flink's, whose bounded input's end closes every window, all of them.
 Events/s are input records over time, as in bench/kafka_filter.py; the target is 100,000 events/s in
 steady state.
 """
@@ -40,33 +40,23 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import flink
+from bench.bookings import booking_decoder, event_time_chunk, produce_bookings
 from bench.common import (
     FRESH_SESSION,
     HAND_LOOP,
     PARTITIONS,
     WARMED_SESSION,
-    BaselineResult,
-    KafkaDagger,
-    PartitionWatermark,
-    ThroughputTargets,
-    TopicChunk,
     add_run_arguments,
     bench_broker,
-    booking_decoder,
-    check_topic,
-    event_time_chunk,
-    kafka_stream,
     local_parallelism,
     machine_description,
-    print_throughput_summary,
-    produce_bookings,
-    read_messages,
-    run_baseline,
-    run_fresh_and_warm,
     spark_conf,
-    throughput_summary,
     write_summary,
 )
+from bench.dagger_runs import KafkaDagger, kafka_stream, run_fresh_and_warm
+from bench.hand_loop import BaselineResult, PartitionWatermark, TopicChunk, run_baseline
+from bench.kafka_io import check_topic, read_messages
+from bench.report import ThroughputTargets, print_throughput_summary, throughput_summary
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.model.schema_registry import SchemaRegistry
 from jobs.tools.generator import BOOKING_MESSAGE

@@ -15,10 +15,13 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Message
 
-from bench.common import OutputMismatch, TopicChunk, check_records, local_parallelism, time_shares
+from bench.checking import OutputMismatch, check_records
+from bench.common import local_parallelism
+from bench.hand_loop import TopicChunk
 from bench.join import COMPLETED_TOPIC, CREATED_TOPIC, JoinBuffers
-from bench.live import latency_summary
+from bench.live_traffic import latency_summary
 from bench.processes import cpu_between, process_kind, snapshot
+from bench.report import time_shares
 from bench.window_aggregate import INPUT_TOPIC, OpenWindows, merge, window_totals
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
