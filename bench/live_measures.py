@@ -19,14 +19,8 @@ from bench.processes import TreeSnapshot, cpu_between, snapshot
 from bench.report import batch_breakdown, time_shares
 
 _PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
-
-
 _QUERY_STARTED_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"
-
-
 _APPLICATION_START_EVENT = '"SparkListenerApplicationStart"'
-
-
 _RUN_LOOP = {"<module>", "main", "run_dagger", "wait"}
 
 

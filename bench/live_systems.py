@@ -34,14 +34,8 @@ SQL = (
     "SELECT order_number, customer_id, amount_paid_by_cash, kafka_timestamp AS event_timestamp "
     "FROM bookings WHERE service_type = 'GO_RIDE'"
 )
-
-
 DAGGER = "dagger"
-
-
 FLINK = "Flink"
-
-
 TOPIC_SLUGS = {DAGGER: "dagger", HAND_LOOP: "loop", FLINK: "flink"}
 """The systems, each with the name of its topics and work folder."""
 
