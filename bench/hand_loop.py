@@ -22,7 +22,8 @@ from bench.kafka_io import (
     warmed_sink_producer,
 )
 from bench.processes import CpuMeter
-from jobs.codec.protobuf import ProtoDecoder, ProtoEncoder
+from jobs.codec.protobuf import ProtoDecoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.model.schema_registry import SchemaRegistry
 
 

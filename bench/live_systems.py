@@ -26,7 +26,7 @@ from bench.common import HAND_LOOP, PARTITIONS, local_parallelism, spark_conf
 from bench.dagger_runs import kafka_sink, kafka_stream
 from bench.kafka_filter import PROJECTION, SUMMARY_MESSAGE, flink_filter_statements, go_rides
 from bench.kafka_io import decode_chunk, fast_consumer, flush_or_raise, produce_values, warmed_sink_producer
-from jobs.codec.protobuf import ProtoEncoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.model.schema_registry import SchemaRegistry
 from jobs.tools.protoc import compile_descriptor_set
 

@@ -22,7 +22,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.codec.jvm_protobuf import register_decoder, register_encoder
-from jobs.codec.protobuf import EncodeError, ProtoDecoder, ProtoEncoder
+from jobs.codec.protobuf import ProtoDecoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
+from jobs.codec.protobuf_types import EncodeError
 from jobs.model.schema_registry import SchemaRegistry, SchemaRegistryError
 
 ALL_TYPES = "dagger.testing.AllTypes"

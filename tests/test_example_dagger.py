@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import yaml
 from google.protobuf.message import Message
 
-from jobs.codec.protobuf import ProtoEncoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.model.spec import parse_dagger
 from jobs.project import EXAMPLE_DAGGER
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch

@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, ProtoEncoder
+from jobs.codec.protobuf import ProtoDecoder
+from jobs.codec.protobuf_dagger_layout import DaggerRowLayout
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.model.spec import parse_dagger
 from jobs.running.stream_tables import stream_view_schema
 from tests.conftest import message_class

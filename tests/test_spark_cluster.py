@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from jobs.codec.protobuf import ProtoEncoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.project import EXAMPLE_DAGGER, PROJECT_ROOT
 from jobs.tools.generator import BOOKING_MESSAGE, booking_batch
 from tests.conftest import (

@@ -3,9 +3,10 @@
 
 The decoder gives the columns `jobs.codec.protobuf.ProtoDecoder` gives, as a Spark column over the
 serialized messages: a struct of the fields asked for, or NULL for a payload that is not a valid message.
-The encoder gives the messages `jobs.codec.protobuf.ProtoEncoder` gives, from a struct of the result's
-columns. tests/test_codec.py runs the decoding and encoding tests against both codecs. They run on classic
-sessions (they are registered through the session's JVM), not on Spark Connect.
+The encoder gives the messages `jobs.codec.protobuf_encoding.ProtoEncoder` gives, from a struct of the
+result's columns. tests/test_codec.py and tests/test_codec_encoding.py run the decoding and encoding tests
+against both codecs. They run on classic sessions (they are registered through the session's JVM), not on
+Spark Connect.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from google.protobuf.descriptor import Descriptor, FileDescriptor
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from jobs.codec.protobuf import EncodeError
+from jobs.codec.protobuf_types import EncodeError
 
 
 def descriptor_set_of(descriptor: Descriptor) -> bytes:

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from jobs.codec.protobuf import TIMESTAMP
+from jobs.codec.protobuf_types import TIMESTAMP
 from jobs.model.config import resolve_against
 from jobs.model.schema_registry import SchemaRegistry, SchemaRegistryError
 from jobs.model.spec import DaggerConfigError, DaggerSpec, parse_dagger, substitute_environment

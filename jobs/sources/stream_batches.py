@@ -27,7 +27,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from jobs.codec.formats import RecordDecoder, check_event_time_field, record_decoder
-from jobs.codec.protobuf import DaggerRowLayout, ProtoDecoder, column_at_path
+from jobs.codec.protobuf import ProtoDecoder, column_at_path
+from jobs.codec.protobuf_dagger_layout import DaggerRowLayout
 from jobs.engine.arrow_values import scalar
 from jobs.engine.object_store import arrow_filesystem, is_s3a
 

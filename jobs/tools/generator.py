@@ -14,7 +14,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from jobs.codec.protobuf import ProtoEncoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.model.schema_registry import SchemaRegistry
 
 BOOKING_MESSAGE = "dagger.examples.BookingLogMessage"

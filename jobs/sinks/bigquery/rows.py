@@ -3,8 +3,8 @@
 Whole batches at a time, never row by row: the columns BigQuery takes in an encoding of its own are
 converted with pyarrow.compute (TIMESTAMP -> int64 microseconds since the epoch, DATE -> int32 days,
 DATETIME -> civil-time text, NUMERIC/BIGNUMERIC -> decimal text, MAP -> a list of {key, value} records),
-and the project's native codec (`jobs.codec.protobuf.ProtoEncoder`) encodes the batch into the row
-message of `schema.row_descriptor`. Requests are cut from the encoded rows by `request_chunks`.
+and the project's native codec (`jobs.codec.protobuf_encoding.ProtoEncoder`) encodes the batch into the
+row message of `schema.row_descriptor`. Requests are cut from the encoded rows by `request_chunks`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.codec.protobuf import ProtoEncoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.sinks.bigquery.schema import WireColumn, row_message
 
 

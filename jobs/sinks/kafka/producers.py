@@ -13,7 +13,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from jobs.codec.avro_encoding import AvroEncoder
-from jobs.codec.protobuf import ProtoEncoder
+from jobs.codec.protobuf_encoding import ProtoEncoder
 from jobs.engine.kafka_errors import ClientErrors, ask_or_fail
 from jobs.model.schema_registry import registry_from_option
 from jobs.sinks.kafka.config import KafkaSink
