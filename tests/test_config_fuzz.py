@@ -2,7 +2,7 @@
 
 Each example starts from a valid config of one processor kind (every transformer, every enrichment, an
 internal source) and mutates it: keys dropped, values replaced by arbitrary YAML-like values (the value
-strategy of `tests.test_spec`, plus values that look almost right: placeholders, JSONPaths, type names),
+strategy of `tests.spec_documents`, plus values that look almost right: placeholders, JSONPaths, type names),
 unknown keys added. Loading must either succeed or fail with a `DaggerConfigError` whose every problem
 names a key under the processor's own path; a config that loads must then build (with Spark analysis)
 or fail with a `DaggerBuildError` naming that path. Nothing else may escape.
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from jobs.model.spec import DaggerConfigError, parse_dagger
 from jobs.processors import config as processor_config
 from jobs.running.runner import DaggerBuildError, build_dagger
-from tests.test_spec import SOURCE, _json, document
-from tests.test_spec import kafka_stream as booking_stream
+from tests.spec_documents import SOURCE, document, json_values
+from tests.spec_documents import kafka_stream as booking_stream
 
 ORDER_COLUMNS = ["order_id", "customer_id", "amount", "created_at"]
 
@@ -126,7 +126,7 @@ _ALMOST_RIGHT = st.sampled_from(
         "'a%s'",
     ]
 )
-_VALUES = _json | _ALMOST_RIGHT | st.lists(st.sampled_from([*ORDER_COLUMNS, "nope", ""]), max_size=3)
+_VALUES = json_values | _ALMOST_RIGHT | st.lists(st.sampled_from([*ORDER_COLUMNS, "nope", ""]), max_size=3)
 
 
 @st.composite
