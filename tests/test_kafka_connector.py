@@ -62,17 +62,27 @@ def test_a_filter_in_real_time_mode_writes_each_record_as_it_arrives(
         "array(order_id, customer_id)",
         sinks=[spark_sink(kafka, sink)],
         execution="real_time",
-        real_time_checkpoint_interval="5s",
+        # Longer than the test: every record below is read and written by the query's first batch.
+        real_time_checkpoint_interval="30m",
     )
     running = start_dagger(spec)
+    query = running.run.query
+    assert query is not None
+    trigger = query._jsq.streamingQuery().trigger().getClass().getName()
+    assert trigger == "org.apache.spark.sql.execution.streaming.RealTimeTrigger"
+
     first = wait_for_records(kafka, sink, 30, running)
-    kafka.produce(
-        source, order_payloads(registry, 40, 20), partition=lambda index: index % 2
-    )  # while it runs
-    records = wait_for_records(kafka, sink, 50, running)
+    assert len(first) == 30
+    # Produced while it runs, five at a time, each five waited for: on micro-batches, the second five could
+    # only come out of a batch after the one that wrote the first five, and a finished batch is a progress
+    # report. In real-time mode they come out of the batch that is still running, which has reported none.
+    for group in range(4):
+        kafka.produce(source, order_payloads(registry, 40 + 5 * group, 5), partition=lambda index: index % 2)
+        records = wait_for_records(kafka, sink, 35 + 5 * group, running)
+        assert len(records) == 35 + 5 * group
+        assert query.recentProgress == [], f"a batch ended before the records of group {group} came out"
 
     order = message_class(registry, ORDER)
-    assert len(first) == 30
     received = sorted(
         (order.FromString(record.value()) for record in records), key=lambda m: int(m.order_id[1:])
     )
