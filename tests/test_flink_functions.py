@@ -6,6 +6,8 @@ holds exactly the functions Flink lists is checked against Flink itself, in test
 from __future__ import annotations
 
 import re
+import statistics
+import uuid
 
 import pytest
 from pyspark.sql import SparkSession
@@ -39,7 +41,10 @@ ARGUMENT_LISTS = ["amount", "amount, 2", "amount, 2, 'x'", "'x' IN amount", "amo
 """Arguments to call a function with, tried in turn until its call parses (the parser knows arities)."""
 
 
-@pytest.mark.parametrize("name", _named(FunctionStatus.IDENTICAL) + _named(FunctionStatus.UNCHECKED))
+@pytest.mark.parametrize(
+    "name",
+    _named(FunctionStatus.IDENTICAL) + _named(FunctionStatus.CONTRACT) + _named(FunctionStatus.UNCHECKED),
+)
 def test_a_function_passed_to_spark_reaches_it_as_written(name: str) -> None:
     for arguments in ARGUMENT_LISTS:
         sql = f"SELECT {name}({arguments}) AS x FROM orders"
@@ -73,7 +78,13 @@ def test_every_function_said_to_be_sparks_is_one_spark_has(spark: SparkSession) 
     passed = [
         name
         for name, function in FUNCTIONS.items()
-        if function.status in (FunctionStatus.IDENTICAL, FunctionStatus.DIFFERS, FunctionStatus.UNCHECKED)
+        if function.status
+        in (
+            FunctionStatus.IDENTICAL,
+            FunctionStatus.DIFFERS,
+            FunctionStatus.CONTRACT,
+            FunctionStatus.UNCHECKED,
+        )
     ]
 
     assert sorted(set(passed) - sparks) == []
@@ -93,3 +104,28 @@ def test_the_docs_table_has_a_row_per_function_with_its_status() -> None:
         "| `GREATEST` | refused |  | Flink's GREATEST is NULL when any argument is NULL" in markdown_table()
     )
     assert "| `UPPER` | identical | UPPER | oracle: `string_case_length_trim` |" in rows
+
+
+RANDOM_ROWS = 20_000
+UUID_V4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+def test_the_random_functions_keep_flinks_contract_over_many_rows(spark: SparkSession) -> None:
+    assert _named(FunctionStatus.CONTRACT) == ["RAND", "UUID"]
+    spark.range(RANDOM_ROWS).withColumnRenamed("id", "order_number").createOrReplaceTempView("random_orders")
+    query = translate("SELECT order_number, RAND() AS draw, UUID() AS id FROM random_orders")
+    rows = spark.sql(query.sql).collect()
+    draws = [row.draw for row in rows]
+    ids = [row.id for row in rows]
+
+    assert len(rows) == RANDOM_ROWS
+    # RAND: [0, 1), spread evenly. The bounds are many standard deviations wide (the mean's is 0.002, a
+    # tenth's count's 42), so they fail for a skewed or constant draw, not by chance.
+    assert all(0.0 <= draw < 1.0 for draw in draws)
+    assert abs(statistics.fmean(draws) - 0.5) < 0.02
+    tenths = [sum(1 for draw in draws if tenth / 10 <= draw < (tenth + 1) / 10) for tenth in range(10)]
+    assert all(abs(count - RANDOM_ROWS / 10) < 300 for count in tenths), tenths
+    assert len(set(draws)) > RANDOM_ROWS * 0.99  # drawn for every row, not once per query or batch
+    # UUID: RFC 4122 version 4, lower case, 36 characters, never the same twice.
+    assert all(UUID_V4.fullmatch(value) and uuid.UUID(value).version == 4 for value in ids)
+    assert len(set(ids)) == RANDOM_ROWS

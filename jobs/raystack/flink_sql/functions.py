@@ -12,6 +12,9 @@ has a status:
   oracle pins the difference to the dagger's exact rows (a known difference).
 - `refused`: a call is refused by name before anything starts, with the `reason`: Spark has no such
   function, or its function of that name gives another answer.
+- `contract`: Spark's function of the same name, whose results are random: no two runs give the same
+  rows, so it is checked against Flink's documented contract (`contract` says what: range, spread,
+  uniqueness, format) over many rows rather than row by row.
 - `unchecked`: Spark's function of the same name, not yet compared on the oracle. The docs list these as
   such, so that a difference found later was never a silent one.
 
@@ -34,6 +37,7 @@ class FunctionStatus(StrEnum):
     TRANSLATED = "translated"
     DIFFERS = "differs"
     REFUSED = "refused"
+    CONTRACT = "contract"
     UNCHECKED = "unchecked"
 
 
@@ -42,6 +46,7 @@ _REQUIRED = {
     FunctionStatus.TRANSLATED: "spark",
     FunctionStatus.DIFFERS: "difference",
     FunctionStatus.REFUSED: "reason",
+    FunctionStatus.CONTRACT: "contract",
 }
 """The field each status must fill in."""
 
@@ -60,6 +65,8 @@ class FlinkFunction:
     """What the dagger's result still has otherwise than Flink's."""
     reason: str = ""
     """Why a call is refused."""
+    contract: str = ""
+    """What every result of a random function keeps, as Flink documents it."""
 
     def __post_init__(self) -> None:
         required = _REQUIRED.get(self.status)
@@ -117,7 +124,7 @@ def markdown_table() -> str:
     ]
     for function in functions:
         spark = function.spark or ("" if function.status is FunctionStatus.REFUSED else function.name)
-        note = function.reason or function.difference
+        note = function.reason or function.difference or function.contract
         if function.oracle:
             note = f"{note} (oracle: `{function.oracle}`)" if note else f"oracle: `{function.oracle}`"
         lines.append(f"| `{function.name}` | {function.status} | {spark} | {note} |")
