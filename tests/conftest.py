@@ -34,6 +34,9 @@ from jobs.project import PROJECT_ROOT
 from jobs.running.runner import DaggerRun, build_dagger
 from jobs.tools.protoc import compile_descriptor_set
 
+# Helpers holding asserts that once sat in test modules: pytest explains their failures as it does a test's.
+pytest.register_assert_rewrite("tests.secrets_planted", "tests.spec_documents")
+
 pytest_plugins = [
     "tests.soak",  # `--soak`, the `soak` fixture and the soak report
     "tests.servers.apicurio",  # `apicurio`: Apicurio Registry's Confluent-compatible API
@@ -48,6 +51,7 @@ pytest_plugins = [
     "tests.servers.s3",  # `s3`: moto's S3 server, for s3a:// checkpoints and the Parquet lake
     "tests.servers.spark_cluster",  # `spark_cluster`: a standalone master and two one-core workers
     "tests.servers.spark_connect",  # `spark_connect`: a Spark Connect server (local master inside)
+    "tests.secrets_servers",  # servers checking the secrets tests' planted credentials (`secured_kafka`...)
     "tests.udf_sql",  # `sql`: one SELECT with Dagger's scalar functions registered
 ]
 

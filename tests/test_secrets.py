@@ -1,11 +1,11 @@
-"""Planted credentials never show where a user can see them: logs, Spark's output, errors, Dagster.
+"""Planted credentials never show where a user can see them: logs, Spark's output, Dagster.
 
-Every component that takes a credential gets a unique planted one, and each server that checks credentials
-really checks it: Kafka SASL (SCRAM-SHA-512 over SSL, on an Apache Kafka broker of this module's own),
-PostgreSQL password logins (the Postgres enrichment), InfluxDB with authentication on (the Influx sink), a
-gate in front of the Elasticsearch server that refuses requests without the planted basic-auth credentials
-(the Elasticsearch enrichment and sink), and a BigQuery service-account key whose token exchange goes to a
-local token endpoint (the BigQuery sink). Then:
+Every component that takes a credential gets a unique planted one (`tests.secrets_planted`), and each
+server that checks credentials really checks it (`tests.secrets_servers`): Kafka SASL (SCRAM-SHA-512 over
+SSL, on an Apache Kafka broker of this module's own), PostgreSQL password logins (the Postgres enrichment),
+InfluxDB with authentication on (the Influx sink), a gate in front of the Elasticsearch server that refuses
+requests without the planted basic-auth credentials (the Elasticsearch enrichment and sink), and a BigQuery
+service-account key whose token exchange goes to a local token endpoint (the BigQuery sink). Then:
 
 - a dagger run through the CLI (`tests.secrets_probe`: `dagger run` with its Python logging and Spark's log
   at DEBUG) logs in everywhere with them, is refused by PostgreSQL for a lookup with a wrong password that
@@ -15,395 +15,50 @@ local token endpoint (the BigQuery sink). Then:
 - in a Dagster deployment, a run whose resources take the credentials as EnvVars (the dagger file as
   `${VAR}`, the Elasticsearch sink's in its host's URL), a run that fails on a wrong Postgres password and a
   dagger file that does not load: the event logs, run configs and asset definitions as the GraphQL API
-  returns them, the deployment's log and its storage hold none of them;
-- exception texts: a dagger file's errors name a wrong credential key, never its value; an Elasticsearch
-  enrichment refused by the gate names the host, not the credentials in its URL;
-- client secrets in stream settings never show in query plans: they travel as data-source options, which
-  Spark redacts when their value matches `spark.redaction.regex`.
+  returns them, the deployment's log and its storage hold none of them.
+
+What a dagger raises or plans in this process (exception texts, query plans) is checked in
+tests/test_secrets_in_process.py.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import io
 import json
-import logging
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
-import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-import urllib3
 import yaml
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from dagster import DagsterRunStatus
-from psycopg import sql
 
-from jobs.model.spec import DaggerConfigError, parse_dagger
 from jobs.project import PROJECT_ROOT
-from jobs.running.runner import DaggerQueryError, build_dagger
 from jobs.tools.broker import free_port
-from tests.conftest import kafka_stream, message_class
+from tests.conftest import kafka_stream
 from tests.dagster_deployment import wait_for
-from tests.servers.kafka import ApacheKafka, BrokerSecurity, KafkaUser
-
-ORDER = "dagger.testing.Order"
-KAFKA_USER, ES_USER, INFLUX_USER = "admin", "dagger-es", f"writer_{uuid.uuid4().hex[:8]}"
-
-
-def _planted(component: str) -> str:
-    return f"planted-{component}-{uuid.uuid4().hex[:16]}"
-
-
-SECRETS = {
-    name: _planted(name)
-    for name in (
-        *("kafka", "kafka_stream_option", "postgres", "postgres_wrong"),
-        *("influx", "elasticsearch", "elasticsearch_wrong"),
-    )
-}
-ENVIRONMENT = {f"DAGGER_SECRET_{name.upper()}": value for name, value in SECRETS.items()}
-"""How the secrets reach daggers: environment variables, `${VAR}` in dagger files, EnvVars in resources."""
-NUMERIC_SECRET = 900_000_000_000_000_000 + uuid.uuid4().int % 10**17
-"""A password as YAML reads an unquoted number (18 digits: no timestamp or id in a log is that long)."""
-
-CUSTOMERS = {"c1": ("Ada", 1), "c2": ("Bob", 2)}
-"""customer_id -> (name in PostgreSQL, tier in Elasticsearch)."""
-ORDERS = [("o0", "c1", 10.0), ("o1", "c2", 11.0), ("o2", "c1", 12.0)]
-
-
-def with_credentials(url: str, user: str, password: str) -> str:
-    """`http://host:port` as `http://user:password@host:port`."""
-    scheme, rest = url.split("://", 1)
-    return f"{scheme}://{user}:{password}@{rest}"
-
-
-def _basic(user: str, password: str) -> str:
-    return base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def planted_strings(bigquery_key: BigQueryKey | None = None) -> dict[str, str]:
-    """Every planted secret, and the forms it travels in (basic auth's base64, the key's PEM lines)."""
-    planted = {f"{name} secret": value for name, value in SECRETS.items()}
-    planted["numeric secret"] = str(NUMERIC_SECRET)
-    planted["elasticsearch basic auth"] = _basic(ES_USER, SECRETS["elasticsearch"])
-    planted["elasticsearch wrong basic auth"] = _basic(ES_USER, SECRETS["elasticsearch_wrong"])
-    planted["influx basic auth"] = _basic(INFLUX_USER, SECRETS["influx"])
-    if bigquery_key is not None:
-        planted["bigquery private_key_id"] = bigquery_key.key_id
-        for number, line in enumerate(bigquery_key.pem_body_lines()):
-            planted[f"bigquery private_key line {number}"] = line
-    return planted
-
-
-def assert_nothing_planted(sources: Mapping[str, str | bytes], planted: Mapping[str, str]) -> None:
-    """No planted string in any of `sources` (what a user sees, by where they see it)."""
-    leaks = []
-    for where, text in sources.items():
-        data = text.encode() if isinstance(text, str) else text
-        for name, secret in planted.items():
-            at = data.find(secret.encode())
-            if at >= 0:
-                context = data[max(0, at - 200) : at + len(secret) + 100].decode(errors="replace")
-                leaks.append(f"{name} in {where}: ...{context}...")
-    assert not leaks, "planted credentials leaked:\n" + "\n\n".join(leaks)
-
-
-def files_under(folder: Path, label: str) -> dict[str, bytes]:
-    return {
-        f"{label}/{path.relative_to(folder)}": path.read_bytes()
-        for path in folder.rglob("*")
-        if path.is_file()
-    }
-
-
-# --------------------------------------------------------------------------------------------------------
-# Servers that check the planted credentials
-# --------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
-    """Apache Kafka requiring SASL_SSL SCRAM-SHA-512 logins; its super user's password is planted."""
-    folder = tmp_path_factory.mktemp("secured-kafka")
-    security = BrokerSecurity(folder / "security", admin=KafkaUser(KAFKA_USER, SECRETS["kafka"]))
-    with ApacheKafka(folder / "broker", security) as broker:
-        yield broker
-
-
-def _client(broker: ApacheKafka) -> dict[str, Any]:
-    return {"bootstrap.servers": broker.bootstrap_servers, **broker.client_config(), "log_level": 3}
-
-
-def payloads_of(registry, orders: list[tuple[str, str, float]]) -> list[bytes]:
-    order = message_class(registry, ORDER)
-    payloads = []
-    for index, (order_id, customer_id, amount) in enumerate(orders):
-        message = order(order_id=order_id, customer_id=customer_id, amount=amount)
-        message.created_at.FromSeconds(1_700_000_000 + index)
-        payloads.append(message.SerializeToString())
-    return payloads
-
-
-def secured_topic(broker: ApacheKafka, prefix: str, payloads: list[bytes] = ()) -> str:
-    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(_client(broker))  # kept referenced until the topic exists
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(timeout=30)
-    if payloads:
-        producer = Producer(_client(broker))
-        for payload in payloads:
-            producer.produce(topic, payload)
-        assert producer.flush(30) == 0
-    return topic
-
-
-def secured_records(broker: ApacheKafka, topic: str) -> int:
-    """How many records the topic's single partition holds (read to the end as the admin)."""
-    consumer = Consumer(
-        {**_client(broker), "group.id": f"reader-{uuid.uuid4().hex}", "enable.partition.eof": True}
-    )
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        count = 0
-        while True:
-            message = consumer.poll(30)
-            assert message is not None, f"no end of {topic} within 30s"
-            if message.error() is None:
-                count += 1
-            elif message.error().code() == KafkaError._PARTITION_EOF:
-                return count
-            else:
-                raise AssertionError(f"reading {topic}: {message.error()}")
-    finally:
-        consumer.close()
-
-
-@dataclass(frozen=True)
-class PostgresCustomers:
-    host: str
-    port: int
-    database: str
-    role: str
-    table: str
-
-    def enrichment(self, password_variable: str, **fields: Any) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "port": self.port,
-            "user": self.role,
-            "password": f"${{{password_variable}}}",
-            "database": self.database,
-            "query_pattern": f"SELECT name FROM {self.table} WHERE customer_id = %s",
-            "query_variables": ["customer_id"],
-            "output_mapping": {"customer_name": "name"},
-            "fail_on_errors": True,
-            "max_retries": 0,
-            "connect_timeout": "3s",
-            "idle_timeout": "10s",
-            **fields,
-        }
-
-
-@pytest.fixture(scope="module")
-def pg_customers(postgres) -> Iterator[PostgresCustomers]:
-    """A login role whose password is planted, allowed to read a customers table."""
-    role, table = f"secrets_{uuid.uuid4().hex[:8]}", f"customers_{uuid.uuid4().hex[:8]}"
-    with postgres.connect() as connection:
-        connection.execute(
-            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(SECRETS["postgres"])
-            )
-        )
-        connection.execute(
-            sql.SQL("CREATE TABLE {} (customer_id text, name text)").format(sql.Identifier(table))
-        )
-        for customer_id, (name, _) in CUSTOMERS.items():
-            connection.execute(
-                sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(sql.Identifier(table)), (customer_id, name)
-            )
-        connection.execute(
-            sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(table), sql.Identifier(role))
-        )
-    yield PostgresCustomers(postgres.host, postgres.port, postgres.database, role, table)
-    with postgres.connect() as connection, contextlib.suppress(psycopg.Error):
-        connection.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
-        connection.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
-
-
-@pytest.fixture(scope="module")
-def influx_database(influxdb) -> str:
-    """A database that a user with a planted password may write (InfluxDB checks it: auth is on)."""
-    database = influxdb.create_database()
-    influxdb.query(f"CREATE USER \"{INFLUX_USER}\" WITH PASSWORD '{SECRETS['influx']}'")
-    influxdb.query(f'GRANT ALL ON "{database}" TO "{INFLUX_USER}"')
-    return database
-
-
-class BasicAuthGate:
-    """An HTTP front of `target` that forwards only requests carrying the expected basic-auth credentials
-    and answers every other request 401, as a secured Elasticsearch does; it counts both."""
-
-    def __init__(self, target: str, user: str, password: str) -> None:
-        self.target = target
-        self.expected = f"Basic {_basic(user, password)}"
-        self.accepted = 0
-        self.refused = 0
-        self._lock = threading.Lock()
-        self._http = urllib3.PoolManager(retries=False)
-        gate = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                gate._handle(self)
-
-            do_POST = do_PUT = do_HEAD = do_DELETE = do_GET
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, name="es-gate", daemon=True).start()
-
-    def _handle(self, request: BaseHTTPRequestHandler) -> None:
-        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
-        allowed = request.headers.get("Authorization") == self.expected
-        with self._lock:
-            if allowed:
-                self.accepted += 1
-            else:
-                self.refused += 1
-        if allowed:
-            headers = {
-                key: value
-                for key, value in request.headers.items()
-                if key.lower() not in ("host", "authorization")
-            }
-            response = self._http.request(
-                request.command, self.target + request.path, body=body or None, headers=headers, timeout=30
-            )
-            status, answer = response.status, response.data
-        else:
-            status = 401
-            error = {"type": "security_exception", "reason": "missing or wrong authentication credentials"}
-            answer = json.dumps({"error": error, "status": 401}).encode()
-        request.send_response(status)
-        request.send_header("Content-Type", "application/json")
-        request.send_header("Content-Length", str(len(answer)))
-        request.end_headers()
-        if request.command != "HEAD":
-            request.wfile.write(answer)
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._http.clear()
-
-
-@pytest.fixture(scope="module")
-def es_customers(elasticsearch) -> str:
-    """An index of the customers' tiers, for the Elasticsearch enrichment."""
-    index = elasticsearch.unique_name("secrets-customers")
-    for customer_id, (_, tier) in CUSTOMERS.items():
-        elasticsearch.ok("PUT", f"/{index}/_doc/{customer_id}", {"tier": tier})
-    return index
-
-
-@pytest.fixture
-def es_gate(elasticsearch) -> Iterator[BasicAuthGate]:
-    gate = BasicAuthGate(elasticsearch.url, ES_USER, SECRETS["elasticsearch"])
-    yield gate
-    gate.close()
-
-
-@dataclass
-class BigQueryKey:
-    """A service-account key file (a fresh RSA key, a planted key id) whose `token_uri` is a local endpoint
-    that refuses every token request as Google does a bad signature, recording each assertion."""
-
-    path: Path
-    key_id: str
-    private_key: rsa.RSAPrivateKey
-    pem: str
-    assertions: list[str] = field(default_factory=list)
-
-    def pem_body_lines(self) -> list[str]:
-        lines = [line for line in self.pem.splitlines() if not line.startswith("-----")]
-        return [line for line in lines if len(line) >= 16]  # a short last line could match by chance
-
-    def signed_by_the_key(self, assertion: str) -> bool:
-        """The JWT names the planted key id and its signature verifies with the planted key."""
-        header, payload, signature = assertion.split(".")
-        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
-        self.private_key.public_key().verify(
-            base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)),
-            f"{header}.{payload}".encode(),
-            padding.PKCS1v15(),
-            hashes.SHA256(),
-        )
-        return decoded.get("kid") == self.key_id
-
-
-@pytest.fixture(scope="module")
-def bigquery_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BigQueryKey]:
-    private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = private_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    key = BigQueryKey(
-        tmp_path_factory.mktemp("gcp") / "service-account.json", _planted("bq-key-id"), private_key, pem
-    )
-
-    class TokenEndpoint(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            form = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-            key.assertions.extend(re.findall(r"assertion=([\w.-]+)", form))
-            answer = json.dumps(
-                {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}
-            ).encode()
-            self.send_response(400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), TokenEndpoint)
-    threading.Thread(target=server.serve_forever, name="token-endpoint", daemon=True).start()
-    key.path.write_text(
-        json.dumps(
-            {
-                "type": "service_account",
-                "project_id": "test",
-                "private_key_id": key.key_id,
-                "private_key": pem,
-                "client_email": "dagger@test.iam.gserviceaccount.com",
-                "client_id": "1",
-                "token_uri": f"http://127.0.0.1:{server.server_address[1]}/token",
-            }
-        )
-    )
-    yield key
-    server.shutdown()
-    server.server_close()
-
+from tests.secrets_planted import (
+    CUSTOMERS,
+    ENVIRONMENT,
+    ES_USER,
+    INFLUX_USER,
+    KAFKA_USER,
+    NUMERIC_SECRET,
+    ORDER,
+    ORDERS,
+    assert_nothing_planted,
+    files_under,
+    payloads_of,
+    planted_strings,
+    with_credentials,
+)
+from tests.secrets_servers import BasicAuthGate, PostgresCustomers, secured_records, secured_topic
+from tests.servers.kafka import ApacheKafka
 
 # --------------------------------------------------------------------------------------------------------
 # Daggers, and running them through the CLI
@@ -867,132 +522,3 @@ def test_dagster_runs_keep_planted_credentials_out_of_event_logs_run_configs_and
         },
         planted_strings(),
     )
-
-
-# --------------------------------------------------------------------------------------------------------
-# Exception texts (in this process, on the shared Spark session)
-# --------------------------------------------------------------------------------------------------------
-
-
-def test_a_dagger_file_error_names_a_credential_key_but_never_its_value(descriptor_set):
-    """YAML reads an unquoted numeric password as a number, which no credential key takes: the error names
-    the key at fault (the CLI prints it, Dagster shows it on the broken dagger's asset), never the value."""
-    secret = NUMERIC_SECRET
-    document = {
-        "name": "numeric-secrets",
-        "schema_registry": {
-            "descriptor_sets": [str(descriptor_set)],
-            "fetch_headers": {"Authorization": secret},
-        },
-        "streams": [
-            kafka_stream(
-                "127.0.0.1:9092", "orders", ORDER, "created_at", topics=["t"],
-                consumer_config={"sasl.password": [secret]},
-            )
-        ],
-        "sql": "SELECT order_id FROM orders",
-        "post_processors": {
-            "postgres": [
-                {"host": "h", "user": "u", "password": secret, "database": "d", "query_pattern": "SELECT 1",
-                 "output_mapping": {"a": "b"}}
-            ],
-            "elasticsearch": [
-                {"hosts": ["http://h:1"], "username": "u", "password": secret,
-                 "endpoint_pattern": "/i/_doc/x", "output_mapping": {"a": "$.b"}}
-            ],
-        },
-        "sinks": [
-            {"kind": "influx", "url": "http://h:1", "database": "d", "measurement": "m", "username": "u",
-             "password": secret, "token": secret},
-            {"kind": "elasticsearch", "hosts": ["http://h:1"], "index": "i", "api_key": secret},
-            {"kind": "kafka", "bootstrap_servers": "h:1", "topic": "t", "proto_message": ORDER,
-             "producer_config": {"sasl.password": [secret]}},
-        ],
-    }  # fmt: skip
-    with pytest.raises(DaggerConfigError) as raised:
-        parse_dagger(document, "numeric-secrets.yaml")
-    message = str(raised.value)
-    for key in (
-        "schema_registry.fetch_headers.Authorization",
-        "streams[0].consumer_config.sasl.password",
-        "post_processors.postgres[0].password",
-        "post_processors.elasticsearch[0].password",
-        "sinks[0].password",
-        "sinks[0].token",
-        "sinks[1].api_key",
-        "sinks[2].producer_config.sasl.password",
-    ):
-        assert f"  {key}: " in message, message  # every wrong key is named...
-    assert_nothing_planted({"the dagger file error": message}, planted_strings())  # ...none is shown
-
-
-def test_a_refused_elasticsearch_enrichment_names_its_host_without_the_credentials_in_its_url(
-    kafka, registry, make_dagger, start_dagger, es_gate, es_customers, caplog
-):
-    # The project's own loggers, as the CLI shows them. (py4j's DEBUG log, which the CLI quiets, echoes every
-    # call to the JVM, the pickled enrichment settings with their credentials among them, base64-encoded.)
-    caplog.set_level(logging.DEBUG, logger="jobs")
-    caplog.set_level(logging.DEBUG, logger="dagger")
-    topic = kafka.new_topic("secrets-es-refused")
-    kafka.produce(topic, payloads_of(registry, ORDERS[:1]))
-    spec = make_dagger(
-        streams=[kafka_stream(kafka.bootstrap_servers, "orders", ORDER, "created_at", topics=[topic])],
-        sql="SELECT order_id, customer_id FROM orders",
-        post_processors={
-            "elasticsearch": [
-                {
-                    # https://user:password@host:9200, the form Elasticsearch's own clients take
-                    "hosts": [with_credentials(es_gate.url, ES_USER, SECRETS["elasticsearch_wrong"])],
-                    "endpoint_pattern": f"/{es_customers}/_doc/%s",
-                    "endpoint_variables": ["customer_id"],
-                    "output_mapping": {"tier": "$._source.tier"},
-                    "fail_on_errors": True,
-                    "max_retries": 0,
-                }
-            ],
-            "internal": [{"output_field": "order_id", "type": "sql", "value": "order_id"}],
-        },
-        sinks=[{"kind": "log"}],
-    )
-    running = start_dagger(spec)
-    with pytest.raises(DaggerQueryError) as raised:
-        running.process_available()
-    assert f"GET {es_gate.url}/{es_customers}/_doc/c1 answered HTTP 401" in str(raised.value)
-    assert es_gate.refused >= 1 and es_gate.accepted == 0  # the wrong credentials were sent, and refused
-    assert_nothing_planted(
-        {
-            "the error": str(raised.value),
-            "the query's exception": str(running.run.query.exception()),
-            "the driver log": caplog.text,
-            "the log sink": "\n".join(running.logged),
-        },
-        planted_strings(),
-    )
-
-
-# --------------------------------------------------------------------------------------------------------
-# Query plans
-# --------------------------------------------------------------------------------------------------------
-
-
-def test_consumer_passwords_are_redacted_from_plans(kafka, make_dagger, spark, registry, kafka_connector):
-    planted = SECRETS["kafka_stream_option"]
-    topic = kafka.new_topic("secrets")
-    stream = kafka_stream(
-        kafka.bootstrap_servers,
-        "orders",
-        ORDER,
-        "created_at",
-        topics=[topic],
-        consumer_config={"sasl.password": planted, "sasl.username": "dagger"},
-    )
-    spec = make_dagger(streams=[stream], sql="SELECT order_id FROM orders", sinks=[{"kind": "log"}])
-    built = build_dagger(spark, spec, registry)
-
-    explained = io.StringIO()
-    with contextlib.redirect_stdout(explained):
-        built.result.explain(extended=True)
-    plan = built.result._jdf.queryExecution().toString()
-    source = {"python": "dagger_kafka", "spark": "KafkaSourceProvider"}[kafka_connector]
-    assert source in plan  # the source and its options are in the plan...
-    assert_nothing_planted({"the query plan": plan, "explain()": explained.getvalue()}, planted_strings())
