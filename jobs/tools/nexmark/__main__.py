@@ -68,8 +68,9 @@ def run(arguments: argparse.Namespace) -> RunSummary:
     )
     parquet = ParquetEventWriter(arguments.parquet) if arguments.parquet else None
     summary = RunSummary()
+    generator = NexmarkGenerator(config)
     started = time.monotonic()
-    for event in NexmarkGenerator(config).events():
+    for event in generator.events():
         if arguments.rate is not None:
             wait_s = (event.emit_at_ms - config.base_time_ms) / 1000 - (time.monotonic() - started)
             if wait_s > 0:
