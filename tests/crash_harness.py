@@ -14,13 +14,16 @@ the same transaction): no committed row may be hidden from read_committed reader
 aborted or killed attempt may show. The Parquet sink's output is the files of batches that have a
 `committed` marker (or were committed and then pruned: batch b's markers go once batch b + 100 is
 committed, which needs b committed first).
+
+The harness's parts: the orders and the rows they must come to (`tests.crash_orders`), the kills
+(`tests.crash_kill_plan`), and reading back what the sinks committed and where the checkpoint stands
+(`tests.crash_outputs`); here, the dagger's runs through Dagster (`CrashDagger`) and a whole crash run
+(`crash_run`, `CrashOutcome`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
-import json
 import os
 import random
 import signal
@@ -30,29 +33,39 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.dataset as ds
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from dagster import DagsterRunStatus, RunsFilter
 
 from dagger_assets.restarts import RESTART_ATTEMPT_TAG, RESTART_OF_TAG
 from jobs.model.schema_registry import SchemaRegistry
 from jobs.sinks.kafka.exactly_once import HOLD_TRANSACTIONS_ENV
-from tests.conftest import REPORT_PROPERTY, KafkaHelper, kafka_sink, message_class
+from tests.conftest import REPORT_PROPERTY, KafkaHelper, kafka_sink
+from tests.crash_kill_plan import (
+    Kill,
+    KillPlan,
+    Moment,
+    has_jvm,
+    kill_counts,
+    kill_tree,
+    process_tree,
+    signal_all,
+)
+from tests.crash_orders import ORDER, SQL, OrderFeed, OutputRow, expected_output
+from tests.crash_outputs import (
+    CheckpointState,
+    KafkaOutput,
+    LakeOutput,
+    Tally,
+    committed_end_offsets,
+    numbered_files,
+    read_kafka_output,
+    read_lake_output,
+)
 from tests.dagster_deployment import DagsterDeployment, wait_for, write_orders_dagger
 from tests.soak import SOAK_PROPERTY
-from tests.test_kafka_exactly_once import headers, marked, markers
+from tests.test_kafka_exactly_once import headers
 
 SEED_VARIABLE = "DAGGER_CRASH_SEED"
-ORDER = "dagger.testing.Order"
-START_SECONDS = 1_700_000_000  # created_at of order 0; orders are 7 s apart, so the lake gets many hours
-SQL = (
-    "SELECT order_id, upper(customer_id) AS customer_id, amount * 2 AS amount, created_at "
-    "FROM orders WHERE customer_id <> 'c3'"
-)
-
-OutputRow = tuple[str, str, float, int]
-"""order_id, customer_id, amount, created_at (epoch seconds)."""
 
 
 def crash_seed() -> int:
@@ -67,426 +80,8 @@ def crash_seed() -> int:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Input and the expected output
-# --------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Order:
-    index: int
-
-    @property
-    def order_id(self) -> str:
-        return f"o{self.index}"
-
-    @property
-    def customer_id(self) -> str:
-        return f"c{self.index % 5}"
-
-    @property
-    def amount(self) -> float:
-        return (self.index % 1000) / 4  # quarters: exact in binary, so doubling them is exact too
-
-    @property
-    def created_at(self) -> int:
-        return START_SECONDS + 7 * self.index
-
-
-def order_payloads(registry: SchemaRegistry, orders: Iterable[Order]) -> list[bytes]:
-    message_type = message_class(registry, ORDER)
-    payloads = []
-    for order in orders:
-        message = message_type(order_id=order.order_id, customer_id=order.customer_id, amount=order.amount)
-        message.created_at.FromSeconds(order.created_at)
-        payloads.append(message.SerializeToString())
-    return payloads
-
-
-def expected_output(orders: Iterable[Order]) -> Counter[OutputRow]:
-    """The dagger's SQL, computed row by row here: customer c3 filtered out, customer upper-cased, amount
-    doubled."""
-    return Counter(
-        (order.order_id, order.customer_id.upper(), order.amount * 2, order.created_at)
-        for order in orders
-        if order.customer_id != "c3"
-    )
-
-
-@dataclass(frozen=True)
-class Tally:
-    """A sink's committed output against the expected output."""
-
-    sink: str
-    kills: str
-    """What the sink went through, e.g. `20 kills (3 mid-batch, 2 in recovery, 9 with workers)`."""
-    missing: int
-    duplicated: int
-    unexpected: int
-    rows: int
-
-    @classmethod
-    def of(cls, sink: str, kills: str, expected: Counter[OutputRow], actual: list[OutputRow]) -> Tally:
-        seen = Counter(actual)
-        return cls(
-            sink=sink,
-            kills=kills,
-            missing=sum(1 for row in expected if row not in seen),
-            duplicated=sum(count - 1 for row, count in seen.items() if row in expected and count > 1),
-            unexpected=sum(count for row, count in seen.items() if row not in expected),
-            rows=len(actual),
-        )
-
-    @property
-    def exact(self) -> bool:
-        return self.missing == self.duplicated == self.unexpected == 0
-
-    def line(self) -> str:
-        extra = f", {self.unexpected} unexpected" if self.unexpected else ""
-        return (
-            f"{self.sink}: {self.kills}, {self.missing} missing, {self.duplicated} duplicated"
-            f"{extra} ({self.rows} committed rows)"
-        )
-
-
-# --------------------------------------------------------------------------------------------------------
-# Reading what the sinks committed
-# --------------------------------------------------------------------------------------------------------
-
-
-def kill_counts(kills: Iterable[Kill]) -> dict[str, int]:
-    """How many kills fell at each kind of moment a `KillPlan` asks for, named as the reports name them."""
-    kills = list(kills)
-    return {
-        "mid-batch": sum(kill.rows_at_broker for kill in kills),
-        "in recovery": sum(kill.in_recovery for kill in kills),
-        "with workers": sum(kill.whole_tree for kill in kills),
-    }
-
-
-def sink_tallies(
-    kills: Iterable[Kill],
-    expected: Counter[OutputRow],
-    kafka_rows: list[OutputRow],
-    lake_rows: list[OutputRow],
-) -> list[Tally]:
-    """The Kafka sink's (read_committed) and the lake's tallies, labelled with the kills they went through."""
-    kills = list(kills)
-    counts = kill_counts(kills)
-    summary = f"{len(kills)} kills ({', '.join(f'{count} {name}' for name, count in counts.items())})"
-    return [
-        Tally.of("kafka sink (exactly_once), read_committed", summary, expected, kafka_rows),
-        Tally.of("parquet sink", summary, expected, lake_rows),
-    ]
-
-
-@dataclass(frozen=True)
-class KafkaOutput:
-    committed: list[OutputRow]
-    """The rows a read_committed consumer sees."""
-    attempts: int
-    """Attempts that wrote rows."""
-    cut_short: int
-    """Attempts whose rows are there but whose marker is not: aborted or killed transactions."""
-    incomplete_markers: list[str]
-    """Markers whose attempt has fewer or more rows than the marker counts (a loss, or a bug)."""
-    markers: list[dict]
-    """The markers, in the order the marker topic holds them."""
-    hidden: int
-    """Rows of attempts with a marker that read_committed consumers do not see (must be 0)."""
-    uncommitted_visible: int
-    """Rows of attempts without a marker that read_committed consumers see (must be 0)."""
-
-    def where_missing(self, missing: Iterable[OutputRow], lake: LakeOutput) -> list[str]:
-        """For rows the Kafka sink lacks: the lake file that holds each, and the Kafka markers of that
-        batch, so that a failure tells a skipped task from a short one."""
-        by_file = Counter(lake.files.get(row, "no lake file") for row in missing)
-        lines = []
-        for name, count in sorted(by_file.items()):
-            batch = lake_batch_id(name) if name.startswith("part-b") else None
-            batch_markers = [
-                f"p{marker['partition']} {marker['records']} rows (attempt {marker['attempt'][:8]})"
-                for marker in self.markers
-                if marker["batch"] == batch
-            ]
-            lines.append(
-                f"{count} missing in lake file {name}; kafka markers of that batch: "
-                f"{', '.join(batch_markers) or 'none'}"
-            )
-        return lines
-
-
-def read_kafka_output(kafka: KafkaHelper, registry: SchemaRegistry, topic: str) -> KafkaOutput:
-    """The sink's topic as a read_committed consumer sees it, and everything written to it (aborted and
-    killed transactions included) read_uncommitted, compared through the sink's markers."""
-    visible = kafka.read_all(topic, isolation_level="read_committed")
-    everything = kafka.read_all(topic)
-    marker_list = markers(kafka, topic)
-    decode = message_class(registry, ORDER).FromString
-    committed = []
-    for record in visible:
-        order = decode(record.value())
-        committed.append((order.order_id, order.customer_id, order.amount, order.created_at.seconds))
-    rows_per_attempt = Counter(headers(record)["dagger.attempt"] for record in everything)
-    visible_per_attempt = Counter(headers(record)["dagger.attempt"] for record in visible)
-    marked_attempts = {marker["attempt"] for marker in marker_list}
-    incomplete = [
-        f"batch {marker['batch']} partition {marker['partition']}: marker counts {marker['records']}, "
-        f"{rows_per_attempt[marker['attempt']]} rows carry its attempt"
-        for marker in marker_list
-        if rows_per_attempt[marker["attempt"]] != marker["records"]
-    ]
-    return KafkaOutput(
-        committed=committed,
-        attempts=len(rows_per_attempt),
-        cut_short=len(rows_per_attempt.keys() - marked_attempts),
-        incomplete_markers=incomplete,
-        markers=marker_list,
-        hidden=len(marked(everything, marker_list)) - len(marked(visible, marker_list)),
-        uncommitted_visible=sum(
-            count for attempt, count in visible_per_attempt.items() if attempt not in marked_attempts
-        ),
-    )
-
-
-@dataclass(frozen=True)
-class LakeOutput:
-    committed: list[OutputRow]
-    uncommitted_files: int
-    """Visible files of batches without a committed marker (a crashed batch not yet replayed)."""
-    files: dict[OutputRow, str] = field(default_factory=dict)
-    """The committed file each row is in (its name tells the batch and the task)."""
-
-
-def lake_batch_id(path: str) -> int:
-    """The batch id in a lake file's name: `part-b0000000042-t00001.parquet` -> 42."""
-    name = Path(path).name
-    return int(name.removeprefix("part-b").split("-", 1)[0])
-
-
-def numbered_files(folder: Path) -> set[int]:
-    """The batch ids named by the files of a marker or checkpoint folder (`42`, not `.42.crc`)."""
-    return {int(path.name) for path in folder.iterdir() if path.name.isdigit()} if folder.is_dir() else set()
-
-
-def read_lake_output(lake: Path) -> LakeOutput:
-    started = numbered_files(lake / "_dagger" / "started")
-    committed = numbered_files(lake / "_dagger" / "committed")
-    latest = max(committed, default=-1)
-
-    def is_committed(batch: int) -> bool:
-        # A batch older than the newest committed one whose markers are gone was pruned after its commit.
-        return batch in committed or (batch < latest and batch not in started)
-
-    rows: list[OutputRow] = []
-    files: dict[OutputRow, str] = {}
-    uncommitted = 0
-    dataset = ds.dataset(lake, format="parquet", partitioning="hive")  # skips `_` and `.` entries
-    for fragment in dataset.get_fragments():
-        if not is_committed(lake_batch_id(fragment.path)):
-            uncommitted += 1
-            continue
-        table = fragment.to_table(columns=["order_id", "customer_id", "amount", "created_at"])
-        epoch_seconds = table["created_at"].cast(pa.timestamp("s")).cast(pa.int64())
-        fragment_rows = list(
-            zip(
-                table["order_id"].to_pylist(),
-                table["customer_id"].to_pylist(),
-                table["amount"].to_pylist(),
-                epoch_seconds.to_pylist(),
-                strict=True,
-            )
-        )
-        rows += fragment_rows
-        files.update(dict.fromkeys(fragment_rows, Path(fragment.path).name))
-    return LakeOutput(committed=rows, uncommitted_files=uncommitted, files=files)
-
-
-# --------------------------------------------------------------------------------------------------------
-# The checkpoint: where the query is
-# --------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckpointState:
-    planned: int
-    """Latest batch whose offsets are logged (-1: none)."""
-    committed: int
-    """Latest batch the checkpoint recorded as done (-1: none)."""
-
-    @property
-    def mid_batch(self) -> bool:
-        return self.planned > self.committed
-
-    @classmethod
-    def read(cls, checkpoint: Path) -> CheckpointState:
-        planned, committed = numbered_files(checkpoint / "offsets"), numbered_files(checkpoint / "commits")
-        return cls(max(planned, default=-1), max(committed, default=-1))
-
-
-def committed_end_offsets(checkpoint: Path) -> int:
-    """Records the query has read to the end of its latest committed batch (all partitions)."""
-    state = CheckpointState.read(checkpoint)
-    if state.committed < 0:
-        return 0
-    lines = (checkpoint / "offsets" / str(state.committed)).read_text().splitlines()
-    source_offsets = json.loads(lines[2])  # version, batch metadata, then the one source's offsets
-    return sum(offset for partitions in source_offsets.values() for offset in partitions.values())
-
-
-# --------------------------------------------------------------------------------------------------------
-# The input, produced up front and while the dagger runs
-# --------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class OrderFeed:
-    """Produces orders o0, o1, ... to a two-partition topic (order i to partition i % 2)."""
-
-    kafka: KafkaHelper
-    registry: SchemaRegistry
-    topic: str
-    produced: int = 0
-
-    @property
-    def orders(self) -> list[Order]:
-        return [Order(index) for index in range(self.produced)]
-
-    def produce(self, count: int) -> None:
-        start = self.produced
-        self.kafka.produce(
-            self.topic,
-            order_payloads(self.registry, (Order(index) for index in range(start, start + count))),
-            partition=lambda offset: (start + offset) % 2,
-        )
-        self.produced += count
-
-
-# --------------------------------------------------------------------------------------------------------
 # Runs, kills and restarts through Dagster
 # --------------------------------------------------------------------------------------------------------
-
-
-def process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants (Linux `/proc`): the run worker, its Spark JVM and the JVM's Python
-    workers."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # ended meanwhile
-            parent = int(stat.rsplit(")", 1)[1].split()[1])  # the name, in parentheses, may hold spaces
-            children.setdefault(parent, []).append(int(entry.name))
-    tree, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        tree.append(current)
-        pending += children.get(current, [])
-    return tree
-
-
-def has_jvm(pid: int) -> bool:
-    """Whether a Java process (the Spark driver's JVM) runs under `pid`."""
-    for process in process_tree(pid):
-        with contextlib.suppress(OSError):
-            if Path(f"/proc/{process}/comm").read_text().strip() == "java":
-                return True
-    return False
-
-
-def signal_all(processes: Iterable[int], signal_number: int) -> None:
-    for process in processes:
-        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
-            os.kill(process, signal_number)
-
-
-def kill_tree(pid: int, stopped: Iterable[int] = ()) -> None:
-    """SIGKILLs `pid` and every descendant (`stopped`: those already stopped). All are stopped first, so
-    none can fork a child that would escape, or notice the others die and wind down."""
-    frozen = set(stopped)
-    while new := [process for process in process_tree(pid) if process not in frozen]:
-        signal_all(new, signal.SIGSTOP)
-        frozen.update(new)
-    signal_all(frozen, signal.SIGKILL)
-
-
-class Moment(enum.Enum):
-    """What a kill's moment is drawn relative to:
-
-    * a random delay after the run's progress (any moment: planning, writing, between batches);
-    * a random delay after a batch started (while it computes and writes);
-    * the instant the batch's first rows show in the Kafka sink's topic (before the transaction that
-      holds them commits, mostly);
-    * a random delay after a restarted run's worker started, before the run's first commit (while it
-      starts Spark, fences the transactions a killed run left open and replays the batch it planned)."""
-
-    AFTER_PROGRESS = "after progress"
-    INTO_BATCH = "into a batch"
-    AT_KAFKA_ROWS = "after a batch's first Kafka rows"
-    IN_RECOVERY = "in recovery"
-
-
-@dataclass(frozen=True)
-class KillPlan:
-    """How many kills, and the least number that must land at each kind of moment."""
-
-    kills: int
-    at_kafka_rows: int
-    in_recovery: int
-    with_workers: int
-
-    def next_moment(self, rng: random.Random, kills: list[Kill], restarted: bool) -> Moment:
-        """A moment drawn from the RNG, unless the kills left are only just enough for the minimums that
-        kills so far have not met (then one of those)."""
-        unmet = {
-            Moment.AT_KAFKA_ROWS: self.at_kafka_rows - sum(kill.rows_at_broker for kill in kills),
-            Moment.IN_RECOVERY: self.in_recovery - sum(kill.in_recovery for kill in kills),
-        }
-        owed = [moment for moment, count in unmet.items() if count > 0]
-        # The first run has nothing to recover: what is owed in recovery waits for a later kill, but
-        # counts towards the kills left being just enough.
-        drawable = [moment for moment in owed if restarted or moment is not Moment.IN_RECOVERY]
-        if drawable and sum(unmet[moment] for moment in owed) >= self.kills - len(kills):
-            return rng.choice(drawable)
-        return rng.choice([moment for moment in Moment if restarted or moment is not Moment.IN_RECOVERY])
-
-    def takes_workers(self, rng: random.Random, kills: list[Kill], moment: Moment) -> bool:
-        """Whether the JVM and Python workers die too: always with rows in a transaction (the JVM left alive
-        would finish it), when the minimum is owed, else at random."""
-        owed = self.with_workers - sum(kill.whole_tree for kill in kills)
-        return moment is Moment.AT_KAFKA_ROWS or owed >= self.kills - len(kills) or rng.random() < 0.5
-
-
-@dataclass(frozen=True)
-class Kill:
-    run_id: str
-    pid: int
-    moment: Moment
-    delay_s: float
-    whole_tree: bool
-    """The JVM and its Python workers were killed with the run worker, in the same instant (as when the
-    driver's machine dies); otherwise only the run worker was, and the JVM shut down on noticing."""
-    at: CheckpointState
-    parquet_mid_write: bool
-    """The lake had a batch started and not committed when the driver died."""
-    rows_at_broker: bool
-    """A micro-batch was in flight and some of its rows were already at the broker."""
-    in_recovery: bool
-    """A restarted run was killed before its first commit."""
-
-    def line(self) -> str:
-        who = "run worker, JVM and Python workers" if self.whole_tree else "run worker"
-        where = "in flight" if self.at.mid_batch else "done"
-        notes = [
-            *(["rows at the broker"] if self.rows_at_broker else []),
-            *(["in recovery"] if self.in_recovery else []),
-            *(["lake batch half-written"] if self.parquet_mid_write else []),
-        ]
-        return (
-            f"{who} (pid {self.pid}) {self.delay_s:.2f}s {self.moment.value}; batch {self.at.planned} {where}"
-            + "".join(f", {note}" for note in notes)
-        )
 
 
 class OutputWatch:
@@ -767,6 +362,22 @@ ORDERS_PER_RUN = 150  # produced while each run starts, so that every run has ne
 TAIL_ORDERS = 300  # produced for the last run, which drains everything
 MAX_RECORDS_PER_BATCH = 100  # small batches, run back to back: most moments fall inside one
 MAX_KILL_DELAY_S = 4.0  # after the run's progress (a third of it after a batch starts); batches take ~1.5 s
+
+
+def sink_tallies(
+    kills: Iterable[Kill],
+    expected: Counter[OutputRow],
+    kafka_rows: list[OutputRow],
+    lake_rows: list[OutputRow],
+) -> list[Tally]:
+    """The Kafka sink's (read_committed) and the lake's tallies, labelled with the kills they went through."""
+    kills = list(kills)
+    counts = kill_counts(kills)
+    summary = f"{len(kills)} kills ({', '.join(f'{count} {name}' for name, count in counts.items())})"
+    return [
+        Tally.of("kafka sink (exactly_once), read_committed", summary, expected, kafka_rows),
+        Tally.of("parquet sink", summary, expected, lake_rows),
+    ]
 
 
 @dataclass(frozen=True)

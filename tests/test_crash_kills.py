@@ -20,21 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from tests.crash_harness import (
-    START_SECONDS,
-    CheckpointState,
-    Kill,
-    KillPlan,
-    Moment,
-    Order,
-    Tally,
-    crash_run,
-    expected_output,
-    holding_transactions,
-    order_payloads,
-    read_kafka_output,
-    read_lake_output,
-)
+from tests.crash_harness import crash_run, holding_transactions
+from tests.crash_kill_plan import Kill, KillPlan, Moment
+from tests.crash_orders import START_SECONDS, Order, expected_output, order_payloads
+from tests.crash_outputs import CheckpointState, Tally, read_kafka_output, read_lake_output
 
 
 @pytest.fixture

@@ -22,14 +22,8 @@ from dagger_assets.submit import DRIVER_SCRIPT
 from resources import default_resources
 from resources.spark import SparkLaunch, SparkResource
 from tests.conftest import kafka_sink, order_payloads
-from tests.crash_harness import (
-    ORDER,
-    SQL,
-    START_SECONDS,
-    CheckpointState,
-    read_kafka_output,
-    read_lake_output,
-)
+from tests.crash_orders import ORDER, SQL, START_SECONDS
+from tests.crash_outputs import CheckpointState, read_kafka_output, read_lake_output
 from tests.dagster_deployment import wait_for, write_orders_dagger
 
 pytestmark = pytest.mark.cluster

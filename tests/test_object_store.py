@@ -27,7 +27,8 @@ from pyspark.sql import SparkSession
 from jobs.engine.object_store import S3A_CONNECTOR, arrow_filesystem, connector_conf, connector_jars
 from jobs.project import PROJECT_ROOT
 from tests.conftest import REPORT_PROPERTY
-from tests.crash_harness import Tally, kill_tree
+from tests.crash_kill_plan import kill_tree
+from tests.crash_outputs import Tally
 from tests.servers.s3 import S3Server
 from tests.test_parquet_stream import logged, parquet_stream
 

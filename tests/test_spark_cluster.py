@@ -39,19 +39,10 @@ from tests.conftest import (
     message_class,
     order_payloads,
 )
-from tests.crash_harness import (
-    ORDER,
-    SQL,
-    UPFRONT_ORDERS,
-    KillPlan,
-    OrderFeed,
-    Tally,
-    crash_run,
-    expected_output,
-    kill_tree,
-    read_kafka_output,
-    read_lake_output,
-)
+from tests.crash_harness import UPFRONT_ORDERS, crash_run
+from tests.crash_kill_plan import KillPlan, kill_tree
+from tests.crash_orders import ORDER, SQL, OrderFeed, expected_output
+from tests.crash_outputs import Tally, read_kafka_output, read_lake_output
 from tests.dagster_deployment import DagsterDeployment
 from tests.servers.kafka import ApacheKafka
 from tests.servers.spark_cluster import SparkCluster
