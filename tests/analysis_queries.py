@@ -202,13 +202,3 @@ def _first_of_each_name(ctes: list[tuple[str, Query]]) -> tuple[tuple[str, Query
 def queries_over(tables: ProjectTables, other_names: Iterable[str]) -> st.SearchStrategy[str]:
     """The SQL of `query_trees`, selecting whole rows."""
     return query_trees(tables, other_names).map(lambda query: query.sql(whole_rows=True))
-
-
-def queries_over_both_projects() -> st.SearchStrategy[str]:
-    """Queries `shop` runs over its own names and `rival`'s."""
-    return queries_over(SHOP, RIVAL_NAMES)
-
-
-def queries_of_shop() -> st.SearchStrategy[str]:
-    """Queries `shop` runs over its own tables only, selecting whole rows."""
-    return query_trees(SHOP, (), own_names_only=True).map(lambda query: query.sql(whole_rows=True))

@@ -7,19 +7,17 @@ engine on Spark, where a place sqlglot and Spark read SQL differently would show
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings
 
 from jobs.analysis.engine import AnalysisEngine, AnalysisError
+from jobs.analysis.isolation import TableRef
 from jobs.analysis.project import load_projects
 from tests.analysis_lakes import is_rivals, plant_wide
-from tests.analysis_queries import queries_of_shop, queries_over_both_projects
-from tests.test_analysis_isolation import ESCAPES, LEGITIMATE
+from tests.analysis_queries import RIVAL_NAMES, SHOP, Query, query_trees
+from tests.test_analysis_isolation import ESCAPES, KINDS, LEGITIMATE, SHOP_TABLES
 
-GENERATED = 50
-ACCEPTED_AT_LEAST = 0.25
-"""Of the generated queries, the share that must be accepted and run: a test whose queries were all
-refused would prove nothing about what the accepted ones return."""
+GENERATED = 25
+"""Queries drawn, afresh each run, by each of the two generated tests."""
 
 
 @pytest.fixture(scope="module")
@@ -55,27 +53,45 @@ def test_the_planted_rival_rows_are_seen_by_rival_and_never_by_shop(engine) -> N
     assert rival.num_rows == 1 and len(marked) == rival.num_columns - 2  # all but the two `hr` columns
 
 
-def test_accepted_generated_queries_over_both_projects_names_never_return_a_rival_value(engine) -> None:
-    outcomes = {"ran": 0, "refused": 0, "failed on Spark": 0}
+def test_a_query_spark_once_failed_inside_ends_as_its_rows_or_its_reason(engine) -> None:
+    try:
+        values = result_values(engine, SPARK_INTERNAL_ERROR_ONCE)
+    except AnalysisError as error:
+        assert not str(error).startswith("query refused: "), error  # it reads only shop's tables
+    else:
+        assert not is_rivals(values)
 
-    # Derandomized: how many of the generated queries are the project's own is the generator's doing, and a
-    # suite run once drew 9 in 51 (the rest refused, rightly), under the quarter this test asks to run.
-    @settings(
-        max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+
+def reads_only_shops_tables(query: Query) -> bool:
+    """Whether Spark would read only `shop`'s tables, by the strategy's own model of its scoping."""
+    return all(
+        qualifier in KINDS and TableRef(KINDS[qualifier], name) in SHOP_TABLES
+        for qualifier, name in query.reads(frozenset())
     )
-    @given(st.one_of(queries_over_both_projects(), queries_of_shop()))
-    @example(SPARK_INTERNAL_ERROR_ONCE)
-    def check(sql: str) -> None:
-        try:
-            values = result_values(engine, sql)
-        except AnalysisError as error:
-            outcomes["refused" if str(error).startswith("query refused: ") else "failed on Spark"] += 1
-            return
-        outcomes["ran"] += 1
-        assert not is_rivals(values), sql
 
-    check()
-    assert outcomes["ran"] >= ACCEPTED_AT_LEAST * sum(outcomes.values()), outcomes
+
+def check_generated(engine: AnalysisEngine, query: Query) -> None:
+    """A query the model says reads only `shop`'s tables runs, and returns no value of `rival`; any other
+    is refused by the checker. An error of Spark's fails either way."""
+    sql = query.sql(whole_rows=True)
+    if reads_only_shops_tables(query):
+        assert not is_rivals(result_values(engine, sql)), sql
+    else:
+        with pytest.raises(AnalysisError, match=r"^query refused: "):
+            result_values(engine, sql)
+
+
+@settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
+@given(query_trees(SHOP, (), own_names_only=True))
+def test_generated_queries_of_shops_own_tables_run_and_return_only_its_rows(engine, query: Query) -> None:
+    assert reads_only_shops_tables(query)
+    check_generated(engine, query)
+
+
+@settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
+@given(query_trees(SHOP, RIVAL_NAMES))
+def test_generated_queries_over_both_projects_names_run_clean_or_are_refused(engine, query: Query) -> None:
+    check_generated(engine, query)
 
 
 @pytest.mark.parametrize(("sql", "named"), ESCAPES, ids=[sql[:60] or "empty" for sql, _ in ESCAPES])
