@@ -38,6 +38,7 @@ from jobs.sinks.kafka.exactly_once import (
     TransactionalPartitionWriter,
     ensure_marker_topic,
     sink_identity,
+    transaction_hold_flag,
     transactional_id,
 )
 from jobs.sinks.kafka.producers import RecordEncoding
@@ -486,3 +487,30 @@ def test_settings_that_would_break_exactly_once_are_rejected_naming_the_key(
             sql=SQL,
             sinks=[kafka_sink(kafka.bootstrap_servers, "out", ORDER, **fields)],
         )
+
+
+def test_the_crash_tests_fault_injection_is_off_unless_their_setting_is_on_and_a_run_with_it_says_so(
+    monkeypatch, caplog, tmp_path
+):
+    """Read once, on the driver: the tasks (Python and JVM) get the flag's path from the writer, never from
+    their own environment (tests/test_crash_kills.py proves that the tasks given one hold their
+    transactions open)."""
+    caplog.set_level(logging.WARNING, logger="jobs.sinks.kafka.exactly_once")
+    sink = KafkaSink(
+        kind="kafka",
+        bootstrap_servers="127.0.0.1:9",
+        topic="held",
+        proto_message=ORDER,
+        delivery="exactly_once",
+    )
+    monkeypatch.delenv(kafka_sink_module.HOLD_TRANSACTIONS_ENV, raising=False)
+    assert transaction_hold_flag(sink) is None
+    assert caplog.records == []
+
+    flag = str(tmp_path / "hold")
+    monkeypatch.setenv(kafka_sink_module.HOLD_TRANSACTIONS_ENV, flag)
+    assert transaction_hold_flag(sink) == flag
+    [warning] = caplog.records
+    assert warning.levelno == logging.WARNING
+    assert warning.getMessage().startswith("FAULT INJECTION: kafka sink topic 'held' holds each batch's")
+    assert flag in warning.getMessage()

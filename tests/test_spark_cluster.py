@@ -39,13 +39,14 @@ from tests.conftest import (
     message_class,
     order_payloads,
 )
-from tests.crash_harness import UPFRONT_ORDERS, crash_run
+from tests.crash_harness import UPFRONT_ORDERS, crash_run, holding_transactions
 from tests.crash_kill_plan import KillPlan, kill_tree
 from tests.crash_orders import ORDER, SQL, OrderFeed, expected_output
 from tests.crash_outputs import Tally, read_kafka_output, read_lake_output
 from tests.dagster_deployment import DagsterDeployment
 from tests.servers.kafka import ApacheKafka
 from tests.servers.spark_cluster import SparkCluster
+from tests.test_crash_kills import ONE_KILL_PLAN
 from tests.test_dagster_spark_submit import submitting_environment, terminate_then_restart
 from tests.test_example_dagger import expected_summary_rows, summary_rows
 
@@ -453,18 +454,24 @@ def test_a_run_submitted_to_the_cluster_stops_on_terminate_and_the_next_resumes_
 # --------------------------------------------------------------------------------------------------------
 
 
-# `make soak` only, five kills: the crash harness's claim (a SIGKILLed driver restarted by Dagster loses and
-# duplicates nothing) is proven in `make test` locally, through both Kafka connectors; the cluster adds
-# the executors' tasks that may be inside an open transaction when their driver dies.
+# The cluster adds to the crash harness's claim (proven locally through both Kafka connectors) the
+# executors' tasks that may be inside an open transaction when their driver dies: `make test` makes the one
+# kill that cuts an open transaction by construction, `make soak` five.
 CLUSTER_SOAK_PLAN = KillPlan(kills=5, at_kafka_rows=2, in_recovery=1, with_workers=2)
+
+
+@pytest.fixture
+def dagster_env(tmp_path: Path) -> dict[str, str]:
+    """The deployments here hold a batch's transactions open while the crash harness makes a kill with
+    rows at the broker (the flag file exists only then: other runs never wait)."""
+    return holding_transactions(tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.soak
-@pytest.mark.soak_only
 @pytest.mark.timeout(3600)
 def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
-    cluster, kafka, registry, descriptor_set, monkeypatch, request, record_property
+    cluster, kafka, registry, descriptor_set, monkeypatch, request, soak, record_property
 ):
     """The same harness with the driver in the Dagster run and the executors on the standalone cluster.
 
@@ -479,7 +486,7 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     # Each run is a new application: its executors fetch and unpack the packed environment (and the
     # project's jars) before the first batch, a minute or more on a busy 2-core machine.
     _, outcome = crash_run(
-        dagster, kafka, registry, descriptor_set, CLUSTER_SOAK_PLAN, where,
+        dagster, kafka, registry, descriptor_set, CLUSTER_SOAK_PLAN if soak else ONE_KILL_PLAN, where,
         upfront_orders=UPFRONT_ORDERS // 2, start_timeout_s=600,
     )  # fmt: skip
     outcome.record(record_property)

@@ -308,9 +308,7 @@ telemetry:
 """
 
 
-# A long browser flow: a partition's run replacing its output is proven above, in `make test`.
 @pytest.mark.soak
-@pytest.mark.soak_only
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_backfill_of_two_days_from_the_ui_and_one_day_again_from_the_cli(dagster, descriptor_set, tmp_path):

@@ -62,8 +62,9 @@ was aborted or cut short and its batch written again by a new attempt.
 Fault injection for the crash tests: with `$DAGGER_TEST_HOLD_TRANSACTIONS_WHILE` naming a file that
 holds a batch id, an attempt of that batch or a later one whose rows are all acknowledged waits while the
 file exists (up to a minute) before its marker and commit, so that a driver killed then cuts an open
-transaction by construction. Unset, as everywhere but in those tests, nothing waits. The JVM's writer
-honours it too.
+transaction by construction. The variable is read once, on the driver, as the sink's writer is made, which
+logs a warning that it is on; the writer carries the flag's path to its tasks (the JVM's writer too), so no
+task of a run without it ever looks for a flag.
 """
 
 from __future__ import annotations
@@ -355,6 +356,21 @@ class MarkerLog:
         )
 
 
+def transaction_hold_flag(sink: KafkaSink) -> str | None:
+    """The crash tests' flag file (the module's docstring says what it does), or None: unset everywhere but
+    in those tests. Read on the driver, once per writer; a run that has it says so, loudly."""
+    flag = os.environ.get(HOLD_TRANSACTIONS_ENV) or None
+    if flag is not None:
+        log.warning(
+            "FAULT INJECTION: kafka sink topic %r holds each batch's transactions open while %s names the "
+            "batch ($%s is set: it is for the crash tests, never for a real run)",
+            sink.topic,
+            flag,
+            HOLD_TRANSACTIONS_ENV,
+        )
+    return flag
+
+
 @dataclass(frozen=True)
 class TransactionalPartitionWriter:
     """Executor side: one partition of a micro-batch, its rows and its marker in one transaction."""
@@ -367,6 +383,8 @@ class TransactionalPartitionWriter:
     """Partitions of this batch whose marker the driver saw committed: skipped."""
     marker_positions: dict[int, int]
     """Where the driver stopped reading each marker partition: earlier markers are all known to it."""
+    hold_flag: str | None = None
+    """The crash tests' flag file (`transaction_hold_flag`), or None."""
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> int:
         task = TaskContext.get()
@@ -391,7 +409,8 @@ class TransactionalPartitionWriter:
                 if failures:
                     break
             self._flush(producer, failures)  # every row acknowledged before the marker is produced
-            hold_while_flagged(self.batch_id)
+            if self.hold_flag is not None:
+                hold_while_flagged(self.hold_flag, self.batch_id)
             marker = {
                 "sink": self.sink_id,
                 "batch": self.batch_id,
@@ -530,12 +549,11 @@ class TransactionalPartitionWriter:
         )
 
 
-def hold_while_flagged(batch_id: int) -> None:
+def hold_while_flagged(flag: str, batch_id: int) -> None:
     """The crash tests' fault injection (see the module's docstring): waits while the flag file exists and
     names this batch or an earlier one."""
-    flag = os.environ.get(HOLD_TRANSACTIONS_ENV)
     deadline = time.monotonic() + _HOLD_LIMIT_S
-    while flag and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         try:
             with open(flag) as held:
                 if batch_id < int(held.read()):

@@ -62,6 +62,7 @@ class ConnectorRecords:
         columns: StructType,
         name: str,
         encoding: RecordEncoding,
+        hold_flag: str | None = None,
     ) -> None:
         self.sink = sink
         self._encoding = encoding
@@ -75,7 +76,7 @@ class ConnectorRecords:
         if sink.delivery == "exactly_once":
             jvm = spark._jvm  # type: ignore[attr-defined]
             self._transactional_writer = jvm.dagger.jobs.sinks.kafka.ExactlyOnceKafkaWriter(
-                sink.topic, sink.resolved_marker_topic, producer_settings
+                sink.topic, sink.resolved_marker_topic, producer_settings, hold_flag
             )
         self._functions: dict[str, str] = {}
         if sink.format == "protobuf":

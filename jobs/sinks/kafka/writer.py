@@ -48,6 +48,7 @@ from jobs.sinks.kafka.exactly_once import (
     fence_transactions,
     in_replayable_tasks,
     sink_identity,
+    transaction_hold_flag,
     transaction_tasks,
 )
 from jobs.sinks.kafka.producers import (
@@ -79,6 +80,7 @@ class KafkaSinkWriter:
         if sink.key_proto_message:
             key_message = context.schema_registry().message(sink.key_proto_message)
             self._key_fields = frozenset(field.name for field in key_message.fields)
+        self._hold_flag = transaction_hold_flag(sink) if sink.delivery == "exactly_once" else None
         self.connector_records: ConnectorRecords | None = None
         """With `connector: spark`: the rows as Spark's connector writes them (see `spark_connector`)."""
         if sink.connector == "spark":
@@ -87,7 +89,7 @@ class KafkaSinkWriter:
             name = f"dagger_encode_{context.index}"
             registry = context.schema_registry()
             self.connector_records = ConnectorRecords(
-                sink, registry, context.session, context.result_schema, name, self._encoding
+                sink, registry, context.session, context.result_schema, name, self._encoding, self._hold_flag
             )
 
     @property
@@ -166,7 +168,7 @@ class KafkaSinkWriter:
             rows = self.connector_records.write_transactions(tasks, batch_id, sink_id, committed, positions)
             return Written(rows=rows)
         writer = TransactionalPartitionWriter(
-            self.sink, self._encoding, batch_id, sink_id, committed, positions
+            self.sink, self._encoding, batch_id, sink_id, committed, positions, self._hold_flag
         )
         rows = self._python_writer_rows(batch)
         key_columns = [name for name in rows.columns if name in self._key_fields] or rows.columns

@@ -61,16 +61,15 @@ import org.slf4j.LoggerFactory;
  * <p>Producers are kept per executor JVM and transactional id, a few at a time; a task takes its
  * producer out while it writes, so concurrent tasks never share one.
  *
- * <p>The crash tests' fault injection is the Python writer's: with {@code
- * $DAGGER_TEST_HOLD_TRANSACTIONS_WHILE} naming a file that holds a batch id, a task of that batch or a
- * later one whose rows are all acknowledged waits while the file exists (up to a minute) before its marker
- * and commit.
+ * <p>The crash tests' fault injection is the Python writer's: given a flag file (the driver reads {@code
+ * $DAGGER_TEST_HOLD_TRANSACTIONS_WHILE} once, and warns that it is on), a task of the batch the file names
+ * or a later one, its rows all acknowledged, waits while the file exists (up to a minute) before its marker
+ * and commit. Without one, as in every real run, no task looks for a file.
  */
 public final class ExactlyOnceKafkaWriter implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final Logger LOG = LoggerFactory.getLogger(ExactlyOnceKafkaWriter.class);
 
-  private static final String HOLD_TRANSACTIONS_ENV = "DAGGER_TEST_HOLD_TRANSACTIONS_WHILE";
   private static final Duration HOLD_LIMIT = Duration.ofSeconds(60);
 
   private static final String ATTEMPT_HEADER = "dagger.attempt";
@@ -94,12 +93,16 @@ public final class ExactlyOnceKafkaWriter implements Serializable {
   private final String topic;
   private final String markerTopic;
   private final HashMap<String, String> producerSettings;
+  private final String holdFlag;
 
   /**
    * @param producerSettings the Java client's settings (bootstrap servers, the sink's defaults and its
    *     {@code producer_config} translated), to which the writer adds serializers and its client timeout
+   * @param holdFlag the crash tests' flag file (see the class comment), or null: in every real run
    */
-  public ExactlyOnceKafkaWriter(String topic, String markerTopic, Map<String, String> producerSettings) {
+  public ExactlyOnceKafkaWriter(
+      String topic, String markerTopic, Map<String, String> producerSettings, String holdFlag) {
+    this.holdFlag = holdFlag;
     this.topic = topic;
     this.markerTopic = markerTopic;
     this.producerSettings = new HashMap<>(producerSettings);
@@ -215,7 +218,9 @@ public final class ExactlyOnceKafkaWriter implements Serializable {
           records++;
         }
         transaction.flush(); // every row acknowledged before the marker is produced
-        holdWhileFlagged(batchId);
+        if (sink.holdFlag != null) {
+          holdWhileFlagged(sink.holdFlag, batchId);
+        }
         transaction.commit(records);
       } catch (KafkaException | IllegalStateException kafka) {
         discard(transaction.producer);
@@ -524,11 +529,10 @@ public final class ExactlyOnceKafkaWriter implements Serializable {
    * The crash tests' fault injection (see the class comment): waits while the flag file exists and names
    * this batch or an earlier one.
    */
-  private static void holdWhileFlagged(long batchId) {
-    String flag = System.getenv(HOLD_TRANSACTIONS_ENV);
+  private static void holdWhileFlagged(String flag, long batchId) {
     long deadline = System.nanoTime() + HOLD_LIMIT.toNanos();
     try {
-      while (flag != null && !flag.isEmpty() && System.nanoTime() < deadline) {
+      while (System.nanoTime() < deadline) {
         if (batchId < Long.parseLong(Files.readString(Path.of(flag)).trim())) {
           return;
         }
