@@ -10,9 +10,10 @@ import pyarrow as pa
 import pytest
 
 from jobs.model.schema_registry import encode_descriptor_sets
-from jobs.sources.kafka import reader as kafka_source
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import KafkaPartitionRange, KafkaStreamReader
+from jobs.sources.kafka.consumers import consumer_pool
+from jobs.sources.kafka.offsets import KafkaPartitionRange
+from jobs.sources.kafka.reader import KafkaStreamReader
 from tests.conftest import KafkaHelper, kafka_stream, order_payloads
 
 ORDER = "dagger.testing.Order"
@@ -71,6 +72,6 @@ def test_a_read_abandoned_midway_does_not_leave_its_consumer_for_the_next_task(o
 
 def reader_consumer(topic: str):
     """The idle consumer the worker keeps for partition 0 of `topic`, if any."""
-    pool = kafka_source._consumer_pool._idle
+    pool = consumer_pool._idle
     idle = [entry.consumer for (_, name, _), entry in pool.items() if name == topic]
     return idle[0] if idle else None

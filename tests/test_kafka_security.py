@@ -46,12 +46,10 @@ from dagger_assets.sensors import list_matching_topics
 from jobs.model.schema_registry import encode_descriptor_sets
 from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import (
-    KafkaPartitionRange,
-    KafkaSourceError,
-    KafkaStreamReader,
-    _PartitionReader,
-)
+from jobs.sources.kafka.consumers import KafkaSourceError
+from jobs.sources.kafka.offsets import KafkaPartitionRange
+from jobs.sources.kafka.partition_reader import PartitionReader
+from jobs.sources.kafka.reader import KafkaStreamReader
 from jobs.sources.kafka.resource import KafkaStreamResource
 from resources import SparkResource, default_resources
 from tests.conftest import KafkaHelper, RunningDagger, kafka_sink, kafka_stream, message_class, order_payloads
@@ -406,7 +404,7 @@ def test_a_wrong_password_fails_the_dead_letter_producer_at_once_naming_the_brok
     layout = KafkaStreamReader(
         stream, encode_descriptor_sets([descriptor_set.read_bytes()]), "rowtime"
     ).layout
-    partition_reader = _PartitionReader(stream, layout, KafkaPartitionRange(topic, 0, 0, 1))
+    partition_reader = PartitionReader(stream, layout, KafkaPartitionRange(topic, 0, 0, 1))
     try:
         reason = [("dagger.error", b"failed to decode")]
         partition_reader._send_to_dead_letter_topic("secure-dead-letters", [(record, reason)])

@@ -50,7 +50,8 @@ _READ_AND_WRITE_A_PARTITION = """
 import json, sys
 from jobs.sinks.kafka.producers import RecordEncoding
 from jobs.sinks.kafka.writer import KafkaPartitionWriter
-from jobs.sources.kafka.reader import KafkaPartitionRange, KafkaStreamReader
+from jobs.sources.kafka.offsets import KafkaPartitionRange
+from jobs.sources.kafka.reader import KafkaStreamReader
 from jobs.model.schema_registry import encode_descriptor_sets
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sources.kafka.config import KafkaStream

@@ -51,7 +51,9 @@ from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import KafkaSinkError, require_login
 from jobs.sinks.kafka.spark_connector import ConnectorRecords
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError, Offsets
+from jobs.sources.kafka.consumers import KafkaSourceError
+from jobs.sources.kafka.group_offsets import GroupOffsetCommitter
+from jobs.sources.kafka.offsets import Offsets
 from jobs.sources.kafka.spark_connector import starting_offsets
 from jobs.udfs import FunctionsError, register_functions
 

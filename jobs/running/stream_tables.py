@@ -36,7 +36,7 @@ from jobs.processors.transformers import apply_transformer
 from jobs.sources.config import StreamConfig
 from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import Offsets
+from jobs.sources.kafka.offsets import Offsets
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 
 log = logging.getLogger(__name__)

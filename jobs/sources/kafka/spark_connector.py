@@ -27,7 +27,8 @@ from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.engine.kafka_java_client import java_client_settings
 from jobs.sources.kafka.config import KafkaStream
-from jobs.sources.kafka.reader import KafkaStreamReader, Offsets
+from jobs.sources.kafka.offsets import Offsets
+from jobs.sources.kafka.reader import KafkaStreamReader
 from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 
 _RAW_RECORD = ("value", "key", "topic", "partition", "offset")
