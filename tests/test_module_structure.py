@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,3 +148,19 @@ def test_the_layer_check_finds_an_upward_import():
 def test_jobs_keeps_its_modules_in_packages():
     loose = sorted(path.name for path in (PROJECT_ROOT / "jobs").glob("*.py"))
     assert loose == ["__init__.py", "__main__.py", "project.py"]
+
+
+MAX_LINES = 700
+SOURCE_SUFFIXES = {".py", ".java", ".js", ".sh"}
+
+
+def test_no_source_or_test_file_is_over_700_lines():
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    lengths = {
+        name: len((PROJECT_ROOT / name).read_text(encoding="utf-8").splitlines())
+        for name in tracked
+        if Path(name).suffix in SOURCE_SUFFIXES and (PROJECT_ROOT / name).is_file()
+    }
+    assert {name: lines for name, lines in lengths.items() if lines > MAX_LINES} == {}
