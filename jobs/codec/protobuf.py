@@ -15,6 +15,7 @@ Decoding gives Arrow columns that Spark accepts as they are:
 | google.protobuf.Duration          | duration[us] / INTERVAL DAY TO SECOND           |
 | wrappers (`Int64Value`...)        | the nullable scalar                             |
 | google.protobuf.Struct/Value/ListValue | string / STRING holding JSON               |
+| oneof                             | a nullable column per member: NULL but the one set last |
 | message                           | struct / STRUCT                                 |
 | repeated T                        | list / ARRAY<T>                                 |
 | map<K, V>                         | map / MAP<K, V>                                 |
@@ -35,6 +36,7 @@ import pyarrow.compute as pc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from jobs.codec.protobuf_json import JsonColumns
+from jobs.codec.protobuf_oneofs import LastOneofMembers
 from jobs.codec.protobuf_types import (
     JSON_WELL_KNOWN_TYPES,
     TIMESTAMP,
@@ -124,6 +126,7 @@ class ProtoDecoder:
         self.schema = pa.schema(
             [pa.field(field.name, plan.target) for field, plan in zip(codec_schema, self._plans, strict=True)]
         )
+        self._oneofs = LastOneofMembers(descriptor) if LastOneofMembers.needed(descriptor) else None
 
     def decode(self, payloads: Sequence[bytes]) -> tuple[pa.RecordBatch, dict[int, str]]:
         """Decode a batch; returns the batch and {index: error} of payloads that are not valid messages.
@@ -132,6 +135,7 @@ class ProtoDecoder:
         caller decides (by its invalid-record policy) what to do with those rows.
         """
         invalid: dict[int, str] = {}
+        cleaned = payloads
         try:
             decoded = self._handler.list_to_record_batch(payloads)
         except ValueError:
@@ -143,6 +147,12 @@ class ProtoDecoder:
                 except ValueError as error:
                     invalid[index] = str(error)
                     cleaned[index] = b""
+            decoded = self._handler.list_to_record_batch(cleaned)
+        several = self._oneofs.rows_with_several(decoded) if self._oneofs is not None else []
+        if several:  # a oneof set twice on the wire: decoded again as protobuf reads them (rare)
+            cleaned = list(cleaned)
+            for index in several:
+                cleaned[index] = self._oneofs.as_protobuf_reads_it(cleaned[index])
             decoded = self._handler.list_to_record_batch(cleaned)
         return self._to_spark_ready(decoded), invalid
 

@@ -3,6 +3,7 @@ package dagger.jobs.codec;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.Descriptors.FieldDescriptor;
+import com.google.protobuf.Descriptors.OneofDescriptor;
 import com.google.protobuf.WireFormat;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -20,6 +21,9 @@ import java.util.Map;
  * read by the plan of its own type only when it is converted; several occurrences of a message field are
  * concatenated, which is protobuf's merge. A repeated field's value is a List, packed or not. A field sent
  * with another wire type than its declared one is skipped, as protobuf-java treats it (an unknown field).
+ * A oneof holds the member that came last, as protobuf-java reads it: a member clears the others read
+ * before it, and so does a member the plan does not read (a query that reads one member of a oneof sees
+ * NULL when another one was set after it).
  */
 final class WireFields {
   /**
@@ -40,6 +44,12 @@ final class WireFields {
     private final Object[] defaults;
     private final int[] slotByDenseNumber; // slot + 1; 0: not read
     private final Map<Integer, Integer> slotByNumber = new HashMap<>();
+    /** The slots of the other members of the slot's oneof, which reading it clears (most: none). */
+    private final int[][] oneofSiblings;
+    /** The members of those oneofs that the plan does not read: what each clears, when its wire type fits. */
+    private final Map<Integer, UnreadMember> unreadMembers = new HashMap<>();
+
+    private record UnreadMember(int wireType, int[] clears) {}
 
     Plan(List<FieldDescriptor> fields) {
       this.fields = fields.toArray(new FieldDescriptor[0]);
@@ -66,6 +76,27 @@ final class WireFields {
           slotByDenseNumber[this.fields[slot].getNumber()] = slot + 1;
         }
       }
+      oneofSiblings = new int[count][];
+      for (int slot = 0; slot < count; slot++) {
+        OneofDescriptor oneof = this.fields[slot].getRealContainingOneof();
+        oneofSiblings[slot] = oneof == null ? new int[0] : readMembers(oneof, this.fields[slot].getNumber());
+        if (oneof != null) {
+          for (FieldDescriptor member : oneof.getFields()) {
+            if (!slotByNumber.containsKey(member.getNumber())) {
+              unreadMembers.put(member.getNumber(), new UnreadMember(
+                  member.getLiteType().getWireType(), readMembers(oneof, member.getNumber())));
+            }
+          }
+        }
+      }
+    }
+
+    /** The slots of the members of {@code oneof} the plan reads, but field {@code except}. */
+    private int[] readMembers(OneofDescriptor oneof, int except) {
+      return oneof.getFields().stream()
+          .filter(member -> member.getNumber() != except && slotByNumber.containsKey(member.getNumber()))
+          .mapToInt(member -> slotByNumber.get(member.getNumber()))
+          .toArray();
     }
 
     /** The slot of field {@code number}, or -1 when the plan does not read it. */
@@ -89,11 +120,17 @@ final class WireFields {
           return read;
         }
         int slot = slotOf(WireFormat.getTagFieldNumber(tag));
+        int wireType = WireFormat.getTagWireType(tag);
         if (slot < 0) {
+          if (!unreadMembers.isEmpty()) {
+            UnreadMember member = unreadMembers.get(WireFormat.getTagFieldNumber(tag));
+            if (member != null && member.wireType() == wireType) {
+              read.clear(member.clears());
+            }
+          }
           in.skipField(tag);
           continue;
         }
-        int wireType = WireFormat.getTagWireType(tag);
         int declared = declaredWireTypes[slot];
         if (repeated[slot]) {
           @SuppressWarnings("unchecked")
@@ -116,6 +153,7 @@ final class WireFields {
           }
         } else if (wireType == declared) {
           Object value = value(in, slot);
+          read.clear(oneofSiblings[slot]);
           if (read.present[slot] && value instanceof ByteString more) { // a message sent twice: merged
             value = ((ByteString) read.values[slot]).concat(more);
           }
@@ -170,6 +208,14 @@ final class WireFields {
     values = new Object[defaults.length];
     present = new boolean[defaults.length];
     this.defaults = defaults;
+  }
+
+  /** Forgets the slots' values: the other members of a oneof once one is read. */
+  private void clear(int[] slots) {
+    for (int slot : slots) {
+      present[slot] = false;
+      values[slot] = null;
+    }
   }
 
   boolean has(int slot) {

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import com.google.protobuf.DescriptorProtos.FileDescriptorSet;
 import com.google.protobuf.Timestamp;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
@@ -62,5 +63,22 @@ class ProtobufRowDecoderTest {
         () -> new ProtobufRowDecoder(TIMESTAMP_SET, "google.protobuf.Nothing", secondsAndNanos()));
 
     assertEquals("no message google.protobuf.Nothing in the descriptor set", refused.getMessage());
+  }
+
+  @Test
+  void aOneofHoldsTheMemberThatCameLastOnTheWire() {
+    byte[] set = TestProtos.descriptorSet(TestProtos.ENCODER_TEST);
+    String unordered = "dagger.encoder_test.Unordered";
+    ProtobufRowDecoder both = new ProtobufRowDecoder(
+        set, unordered, new StructType().add("word", DataTypes.StringType).add("number", DataTypes.LongType));
+    ProtobufRowDecoder numberOnly =
+        new ProtobufRowDecoder(set, unordered, new StructType().add("number", DataTypes.LongType));
+    byte[] numberThenWord = {0x20, 0x05, 0x1a, 0x01, 'w'};
+    byte[] wordThenZero = {0x1a, 0x01, 'w', 0x20, 0x00};
+
+    assertEquals(RowFactory.create("w", null), both.call(numberThenWord));
+    assertEquals(RowFactory.create(null, 0L), both.call(wordThenZero));
+    assertEquals(RowFactory.create((Object) null), numberOnly.call(numberThenWord)); // cleared by `word`, unread
+    assertEquals(RowFactory.create(0L), numberOnly.call(wordThenZero));
   }
 }
