@@ -111,11 +111,18 @@ class JvmDecoder:
         return pa.RecordBatch.from_arrays(columns, schema=self.schema), invalid
 
 
+def make_decoder(
+    kind: str, request: pytest.FixtureRequest, descriptor: Descriptor
+) -> ProtoDecoder | JvmDecoder:
+    """The decoder of one kind: `native` (ptars) or `jvm` (in the test session's Spark)."""
+    if kind == "native":
+        return ProtoDecoder(descriptor)
+    return JvmDecoder(request.getfixturevalue("spark"), descriptor)
+
+
 @pytest.fixture(scope="module", params=["native", "jvm"])
 def all_types_decoder(request: pytest.FixtureRequest, registry: SchemaRegistry) -> ProtoDecoder | JvmDecoder:
-    if request.param == "native":
-        return ProtoDecoder(registry.message(ALL_TYPES))
-    return JvmDecoder(request.getfixturevalue("spark"), registry.message(ALL_TYPES))
+    return make_decoder(request.param, request, registry.message(ALL_TYPES))
 
 
 @pytest.fixture(scope="module")
@@ -168,11 +175,7 @@ def test_fields_numbered_far_apart_decode_and_unknown_numbers_between_them_are_s
     known = build(registry, "dagger.testing.FarFieldNumbers", fields).SerializeToString()
     # Unknown fields numbered 2 (inside the array), 5000 (past it) and 200000 (past the map's keys).
     unknown = bytes([0x10, 0x05]) + bytes([0xC0, 0xB8, 0x02, 0x09]) + bytes([0x80, 0xD4, 0x61, 0x0B])
-    decoder = (
-        ProtoDecoder(descriptor)
-        if codec == "native"
-        else JvmDecoder(request.getfixturevalue("spark"), descriptor)
-    )
+    decoder = make_decoder(codec, request, descriptor)
 
     decoded, invalid = decoder.decode([known, unknown + known, b""])
 

@@ -350,7 +350,6 @@ def test_type_mismatches_name_the_column_the_field_and_both_types(
 def test_unknown_nested_field_names_the_dotted_column(
     registry: SchemaRegistry, new_encoder: EncoderFactory
 ) -> None:
-    # BUG: the message names column 'point', which is not in the result; the user wrote `point.z`.
     message = encode_error(new_encoder, registry, PROJECTION, {"point.x": [1.0], "point.z": [2.0]})
 
     assert message == "column 'point.z': dagger.testing.Point has no field 'z' (fields: x, y, label)"
@@ -399,8 +398,7 @@ def test_out_of_range_integers_raise(
 def test_a_null_typed_column_leaves_the_field_unset(
     registry: SchemaRegistry, new_encoder: EncoderFactory
 ) -> None:
-    # BUG: Spark sends `SELECT NULL AS total` as an Arrow null-typed column, which the encoder rejects
-    # ("void cannot fill field ... of type int64") although every row is just an absent value.
+    # Spark sends `SELECT NULL AS total` as an Arrow null-typed column: every row is an absent value.
     messages = encode(new_encoder, registry, PROJECTION, {"id": ["a"], "total": pa.nulls(1)})
 
     assert messages == [build(registry, PROJECTION, {"id": "a"})]
