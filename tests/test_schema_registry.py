@@ -160,8 +160,8 @@ def test_bytes_that_are_not_a_descriptor_set(tmp_path: Path, payload: bytes) -> 
 
 
 def test_an_empty_file_is_not_a_descriptor_set(tmp_path: Path) -> None:
-    # BUG: zero bytes parse as an empty FileDescriptorSet, so a truncated or empty download loads as a
-    # registry without messages, and the error only comes later as "not defined; known packages: ".
+    # Zero bytes would parse as an empty FileDescriptorSet: a truncated or empty download must fail here,
+    # naming the file, not later as "not defined; known packages: ".
     path = tmp_path / "empty.pb"
     path.write_bytes(b"")
 
