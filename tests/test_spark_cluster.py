@@ -487,7 +487,7 @@ def test_sigkilled_drivers_on_a_standalone_cluster_lose_and_duplicate_nothing(
     # project's jars) before the first batch, a minute or more on a busy 2-core machine.
     _, outcome = crash_run(
         dagster, kafka, registry, descriptor_set, CLUSTER_SOAK_PLAN if soak else ONE_KILL_PLAN, where,
-        upfront_orders=UPFRONT_ORDERS // 2, start_timeout_s=600,
+        upfront_orders=UPFRONT_ORDERS // 2, start_timeout_s=600, tasks_outlive_driver=True,
     )  # fmt: skip
     outcome.record(record_property)
     outcome.assert_lost_nothing()
