@@ -107,7 +107,7 @@ def refusal(name: str) -> str | None:
 
 
 def markdown_table() -> str:
-    """The table as the docs show it (docs/hooks/flink_functions.py puts it into its page)."""
+    """The table as the docs show it (docs/hooks/generated_tables.py puts it into its page)."""
     table = function_table()
     functions = sorted(table.functions.values(), key=lambda function: function.name)
     counts = ", ".join(
