@@ -54,6 +54,7 @@ from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.reader import GroupOffsetCommitter, KafkaSourceError, Offsets
 from jobs.sources.kafka.spark_connector import starting_offsets
 from jobs.udfs import FunctionsError, register_functions
+from jobs.udfs.registration import words
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ def _planned_result(
 def _analysed_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
     """The SQL stage's result over the registered streams (a Flink query's OVER views registered first)."""
     register_over_views(spark, spec.over_views)
-    return sql_stage.analyse(spark, spec.spark_sql)
+    return sql_stage.analyse(spark, spec.prepared_sql)
 
 
 def _result_from_broker(
@@ -257,7 +258,8 @@ def _function_names(spec: DaggerSpec) -> set[str] | None:
     (register every function) when a step may call any (user code)."""
     steps = [step for stream in spec.streams for step in stream.pre_processors]
     words = [
-        *(sql_stage.named_words(sql) for sql in (spec.spark_sql, *(v.source_sql for v in spec.over_views))),
+        sql_stage.named_words(spec.prepared_sql),
+        *(words(view.source_sql) for view in spec.over_views),
         *(step.sql_words() for step in (*steps, *spec.post_processors.transformers)),
     ]
     return None if None in words else set().union(*words)

@@ -1,0 +1,92 @@
+"""The SQL stage's one tree: a dagger's query parsed once (sqlglot), rewritten in place by each pass, and
+written as Spark SQL once at the end.
+
+`DaggerSpark` reads Spark SQL with every function call as written (`exp.Anonymous`, printed back by its
+name and arguments), but the few aggregates the passes reason about (COUNT, SUM, AVG, MIN, MAX and
+ROW_NUMBER) and calls with a syntax of their own (CAST, EXTRACT, FLOOR(t TO unit)...). sqlglot's typed
+functions are built to transpile between dialects: read and written back they may change (a date format
+goes through strftime's), and a dagger's query must reach Spark meaning what it says.
+
+Parsed nodes keep where their first token stands in the user's text (`meta`): `position` and `where`
+give it, so errors name the user's line and column however the tree was rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.spark import Spark
+
+_TYPED_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "ROW_NUMBER"}
+"""The function calls parsed into sqlglot's own classes: the OVER, Top-N and typed passes read them."""
+
+
+def _aggregate_names() -> frozenset[str]:
+    """The names of Spark's aggregate (and ranking) functions, by the class sqlglot's builder makes of a
+    call with placeholder arguments: parsed as written, they are still known as aggregates."""
+    names = set()
+    for name, builder in Spark.Parser.FUNCTIONS.items():
+        for count in (1, 2, 3):
+            arguments = [exp.column(f"argument_{index}") for index in range(count)]
+            try:
+                try:
+                    built = builder(arguments)
+                except TypeError:
+                    built = builder(arguments, dialect=Spark())
+            except Exception:
+                continue
+            if isinstance(built, exp.AggFunc):
+                names.add(name)
+            break
+    return frozenset(names)
+
+
+SPARK_AGGREGATES = _aggregate_names()
+
+
+class DaggerSpark(Spark):
+    """Spark SQL with function calls kept as written (see the module doc)."""
+
+    class Parser(Spark.Parser):
+        FUNCTIONS: ClassVar[dict[str, Callable]] = {
+            name: builder for name, builder in Spark.Parser.FUNCTIONS.items() if name in _TYPED_FUNCTIONS
+        }
+
+    class Generator(Spark.Generator):
+        def __init__(self, **options: object) -> None:
+            super().__init__(**{**options, "normalize_functions": False})
+
+
+def parse_statements(text: str, dialect: type[Dialect]) -> list[exp.Expr]:
+    """The statements of `text`: the one place the SQL stage parses (`ParseError`, `TokenError` as
+    sqlglot raises them)."""
+    instance = dialect()
+    return [statement for statement in instance.parser().parse(instance.tokenize(text), text) if statement]
+
+
+def spark_text(tree: exp.Expr) -> str:
+    """The Spark SQL of a (rewritten) tree."""
+    return tree.sql(dialect=DaggerSpark)
+
+
+def position(node: exp.Expr) -> int | None:
+    """The offset in the user's text where `node` starts: its own token's, or the first of its parts'."""
+    starts = [part.meta["start"] for part in node.walk() if "start" in part.meta]
+    return min(starts) if starts else None
+
+
+def line_and_column(text: str, start: int) -> tuple[int, int]:
+    line = text.count("\n", 0, start) + 1
+    return line, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
+def where(text: str, node: exp.Expr) -> str:
+    """`at line L, column C` of `node` in `text` (the text it was parsed from), or "" when unknown."""
+    start = position(node)
+    if start is None:
+        return ""
+    line, column = line_and_column(text, start)
+    return f"at line {line}, column {column}"
