@@ -13,12 +13,13 @@ give it, so errors name the user's line and column however the tree was rewritte
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.spark import Spark
+from sqlglot.tokens import TokenType
 
 _TYPED_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "ROW_NUMBER"}
 """The function calls parsed into sqlglot's own classes: the OVER, Top-N and typed passes read them."""
@@ -54,6 +55,36 @@ class DaggerSpark(Spark):
         FUNCTIONS: ClassVar[dict[str, Callable]] = {
             name: builder for name, builder in Spark.Parser.FUNCTIONS.items() if name in _TYPED_FUNCTIONS
         }
+
+        # Not a GROUP BY's end: `GROUP BY window(t, '1 minute')` is Spark's window function.
+        QUERY_MODIFIER_TOKENS: ClassVar[set[TokenType]] = Spark.Parser.QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}
+
+        def _parse_field(
+            self,
+            any_token: bool = False,
+            tokens: Collection[TokenType] | None = None,
+            anonymous_func: bool = False,
+        ) -> exp.Expr | None:
+            if self._names_spark_window():
+                if self._next is not None and self._next.token_type == TokenType.L_PAREN:
+                    name = self._curr
+                    self._advance(2)
+                    arguments = self._parse_function_args()
+                    self._match_r_paren()
+                    return self.expression(exp.Anonymous(this=name.text, expressions=arguments), token=name)
+                return self._parse_id_var(any_token=True)
+            return super()._parse_field(any_token, tokens, anonymous_func)
+
+        def _names_spark_window(self) -> bool:
+            """Whether the WINDOW keyword here is Spark's window function or column (`window(t, '1 minute')`,
+            `window.start`), not the clause naming windows (`WINDOW w AS (...)`)."""
+            if self._curr is None or self._curr.token_type != TokenType.WINDOW:
+                return False
+            names = (
+                self._index + 2 < len(self._tokens)
+                and self._tokens[self._index + 2].token_type == TokenType.ALIAS
+            )
+            return not names
 
     class Generator(Spark.Generator):
         def __init__(self, **options: object) -> None:

@@ -158,7 +158,7 @@ def expand_aggregate_calls(tree: exp.Expr) -> None:
     doc); `FunctionCallError` for a call that can never run."""
     for node in list(tree.find_all(exp.Anonymous)):
         expansion = EXPANSIONS.get(node.name.lower())
-        if expansion is not None:
+        if expansion is not None and not isinstance(node.parent, exp.Dot):  # `db.name(...)` is another
             node.replace(_expand(node, expansion))
 
 

@@ -53,7 +53,7 @@ def type_array_calls(tree: exp.Expr) -> None:
     to the type Dagger's call returns, and ElementAt's path forms (four or five arguments) calling
     `DaggerElementAtPath` (a JVM function has one arity), in place."""
     for node in list(tree.find_all(exp.Anonymous)):
-        name = node.name.lower()
+        name = "" if isinstance(node.parent, exp.Dot) else node.name.lower()  # `db.name(...)` is another
         if name in ("arrayoperate", "arrayaggregate"):
             result_type = _typed_result(node)
             if result_type is not None:
