@@ -69,11 +69,11 @@ def collected(seconds: float) -> datetime:
         ),
         (
             "SELECT items.name FROM booking, UNNEST(booking.items) AS items (id, quantity, name)",
-            "SELECT items.name FROM booking CROSS JOIN LATERAL inline(booking.items) AS items(id, quantity, name)",
+            "SELECT items.name FROM booking, LATERAL inline(booking.items) AS items(id, quantity, name)",
         ),
         (
             "SELECT a, T.bucket FROM data_stream, LATERAL TABLE(HistogramBucket(x, '1,2')) AS T(bucket)",
-            "SELECT a, T.bucket FROM data_stream CROSS JOIN LATERAL HistogramBucket(x, '1,2') AS T(bucket)",
+            "SELECT a, T.bucket FROM data_stream, LATERAL HistogramBucket(x, '1,2') AS T(bucket)",
         ),
         (  # Spark's built-in split would take the name: Dagger's (Java's String.split) is DaggerSplit
             "SELECT Split(tags, ','), split_part FROM t WHERE ElementAt(split(a, b), 0) = 'x'",

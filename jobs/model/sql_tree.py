@@ -56,8 +56,12 @@ class DaggerSpark(Spark):
             name: builder for name, builder in Spark.Parser.FUNCTIONS.items() if name in _TYPED_FUNCTIONS
         }
 
+        # `FROM a, b` stays a comma join (Hive's dialect, and so Spark's, writes it as a CROSS JOIN).
+        JOINS_HAVE_EQUAL_PRECEDENCE = False
         # Not a GROUP BY's end: `GROUP BY window(t, '1 minute')` is Spark's window function.
-        QUERY_MODIFIER_TOKENS: ClassVar[set[TokenType]] = Spark.Parser.QUERY_MODIFIER_TOKENS - {TokenType.WINDOW}
+        QUERY_MODIFIER_TOKENS: ClassVar[set[TokenType]] = {*Spark.Parser.QUERY_MODIFIER_TOKENS} - {
+            TokenType.WINDOW
+        }
 
         def _parse_field(
             self,
