@@ -23,6 +23,23 @@ from sqlglot.tokens import TokenType
 
 _TYPED_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "ROW_NUMBER"}
 """The function calls parsed into sqlglot's own classes: the OVER, Top-N and typed passes read them."""
+_STRUCTURED_CALLS = {"CAST", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT"}
+"""Calls whose arguments would read as a plain list (`x AS INT` an alias), always parsed by their syntax."""
+_SYNTAX_WORDS = {
+    "FROM",
+    "FOR",
+    "IN",
+    "AS",
+    "PLACING",
+    "BOTH",
+    "LEADING",
+    "TRAILING",
+    "TO",
+    "USING",
+    "SEPARATOR",
+}
+"""The words of the calls with a syntax of their own."""
+_AGGREGATES_OF_THEIR_OWN_SYNTAX = {"PERCENTILE", "PERCENTILE_APPROX", "APPROX_PERCENTILE", "STRING_AGG"}
 
 
 def _aggregate_names() -> frozenset[str]:
@@ -45,11 +62,15 @@ def _aggregate_names() -> frozenset[str]:
     return frozenset(names)
 
 
-SPARK_AGGREGATES = _aggregate_names()
+SPARK_AGGREGATES = _aggregate_names() | _AGGREGATES_OF_THEIR_OWN_SYNTAX
 
 
 class DaggerSpark(Spark):
     """Spark SQL with function calls kept as written (see the module doc)."""
+
+    class Tokenizer(Spark.Tokenizer):
+        # Spark reads `''` in a literal as a quote (`'yyyy-MM-dd''T''HH'`), not as two adjacent literals.
+        STRING_ESCAPES: ClassVar[list[str]] = ["\\", "'"]
 
     class Parser(Spark.Parser):
         FUNCTIONS: ClassVar[dict[str, Callable]] = {
@@ -62,6 +83,32 @@ class DaggerSpark(Spark):
         QUERY_MODIFIER_TOKENS: ClassVar[set[TokenType]] = {*Spark.Parser.QUERY_MODIFIER_TOKENS} - {
             TokenType.WINDOW
         }
+
+        def _parse_function_call(
+            self,
+            functions: dict[str, Callable] | None = None,
+            anonymous: bool = False,
+            optional_parens: bool = True,
+            any_token: bool = False,
+        ) -> exp.Expr | None:
+            # A call with a syntax of its own (SUBSTRING(s FROM 1), POSITION(a IN b)...) is parsed by it; a
+            # plain argument list as written.
+            name = self._curr.text.upper() if self._curr else ""
+            if name in self.FUNCTION_PARSERS and name not in _STRUCTURED_CALLS and self._plain_arguments():
+                anonymous = True
+            return super()._parse_function_call(functions, anonymous, optional_parens, any_token)
+
+        def _plain_arguments(self) -> bool:
+            """Whether the call at the current token has a plain argument list, no word of a syntax of its
+            own (FROM, FOR, IN, PLACING, BOTH...) among its arguments."""
+            depth = 0
+            for token in self._tokens[self._index + 1 :]:
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+                if depth == 0:
+                    return True
+                if depth == 1 and token.text.upper() in _SYNTAX_WORDS:
+                    return False
+            return False
 
         def _parse_field(
             self,
