@@ -99,3 +99,14 @@ def test_a_spark_query_is_parsed_once_through_preparation_and_analysis(parses: l
     )
     assert {"collect_set", "arrayoperate"} <= words and "distinctcount" not in words
     assert fields == ["k", "v"]
+
+
+def test_sparks_errors_on_a_translated_query_point_into_the_flink_text(spark) -> None:
+    spark.createDataFrame([("o1", 2)], "order_id string, amount int").createOrReplaceTempView("orders")
+    query = translate("SELECT order_id,\n       no_such_column / 2 AS half FROM orders")
+
+    with pytest.raises(sql_stage.SqlError) as error:
+        sql_stage.analyse(spark, query.prepared)
+
+    assert "FlinkDivide(no_such_column, 2)" in query.sql
+    assert "at line 2, column 8 ('no_such_column')" in str(error.value)

@@ -154,6 +154,20 @@ def spark_text(tree: exp.Expr) -> str:
     return tree.sql(dialect=DaggerSpark)
 
 
+def call(name: str, *arguments: exp.Expr) -> exp.Anonymous:
+    """A call of the function `name`, written as named."""
+    return exp.Anonymous(this=name, expressions=list(arguments))
+
+
+def cast(node: exp.Expr, type_name: str, *parameters: int) -> exp.Cast:
+    """`CAST(node AS type_name(parameters))`, `type_name` one of sqlglot's `DataType.Type`s."""
+    to = exp.DataType(
+        this=exp.DataType.Type[type_name],
+        expressions=[exp.DataTypeParam(this=exp.Literal.number(value)) for value in parameters] or None,
+    )
+    return exp.Cast(this=node, to=to)
+
+
 def position(node: exp.Expr) -> int | None:
     """The offset in the user's text where `node` starts: its own token's, or the first of its parts'."""
     starts = [part.meta["start"] for part in node.walk() if "start" in part.meta]

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from sqlglot import exp
 
+from jobs.model.sql_tree import call, cast
 from jobs.udfs.feature_rows import FEATURE_ROWS_DDL, VALUE_TYPE_NAMES, feature_rows, unknown_type_message
 from jobs.udfs.registration import FunctionSet
 
@@ -65,20 +66,6 @@ class FunctionCallError(ValueError):
     def __init__(self, message: str, node: exp.Expr) -> None:
         super().__init__(message)
         self.node = node
-
-
-def call(name: str, *arguments: exp.Expr) -> exp.Anonymous:
-    """A call of the function `name`, written as named."""
-    return exp.Anonymous(this=name, expressions=list(arguments))
-
-
-def cast(node: exp.Expr, type_name: str, *parameters: int) -> exp.Cast:
-    """`CAST(node AS type_name(parameters))`."""
-    to = exp.DataType(
-        this=exp.DataType.Type[type_name],
-        expressions=[exp.DataTypeParam(this=exp.Literal.number(value)) for value in parameters] or None,
-    )
-    return exp.Cast(this=node, to=to)
 
 
 def _decimal_as_double(node: exp.Expr) -> exp.Expr:

@@ -41,7 +41,3 @@ def parse_message(error: ParseError | TokenError) -> str:
         )
         return f"{description} at line {first['line']}, column {first['col']}"
     return str(error).splitlines()[0]
-
-
-def quote(name: str) -> str:
-    return f"`{name.replace('`', '``')}`"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from jobs.model.sql_tree import call, cast
 from jobs.raystack.flink_sql.errors import UserText
-from jobs.raystack.flink_sql.window_tvfs import call
 
 # Functions whose names Spark's built-ins take with other meanings: a Flink query means Dagger's function
 # (Split) or Flink's (REGEXP_EXTRACT, which gives NULL where nothing matches).
@@ -37,7 +37,7 @@ def rewrite_flink_forms(tree: exp.Expr, user: UserText) -> None:
         elif isinstance(node, exp.Extract):
             # Whole seconds, as Flink's (Spark's EXTRACT of SECOND has the fraction); a BIGINT always.
             seconds = node.this.name.upper() == "SECOND"
-            node.replace(_cast(exp.Floor(this=node.copy()) if seconds else node.copy(), "BIGINT"))
+            node.replace(cast(exp.Floor(this=node.copy()) if seconds else node.copy(), "BIGINT"))
         elif isinstance(node, exp.Floor) and node.args.get("to") is not None:
             node.replace(
                 call("date_trunc", exp.Literal.string(node.args["to"].name.upper()), node.this.copy())
@@ -50,13 +50,9 @@ def rewrite_flink_forms(tree: exp.Expr, user: UserText) -> None:
             and len(node.this.expressions) == 1
         ):
             counted = call("size", call("collect_set", node.this.expressions[0].copy()))
-            node.replace(_cast(counted, "BIGINT"))  # a BIGINT, as Flink's count
+            node.replace(cast(counted, "BIGINT"))  # a BIGINT, as Flink's count
         elif isinstance(node, exp.Unnest):
             _unnest(node, user)
-
-
-def _cast(node: exp.Expr, type_name: str) -> exp.Cast:
-    return exp.Cast(this=node, to=exp.DataType(this=exp.DataType.Type[type_name]))
 
 
 def _spark_type(node: exp.DataType) -> None:
@@ -72,7 +68,7 @@ def _function(node: exp.Anonymous) -> None:
     if name in _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK:
         node.set("this", _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK[name])
     elif name in _FLINK_RESULT_TYPES:
-        node.replace(_cast(node.copy(), _FLINK_RESULT_TYPES[name]))
+        node.replace(cast(node.copy(), _FLINK_RESULT_TYPES[name]))
 
 
 def _unnest(node: exp.Unnest, user: UserText) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from jobs.model.sql_tree import call
 from jobs.raystack.flink_sql.dialect import WindowTableFunction
 from jobs.raystack.flink_sql.errors import UserText
 from jobs.raystack.flink_sql.intervals import window_length_ms
@@ -52,11 +53,6 @@ def rewrite_window_tvfs(tree: exp.Expr, user: UserText) -> None:
     """Rewrites each window aggregation over a window table function as a group window, in place."""
     for function in list(tree.find_all(WindowTableFunction)):
         _window_aggregation(function, user)
-
-
-def call(name: str, *arguments: exp.Expr) -> exp.Anonymous:
-    """A call of the function `name`, written as named."""
-    return exp.Anonymous(this=name, expressions=list(arguments))
 
 
 def _window_aggregation(function: WindowTableFunction, user: UserText) -> None:
