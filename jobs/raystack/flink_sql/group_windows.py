@@ -167,14 +167,14 @@ def has_unwindowed_aggregation(tree: exp.Expr) -> bool:
         if windowed:
             continue
         aggregates = any(
-            _is_aggregate(node) for projection in select.expressions for node in own_nodes(projection)
+            _is_aggregate(node) for projection in select.expressions for node in _own_nodes(projection)
         )
         if group is not None or aggregates or select.args.get("distinct") is not None:
             return True
     return False
 
 
-def own_nodes(expression: exp.Expr) -> Iterator[exp.Expr]:
+def _own_nodes(expression: exp.Expr) -> Iterator[exp.Expr]:
     """The nodes of a SELECT's expression, without those of nested queries."""
     yield from expression.walk(prune=lambda node: isinstance(node, exp.Query | exp.Subquery))
 

@@ -27,6 +27,8 @@ group window says what it groups), an OFFSET, and a window table function outsid
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from jobs.model.sql_tree import call
@@ -178,7 +180,9 @@ def _window_column(node: exp.Expr) -> str | None:
     return name if name in _WINDOW_COLUMNS else None
 
 
-def _replace_window_columns(select: exp.Select, replacements: dict, user: UserText) -> None:
+def _replace_window_columns(
+    select: exp.Select, replacements: dict[str, Callable[[], exp.Expr]], user: UserText
+) -> None:
     """`window_start`, `window_end` and `window_time` in the SELECT's columns and HAVING as `replacements`
     says (the group window's functions, by START, END and ROWTIME); a column that is only one of them
     keeps its name. In the FROM (a joined table's) and the ORDER BY (the output column) they stay."""
