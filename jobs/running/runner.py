@@ -257,12 +257,13 @@ def _function_names(spec: DaggerSpec) -> set[str] | None:
     """The words of every SQL text the dagger analyses (the functions it calls are among them); None
     (register every function) when a step may call any (user code)."""
     steps = [step for stream in spec.streams for step in stream.pre_processors]
-    words = [
+    # The views' texts are the translator's, written from the query's tree: their words are the names.
+    named = [
         sql_stage.named_words(spec.prepared_sql),
         *(words(view.source_sql) for view in spec.over_views),
         *(step.sql_words() for step in (*steps, *spec.post_processors.transformers)),
     ]
-    return None if None in words else set().union(*words)
+    return None if None in named else set().union(*named)
 
 
 def _require_deployment_keys(spec: DaggerSpec) -> None:
