@@ -26,20 +26,12 @@ _TYPED_FUNCTIONS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "ROW_NUMBER"}
 _STRUCTURED_CALLS = {"CAST", "TRY_CAST", "SAFE_CAST", "CONVERT", "TRY_CONVERT"}
 """Calls whose arguments would read as a plain list (`x AS INT` an alias), always parsed by their syntax."""
 _SYNTAX_WORDS = {
-    "FROM",
-    "FOR",
-    "IN",
-    "AS",
-    "PLACING",
-    "BOTH",
-    "LEADING",
-    "TRAILING",
-    "TO",
-    "USING",
-    "SEPARATOR",
-}
+    "FROM", "FOR", "IN", "AS", "PLACING", "BOTH", "LEADING", "TRAILING", "TO", "USING", "SEPARATOR",
+}  # fmt: skip
 """The words of the calls with a syntax of their own."""
 _AGGREGATES_OF_THEIR_OWN_SYNTAX = {"PERCENTILE", "PERCENTILE_APPROX", "APPROX_PERCENTILE", "STRING_AGG"}
+"""Aggregates that sqlglot parses by a syntax of their own, so not among the builders `_aggregate_names`
+reads."""
 
 
 def _aggregate_names() -> frozenset[str]:
@@ -54,7 +46,7 @@ def _aggregate_names() -> frozenset[str]:
                     built = builder(arguments)
                 except TypeError:
                     built = builder(arguments, dialect=Spark())
-            except Exception:
+            except Exception:  # a builder that wants other arguments: the next count may do
                 continue
             if isinstance(built, exp.AggFunc):
                 names.add(name)
