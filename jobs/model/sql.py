@@ -120,7 +120,7 @@ def _position(prepared: PreparedSql, error: PySparkException) -> str:
         fragment = context.fragment()
         if prepared.tree is None or prepared.text == prepared.original:
             return _at(prepared.original, start, fragment)
-        node = _node_of(prepared, fragment, start)
+        node = _node_of(prepared.tree, prepared.text, fragment, start)
         original_start = position(node) if node is not None else None
         if original_start is None:
             return f" ({fragment!r})" if fragment else ""
@@ -131,20 +131,31 @@ def _position(prepared: PreparedSql, error: PySparkException) -> str:
     return ""
 
 
-def _node_of(prepared: PreparedSql, fragment: str, start: int) -> exp.Expr | None:
-    """The node whose Spark text is `fragment`, the n-th such where the fragment is the n-th of its
-    occurrences in the text; failing that, the node of the fragment's first word."""
-    assert prepared.tree is not None
-    occurrence = prepared.text.count(fragment, 0, start)
+def _node_of(tree: exp.Expr, text: str, fragment: str, start: int) -> exp.Expr | None:
+    """The node of `tree` whose Spark text is `fragment`: the n-th such (outermost, a column rather than
+    its name) where the fragment at `start` is the n-th in `text`; failing that, the first node named
+    the fragment's first word."""
+    # Occurrences as Spark reads them: `a` is not one inside `amount`.
+    occurrence = len(
+        re.findall(
+            rf"(?<!\w){re.escape(fragment)}(?!\w)" if fragment[:1].isalnum() else re.escape(fragment),
+            text[:start],
+        )
+    )
     written = [
-        node for node in prepared.tree.walk() if spark_text(node) == fragment and position(node) is not None
+        node
+        for node in tree.walk()
+        if spark_text(node) == fragment
+        and (node.parent is None or spark_text(node.parent) != fragment)
+        and position(node) is not None
     ]
-    if written:
+    if written:  # in the order of the text (the tree's walk is breadth first)
+        written.sort(key=lambda node: position(node) or 0)
         return written[min(occurrence, len(written) - 1)]
     word = _WORD.search(fragment)
     named = [
         node
-        for node in prepared.tree.walk()
+        for node in tree.walk()
         if "start" in node.meta and word is not None and node.name.lower() == word.group().lower()
     ]
     return named[0] if named else None
