@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.checking import check_records
 from jobs.engine.spark import spark_session
-from jobs.udfs import aggregate, register_functions
+from jobs.model import sql as sql_stage
+from jobs.udfs import register_functions
 
 RESULTS = Path(__file__).parent / "results" / "udfs.json"
 POINTS = "bench_points"
@@ -108,7 +109,7 @@ def prepare(spark: SparkSession, rows: int) -> pa.Table:
 
 def best_rate(spark: SparkSession, name: str, rows: int, repeats: int, expected: pa.Table) -> float:
     """Rows/s of the best of `repeats` runs of query `name`; every run's answer must be `expected`."""
-    query = aggregate.rewrite_aggregate_calls(QUERIES[name]).text
+    query = sql_stage.prepare(QUERIES[name]).text
     spark.sql(query).collect()  # warm-up: code generation, Python workers
     seconds = []
     key = "bucket" if "per group" in name else "answer"

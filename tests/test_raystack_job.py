@@ -166,7 +166,7 @@ def test_the_example_job_config_converts(monkeypatch):
     assert job.spec.streams[0].bootstrap_servers == "broker-1:9092"
     assert job.spec.sql_dialect == "flink"
     assert job.spec.spark_sql == (
-        "SELECT service_type, count(1) AS booking_count, window.end AS window_timestamp "
+        "SELECT service_type, COUNT(1) AS booking_count, window.end AS window_timestamp "
         "FROM `bookings` GROUP BY window(rowtime, '1 minute'), service_type"
     )
     assert job.spec.sinks[0].proto_message == COUNTS

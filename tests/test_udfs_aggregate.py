@@ -1,5 +1,5 @@
 """Dagger's aggregates (CollectArray, DistinctCount, Features, FeaturesWithType, PercentileAggregator):
-the query-text expansion, their values in a batch GROUP BY, and a streaming windowed dagger that uses
+the expansion in the query's tree, their values in a batch GROUP BY, and a streaming windowed dagger that uses
 them together with a dart, a table function and a Python function from the dagger's `functions:`."""
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from sqlglot import exp
 
 from jobs.model import sql as sql_stage
+from jobs.model import sql_tree
 from jobs.udfs import register_functions
-from jobs.udfs.aggregate import FunctionCallError, rewrite_aggregate_calls
+from jobs.udfs.aggregate import FunctionCallError, expand_aggregate_calls
 from jobs.udfs.feature_rows import VALUE_SLOTS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "python_udfs"
@@ -52,45 +54,52 @@ def legacy_percentile(values: list[float], quantile: float) -> float:
 # ------------------------------------------------------------------------------------------------------
 
 
-def test_expansion_leaves_literals_comments_and_qualified_names_alone_and_maps_positions_back():
+def test_expansion_leaves_literals_comments_and_qualified_names_alone_and_keeps_positions():
     sql = (
         "SELECT DistinctCount( customer_id ) AS n, 'DistinctCount(x)' AS text, t.features(1)\n"
         "-- CollectArray(order_id)\n"
         "FROM orders AS t"
     )
-    rewritten = rewrite_aggregate_calls(sql)
+    prepared = sql_stage.prepare(sql)
 
-    assert rewritten.text.startswith("SELECT size(collect_set((customer_id))) AS n, 'DistinctCount(x)'")
-    assert rewritten.text.endswith("t.features(1)\n-- CollectArray(order_id)\nFROM orders AS t")
-    # An argument maps to itself in the original; inserted text maps to the start of its call.
-    inside = rewritten.text.index("customer_id")
-    assert rewritten.original_index(inside) == sql.index("customer_id")
-    assert rewritten.original_index(rewritten.text.index("collect_set")) == sql.index("DistinctCount")
-    assert rewritten.original_index(rewritten.text.index("FROM")) == sql.index("FROM")
+    assert prepared.text == (
+        "SELECT size(collect_set(customer_id)) AS n, 'DistinctCount(x)' AS text, t.features(1) "
+        "/* CollectArray(order_id) */ FROM orders AS t"
+    )
+    # The argument, moved into the expansion, keeps its place in the query as written.
+    [argument] = [column for column in prepared.tree.find_all(exp.Column) if column.name == "customer_id"]
+    assert sql_tree.position(argument) == sql.index("customer_id")
+
+
+def expanded(sql: str) -> str:
+    """`sql` with its Dagger aggregates expanded (`FunctionCallError` for a call that can never run)."""
+    [tree] = sql_tree.parse_statements(sql, sql_tree.DaggerSpark)
+    expand_aggregate_calls(tree)
+    return sql_tree.spark_text(tree)
 
 
 def test_wrong_argument_counts_fail_before_anything_runs_with_daggers_texts(functions):
     with pytest.raises(FunctionCallError) as odd:
-        rewrite_aggregate_calls("SELECT Features('a', x, 'b') FROM t")
+        expanded("SELECT Features('a', x, 'b') FROM t")
     assert str(odd.value) == "Odd number of arguments given to Udf. Requires even."
-    assert odd.value.position == len("SELECT ")
+    assert sql_tree.position(odd.value.node) == len("SELECT ")
 
     with pytest.raises(FunctionCallError) as triplets:
-        rewrite_aggregate_calls("SELECT FeaturesWithType('a', x, 'StringType', 'b') FROM t")
+        expanded("SELECT FeaturesWithType('a', x, 'StringType', 'b') FROM t")
     assert str(triplets.value) == (
         "Invalid number of arguments given to Udf. Requires arguments that is divisible by 3."
     )
 
     with pytest.raises(FunctionCallError) as unknown_type:
-        rewrite_aggregate_calls("SELECT FeaturesWithType('a', x, 'TextType') FROM t")
+        expanded("SELECT FeaturesWithType('a', x, 'TextType') FROM t")
     assert str(unknown_type.value).startswith(
         "No enum constant org.raystack.dagger.functions.udfs.aggregate.feast.handler.ValueEnum.TextType"
     )
 
     with pytest.raises(FunctionCallError, match="PercentileAggregator: DISTINCT is not supported"):
-        rewrite_aggregate_calls("SELECT PercentileAggregator(DISTINCT 50, x) FROM t")
+        expanded("SELECT PercentileAggregator(DISTINCT 50, x) FROM t")
     with pytest.raises(FunctionCallError, match="cannot be used with OVER"):
-        rewrite_aggregate_calls("SELECT DistinctCount(x) OVER (PARTITION BY y) FROM t")
+        expanded("SELECT DistinctCount(x) OVER (PARTITION BY y) FROM t")
 
     # Through the SQL stage the position is line and column of the query as written.
     with pytest.raises(sql_stage.SqlError) as error:

@@ -98,9 +98,10 @@ class AnalysisEngine:
         session = self._spark.newSession()
         for table in isolated.tables:
             self._view(session, project, table).createOrReplaceTempView(f"`{table.view_name}`")
-        register_functions(session, names=sql_stage.named_words(isolated.sql))
+        prepared = sql_stage.prepare(isolated.sql)
+        register_functions(session, names=sql_stage.named_words(prepared))
         try:
-            return sql_stage.analyse(session, isolated.sql)
+            return sql_stage.analyse(session, prepared)
         except sql_stage.SqlError as error:
             raise AnalysisError(str(error)) from None
 

@@ -27,15 +27,17 @@ from typing import TextIO
 
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
 
 from jobs.cli.analysis import add_projects
 from jobs.engine.results import failure_reason, json_rows
 from jobs.model import sql as sql_stage
 from jobs.model.schema_registry import SchemaRegistry
+from jobs.model.sql_tree import DaggerSpark
 from jobs.raystack import load_dagger_or_job
 from jobs.udfs import FunctionsError, register_functions
 from jobs.udfs.config import DartStoreConfig, FunctionsConfig
-from jobs.udfs.sql_text import split_statements
 
 
 class ConsoleError(Exception):
@@ -44,6 +46,28 @@ class ConsoleError(Exception):
     def __init__(self, message: str, exit_status: int) -> None:
         super().__init__(message)
         self.exit_status = exit_status
+
+
+def split_statements(text: str) -> list[tuple[int, str]]:
+    """Statements separated by top-level `;` (Spark's lexer's semicolons: none in literals or comments), each
+    with its offset in `text`; blank ones left out. Text Spark's lexer cannot read is one statement, for
+    Spark's parser to report."""
+    try:
+        tokens = DaggerSpark().tokenize(text)
+    except TokenError:
+        return [(0, text)] if text.strip() else []
+    statements: list[tuple[int, str]] = []
+    start, has_code = 0, False
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            if has_code:
+                statements.append((start, text[start : token.start]))
+            start, has_code = token.end + 1, False
+        else:
+            has_code = True
+    if has_code:
+        statements.append((start, text[start:]))
+    return statements
 
 
 def run_statements(analyse: Callable[[str], DataFrame], text: str, out: TextIO) -> int:

@@ -34,6 +34,7 @@ from jobs.sources.parquet.config import DateRange, ParquetStream
 from jobs.udfs.config import FunctionsConfig
 
 if TYPE_CHECKING:
+    from jobs.model.sql import PreparedSql
     from jobs.raystack.flink_sql import OverView, SparkQuery
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -206,6 +207,15 @@ class DaggerSpec(_Model):
     def spark_sql(self) -> str:
         """The query as Spark analyses it: `sql`, or its translation from Flink SQL."""
         return _flink_query(self.sql).sql if self.sql_dialect == "flink" else self.sql
+
+    @property
+    def prepared_sql(self) -> PreparedSql:
+        """The query parsed once and prepared for Spark (`jobs.model.sql`): a Flink query's translation."""
+        if self.sql_dialect == "flink":
+            return _flink_query(self.sql).prepared
+        from jobs.model.sql import prepare  # imported here: the SQL stage imports pyspark
+
+        return prepare(self.sql)
 
     @property
     def over_views(self) -> tuple[OverView, ...]:

@@ -56,6 +56,7 @@ from jobs.sources.kafka.group_offsets import GroupOffsetCommitter
 from jobs.sources.kafka.offsets import Offsets
 from jobs.sources.kafka.spark_connector import starting_offsets
 from jobs.udfs import FunctionsError, register_functions
+from jobs.udfs.registration import words
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ def _planned_result(
 def _analysed_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
     """The SQL stage's result over the registered streams (a Flink query's OVER views registered first)."""
     register_over_views(spark, spec.over_views)
-    return sql_stage.analyse(spark, spec.spark_sql)
+    return sql_stage.analyse(spark, spec.prepared_sql)
 
 
 def _result_from_broker(
@@ -258,11 +259,13 @@ def _function_names(spec: DaggerSpec) -> set[str] | None:
     """The words of every SQL text the dagger analyses (the functions it calls are among them); None
     (register every function) when a step may call any (user code)."""
     steps = [step for stream in spec.streams for step in stream.pre_processors]
-    words = [
-        *(sql_stage.named_words(sql) for sql in (spec.spark_sql, *(v.source_sql for v in spec.over_views))),
+    # The views' texts are the translator's, written from the query's tree: their words are the names.
+    named = [
+        sql_stage.named_words(spec.prepared_sql),
+        *(words(view.source_sql) for view in spec.over_views),
         *(step.sql_words() for step in (*steps, *spec.post_processors.transformers)),
     ]
-    return None if None in words else set().union(*words)
+    return None if None in named else set().union(*named)
 
 
 def _require_deployment_keys(spec: DaggerSpec) -> None:

@@ -31,6 +31,7 @@ from jobs.model.errors import DaggerBuildError
 from jobs.model.registry import STREAM_KINDS
 from jobs.model.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.model.spec import DaggerSpec
+from jobs.model.sql import PreparedSql
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.transformers import apply_transformer
 from jobs.sources.config import StreamConfig
@@ -80,13 +81,16 @@ class _ColumnsRead:
     metadata: list[str] | None = None
 
 
-def _columns_read(descriptor_sets: str, sql: str, stream: StreamConfig) -> _ColumnsRead:
+def _columns_read(descriptor_sets: str, sql: PreparedSql, stream: StreamConfig) -> _ColumnsRead:
     """Only the columns the query and the stream's pre-processors may read are built and passed to Spark."""
     fields = column_names(stream, descriptor_sets)
     metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
     names = [*fields, *metadata]
     conditions = [expectation.condition for expectation in stream.expectations]
-    read = sql_stage.referenced_fields(" ".join([sql, *conditions]), names)
+    read = sql_stage.referenced_fields(sql, names)
+    for condition in conditions:
+        read_by_condition = sql_stage.referenced_fields(f"SELECT {condition}", names)
+        read = None if read is None or read_by_condition is None else [*read, *read_by_condition]
     for step in stream.pre_processors:
         read_by_step = step.columns_read(names)
         if read is None or read_by_step is None:
@@ -116,8 +120,8 @@ def stream_frame(
     good for analysis."""
     data_source = STREAM_KINDS[stream.kind].data_source_class()
     try:  # message, event-time field and column names are checked here, not in a failing task
-        # `sql` as written: a Flink query's translation reads no field its text does not name.
-        columns = _columns_read(descriptor_sets, spec.sql, stream) if project else _ColumnsRead()
+        # The names of `sql` as written: a Flink query's translation reads no field its text does not name.
+        columns = _columns_read(descriptor_sets, spec.prepared_sql, stream) if project else _ColumnsRead()
         layout = data_source.reader_class(
             stream, descriptor_sets, spec.rowtime_column, columns.fields, columns.metadata
         ).layout

@@ -3,8 +3,8 @@ Dagger's names, plus users' own Python functions.
 
 `register_functions` puts them on a session before a dagger's SQL is analysed: Dagger's functions the
 SQL names (registering one costs up to a second, and most queries call none), the user's Python
-functions always. Dagger's aggregates are not registered functions: `rewrite_aggregate_calls` expands
-their calls in a query's text (see `jobs.udfs.aggregate`), which the SQL stage applies; the expanded text
+functions always. Dagger's aggregates are not registered functions: `expand_aggregate_calls` expands
+their calls in a query's tree (see `jobs.udfs.aggregate`), which the SQL stage applies; the expanded query
 names the helpers they need.
 """
 

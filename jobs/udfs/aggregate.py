@@ -3,9 +3,9 @@ PercentileAggregator.
 
 Spark runs no Python aggregate in a streaming aggregation ("Streaming aggregation doesn't support group
 aggregate pandas UDF"), and a SQL function may not contain an aggregate. So a call of a Dagger aggregate
-is expanded in the query text, before Spark parses it, into Spark's own aggregates (collect_list,
-collect_set, last) plus scalar finishing steps. Every aggregation then runs in the JVM, in batch and in
-streaming (windowed or not), with Spark's state store keeping partial results:
+is expanded in the query's tree (`jobs.model.sql`), before Spark reads the query, into Spark's own
+aggregates (collect_list, collect_set, last) plus scalar finishing steps. Every aggregation then runs in
+the JVM, in batch and in streaming (windowed or not), with Spark's state store keeping partial results:
 
 | Dagger call                     | expands to                                                            |
 |---------------------------------|-----------------------------------------------------------------------|
@@ -17,19 +17,20 @@ streaming (windowed or not), with Spark's state store keeping partial results:
 | FeaturesWithType(k, v, t, ...)  | array_distinct(flatten(collect_list(per-row typed feature rows)))     |
 
 The per-row feature rows come from a vectorized (Arrow) scalar function; the percentile's finishing step
-is a SQL function. Positions in the expanded text map back to the original query for error messages.
+is a SQL function. A call that can never run is refused with its place in the query as written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
+from sqlglot import exp
 
+from jobs.model.sql_tree import call, cast
 from jobs.udfs.feature_rows import FEATURE_ROWS_DDL, VALUE_TYPE_NAMES, feature_rows, unknown_type_message
 from jobs.udfs.registration import FunctionSet
-from jobs.udfs.sql_text import Call, code_tokens, find_calls
 
 ODD_NUMBER_OF_ARGUMENTS = "Odd number of arguments given to Udf. Requires even."
 INVALID_NUMBER_OF_ARGUMENTS = (
@@ -59,77 +60,72 @@ END"""
 
 
 class FunctionCallError(ValueError):
-    """A call of a Dagger function that can never run (argument count, type name); `position` is its
-    offset in the query text."""
+    """A call of a Dagger function that can never run (argument count, type name); `node` is the call, whose
+    `meta` places it in the query as written."""
 
-    def __init__(self, message: str, position: int) -> None:
+    def __init__(self, message: str, node: exp.Expr) -> None:
         super().__init__(message)
-        self.position = position
+        self.node = node
 
 
-@dataclass(frozen=True)
-class _Argument:
-    index: int
-    wrap: str = "{}"
-    """How the argument's text is placed, `{}` standing for it (in parentheses)."""
+def _decimal_as_double(node: exp.Expr) -> exp.Expr:
+    # Dagger's arguments are DECIMAL(30, 3): values and percentile are rounded to 3 decimals first.
+    return cast(cast(node, "DECIMAL", 30, 3), "DOUBLE")
 
 
-_Piece = str | _Argument
+def _key(node: exp.Expr) -> exp.Expr:
+    """String.valueOf: a null key is the text "null"."""
+    return call("coalesce", cast(node, "TEXT"), exp.Literal.string("null"))
+
+
+def _collect_array(arguments: list[exp.Expr], distinct: bool) -> exp.Expr:
+    # A struct is never null, so collect_list keeps the rows whose value is null, as Dagger's list does.
+    collected = call(
+        "collect_set" if distinct else "collect_list",
+        call("named_struct", exp.Literal.string("value"), arguments[0]),
+    )
+    element = exp.Lambda(this=exp.column("value", table="item"), expressions=[exp.to_identifier("item")])
+    return call("transform", collected, element)
+
+
+def _distinct_count(arguments: list[exp.Expr], distinct: bool) -> exp.Expr:
+    return call("size", call("collect_set", arguments[0]))
+
+
+def _percentile(arguments: list[exp.Expr], distinct: bool) -> exp.Expr:
+    quantile = cast(call("last", cast(arguments[0], "DECIMAL", 30, 3), exp.true()), "DOUBLE")
+    return call(PERCENTILE_FUNCTION, quantile, call("collect_list", _decimal_as_double(arguments[1])))
+
+
+def _features(arguments: list[exp.Expr], distinct: bool) -> exp.Expr:
+    rows = [_key(argument) if index % 2 == 0 else argument for index, argument in enumerate(arguments)]
+    return call("flatten", call("collect_list", call(FEATURE_ROWS_FUNCTION, *rows)))
+
+
+def _features_with_type(arguments: list[exp.Expr], distinct: bool) -> exp.Expr:
+    # Dagger keeps each (key, value, type) once: its accumulator is a map keyed by their hash.
+    wraps: tuple[Callable[[exp.Expr], exp.Expr], ...] = (
+        _key,
+        lambda node: node,
+        lambda node: cast(node, "TEXT"),
+    )
+    rows = [wraps[index % 3](argument) for index, argument in enumerate(arguments)]
+    return call(
+        "array_distinct", call("flatten", call("collect_list", call(TYPED_FEATURE_ROWS_FUNCTION, *rows)))
+    )
 
 
 @dataclass(frozen=True)
 class _Expansion:
     arity: Callable[[int], str | None]
     """The error message for a number of arguments, None when it is valid."""
-    pieces: Callable[[int, bool], Sequence[_Piece]]
-    """The expanded text for (argument count, DISTINCT)."""
+    expand: Callable[[list[exp.Expr], bool], exp.Expr]
+    """The expanded call of (arguments, DISTINCT)."""
     distinct_allowed: bool = False
 
 
 def _exactly(count: int, name: str) -> Callable[[int], str | None]:
     return lambda given: None if given == count else f"{name} takes {count} argument(s), got {given}"
-
-
-def _collect_array(count: int, distinct: bool) -> Sequence[_Piece]:
-    collect = "collect_set" if distinct else "collect_list"
-    # A struct is never null, so collect_list keeps the rows whose value is null, as Dagger's list does.
-    return [f"transform({collect}(named_struct('value', ", _Argument(0), ")), item -> item.value)"]
-
-
-def _distinct_count(count: int, distinct: bool) -> Sequence[_Piece]:
-    return ["size(collect_set(", _Argument(0), "))"]
-
-
-def _percentile(count: int, distinct: bool) -> Sequence[_Piece]:
-    # Dagger's arguments are DECIMAL(30, 3): values and percentile are rounded to 3 decimals first.
-    return [
-        f"{PERCENTILE_FUNCTION}(CAST(last(CAST(",
-        _Argument(0),
-        " AS DECIMAL(30, 3)), true) AS DOUBLE), collect_list(CAST(CAST(",
-        _Argument(1),
-        " AS DECIMAL(30, 3)) AS DOUBLE)))",
-    ]
-
-
-_KEY = "coalesce(CAST({} AS STRING), 'null')"  # String.valueOf: a null key is the text "null"
-
-
-def _features(count: int, distinct: bool) -> Sequence[_Piece]:
-    pieces: list[_Piece] = [f"flatten(collect_list({FEATURE_ROWS_FUNCTION}("]
-    for index in range(count):
-        pieces += [", "] if index else []
-        pieces.append(_Argument(index, _KEY if index % 2 == 0 else "{}"))
-    return [*pieces, ")))"]
-
-
-def _features_with_type(count: int, distinct: bool) -> Sequence[_Piece]:
-    # Dagger keeps each (key, value, type) once: its accumulator is a map keyed by their hash.
-    pieces: list[_Piece] = [f"array_distinct(flatten(collect_list({TYPED_FEATURE_ROWS_FUNCTION}("]
-    wraps = (_KEY, "{}", "CAST({} AS STRING)")
-    for index in range(count):
-        pieces += [", "] if index else []
-        pieces.append(_Argument(index, wraps[index % 3]))
-    return [*pieces, "))))"]
 
 
 EXPANSIONS: dict[str, _Expansion] = {
@@ -144,114 +140,40 @@ EXPANSIONS: dict[str, _Expansion] = {
 AGGREGATE_NAMES = ("CollectArray", "DistinctCount", "Features", "FeaturesWithType", "PercentileAggregator")
 
 
-@dataclass(frozen=True)
-class RewrittenSql:
-    """A query with Dagger's aggregate calls expanded, and the way back to positions in the original."""
-
-    text: str
-    original: str
-    segments: tuple[tuple[int, int, int, bool], ...] = ()
-    """(start, end) in `text`, its start in the text rewritten, and whether it was copied verbatim."""
-    earlier: RewrittenSql | None = None
-    """The rewrite whose `text` this one rewrote (its `original` is this one's)."""
-
-    def after(self, earlier: RewrittenSql) -> RewrittenSql:
-        """This rewrite of `earlier.text`, mapping positions back to `earlier.original`."""
-        return RewrittenSql(self.text, earlier.original, self.segments, earlier)
-
-    def original_index(self, index: int) -> int:
-        """The offset in the original query of offset `index` of the expanded one (inserted text maps to
-        the start of the call it came from)."""
-        rewritten = self.earlier.text if self.earlier is not None else self.original
-        own = len(rewritten) if self.segments else index
-        for start, end, original_start, verbatim in self.segments:
-            if start <= index < end:
-                own = original_start + (index - start) if verbatim else original_start
-                break
-        return self.earlier.original_index(own) if self.earlier is not None else own
+def expand_aggregate_calls(tree: exp.Expr) -> None:
+    """Every call of a Dagger aggregate in `tree` expanded, in place, into Spark aggregates (see the module
+    doc); `FunctionCallError` for a call that can never run."""
+    for node in list(tree.find_all(exp.Anonymous)):
+        expansion = EXPANSIONS.get(node.name.lower())
+        if expansion is not None and not isinstance(node.parent, exp.Dot):  # `db.name(...)` is another
+            node.replace(_expand(node, expansion))
 
 
-class SqlBuilder:
-    """Builds a rewritten query from copied spans of the original and inserted text."""
-
-    def __init__(self, original: str) -> None:
-        self.original = original
-        self.parts: list[str] = []
-        self.segments: list[tuple[int, int, int, bool]] = []
-        self.length = 0
-
-    def copy(self, start: int, end: int) -> None:
-        self._add(self.original[start:end], start, verbatim=True)
-
-    def insert(self, text: str, anchor: int) -> None:
-        self._add(text, anchor, verbatim=False)
-
-    def _add(self, text: str, original_start: int, verbatim: bool) -> None:
-        if text:
-            self.parts.append(text)
-            self.segments.append((self.length, self.length + len(text), original_start, verbatim))
-            self.length += len(text)
-
-    def result(self) -> RewrittenSql:
-        return RewrittenSql("".join(self.parts), self.original, tuple(self.segments))
-
-
-def rewrite_aggregate_calls(sql: str) -> RewrittenSql:
-    """`sql` with every call of a Dagger aggregate expanded into Spark aggregates (see the module doc)."""
-    calls = find_calls(sql, set(EXPANSIONS))
-    if not calls:
-        return RewrittenSql(sql, sql)
-    builder = SqlBuilder(sql)
-    copied_to = 0
-    for call in calls:
-        builder.copy(copied_to, call.start)
-        _expand(sql, call, builder)
-        copied_to = call.close_paren + 1
-    builder.copy(copied_to, len(sql))
-    return builder.result()
-
-
-def _expand(sql: str, call: Call, builder: SqlBuilder) -> None:
-    expansion = EXPANSIONS[call.name.lower()]
-    arguments = list(call.arguments)
-    distinct = False
-    first = code_tokens(sql[arguments[0][0] : arguments[0][1]]) if arguments else []
-    if len(first) > 1:
-        keyword = sql[arguments[0][0] + first[0].start : arguments[0][0] + first[0].end].lower()
-        if keyword == "distinct":
-            distinct = True
-            arguments[0] = (arguments[0][0] + first[1].start, arguments[0][1])
+def _expand(node: exp.Anonymous, expansion: _Expansion) -> exp.Expr:
+    arguments = list(node.expressions)
+    distinct = bool(arguments) and isinstance(arguments[0], exp.Distinct)
+    if distinct:
+        arguments[:1] = arguments[0].expressions
     if distinct and not expansion.distinct_allowed:
-        raise FunctionCallError(f"{call.name}: DISTINCT is not supported here", call.start)
+        raise FunctionCallError(f"{node.name}: DISTINCT is not supported here", node)
     if (message := expansion.arity(len(arguments))) is not None:
-        raise FunctionCallError(message, call.start)
-    if call.after is not None and sql[call.after.start : call.after.end].lower() == "over":
+        raise FunctionCallError(message, node)
+    if isinstance(node.parent, exp.Window) and node.arg_key == "this":
         raise FunctionCallError(
-            f"{call.name} is an aggregate and cannot be used with OVER (a window function)", call.start
+            f"{node.name} is an aggregate and cannot be used with OVER (a window function)", node
         )
-    if call.name.lower() == "featureswithtype":
-        _check_type_literals(sql, arguments)
-    for piece in expansion.pieces(len(arguments), distinct):
-        if isinstance(piece, str):
-            builder.insert(piece, call.start)
-            continue
-        start, end = arguments[piece.index]
-        before, after = piece.wrap.split("{}")
-        builder.insert(before + "(", start)
-        builder.copy(start, end)
-        builder.insert(")" + after, start)
+    if node.name.lower() == "featureswithtype":
+        _check_type_literals(arguments)
+    return expansion.expand(arguments, distinct)
 
 
-def _check_type_literals(sql: str, arguments: list[tuple[int, int]]) -> None:
+def _check_type_literals(arguments: list[exp.Expr]) -> None:
     """A type name written as a literal is checked now, not when the first row arrives."""
-    for start, end in arguments[2::3]:
-        tokens = code_tokens(sql[start:end])
-        if len(tokens) == 1 and tokens[0].kind == "string" and sql[start] in "'\"":
-            type_name = sql[start + 1 : end - 1]
-            if type_name not in VALUE_TYPE_NAMES:
-                raise FunctionCallError(
-                    f"{unknown_type_message(type_name)} (type names: {', '.join(VALUE_TYPE_NAMES)})", start
-                )
+    for argument in arguments[2::3]:
+        if isinstance(argument, exp.Literal) and argument.is_string and argument.name not in VALUE_TYPE_NAMES:
+            raise FunctionCallError(
+                f"{unknown_type_message(argument.name)} (type names: {', '.join(VALUE_TYPE_NAMES)})", argument
+            )
 
 
 def _feature_rows_function(function: str, typed: bool) -> Callable[..., pa.Array]:

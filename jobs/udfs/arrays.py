@@ -11,15 +11,16 @@ an array of (key, value) rows.
 Dagger's ArrayAggregate and ArrayOperate run a Java stream of the declared input type (`IntStream` for
 'int', `LongStream` for 'long', `DoubleStream` for 'double' and 'float'), so their results have that
 type: ArrayOperate(array(1, 2, 1), 'distinct.sorted', 'int') is [1, 2], a sum of ints an int. Where the
-operation and the input type are written as literals, the SQL stage casts the call to that type
-(`rewrite_array_calls`); with an 'other' input, or types given by columns, the text and DOUBLE remain.
+operation and the input type are written as literals, the SQL stage casts the call to that type in the
+query's tree (`type_array_calls`); with an 'other' input, or types given by columns, the text and DOUBLE
+remain.
 """
 
 from __future__ import annotations
 
-from jobs.udfs.aggregate import RewrittenSql, SqlBuilder
+from sqlglot import exp
+
 from jobs.udfs.registration import FunctionSet
-from jobs.udfs.sql_text import Call, code_tokens, find_calls
 
 _NUMERIC_TERMINALS = {"average", "sum", "min", "max", "count", "findFirst", "findAny"}
 """The terminals of ArrayAggregate over numbers (`ArrayFunctions.java`), whose result has the elements'
@@ -47,49 +48,41 @@ def dagger_result_type(function: str, operation_type: str, input_data_type: str)
     return element if terminal in _NUMERIC_TERMINALS else None
 
 
-def rewrite_array_calls(sql: str) -> RewrittenSql:
-    """`sql` with each ArrayOperate and ArrayAggregate call whose operation and input type are literals
-    cast to the type Dagger's call returns, and ElementAt's path forms (four or five arguments) calling
-    `DaggerElementAtPath`: a JVM function has one arity."""
-    edits: list[tuple[int, int, int, str]] = []
-    """(position, order among edits there, end of the original text it replaces, text)"""
-    for call in find_calls(sql, {"arrayoperate", "arrayaggregate"}):
-        result_type = _typed_result(sql, call)
-        if result_type is not None:
-            edits.append((call.start, 0, call.start, "CAST("))
-            edits.append((call.close_paren + 1, 0, call.close_paren + 1, f" AS {result_type})"))
-    for call in find_calls(sql, {"elementat"}):
-        if len(call.arguments) in (4, 5):  # the two-argument form is ElementAt itself
-            edits.append((call.start, 0, call.open_paren, ELEMENT_AT_PATH))
-            if len(call.arguments) == 4:  # no tableName; after a cast that ends the last argument
-                edits.append((call.arguments[-1][1], 1, call.arguments[-1][1], ", NULL"))
-    if not edits:
-        return RewrittenSql(sql, sql)
-    builder, copied_to = SqlBuilder(sql), 0
-    for position, _, replaced_to, text in sorted(edits):
-        builder.copy(copied_to, position)
-        builder.insert(text, position)
-        copied_to = replaced_to
-    builder.copy(copied_to, len(sql))
-    return builder.result()
+def type_array_calls(tree: exp.Expr) -> None:
+    """Each ArrayOperate and ArrayAggregate call of `tree` whose operation and input type are literals cast
+    to the type Dagger's call returns, and ElementAt's path forms (four or five arguments) calling
+    `DaggerElementAtPath` (a JVM function has one arity), in place."""
+    for node in list(tree.find_all(exp.Anonymous)):
+        name = "" if isinstance(node.parent, exp.Dot) else node.name.lower()  # `db.name(...)` is another
+        if name in ("arrayoperate", "arrayaggregate"):
+            result_type = _typed_result(node)
+            if result_type is not None:
+                node.replace(exp.Cast(this=node.copy(), to=result_type))
+        elif name == "elementat" and len(node.expressions) in (4, 5):  # two arguments: ElementAt itself
+            node.set("this", ELEMENT_AT_PATH)
+            if len(node.expressions) == 4:  # no tableName
+                node.append("expressions", exp.null())
 
 
-def _typed_result(sql: str, call: Call) -> str | None:
+def _typed_result(node: exp.Anonymous) -> exp.DataType | None:
     """The type an ArrayOperate or ArrayAggregate call returns in Dagger, when its operation and input
     type are literals; None otherwise (the function's own error names a wrong argument count)."""
-    if len(call.arguments) != 3:
+    if len(node.expressions) != 3:
         return None
-    operation, input_type = (_string_literal(sql, *call.arguments[index]) for index in (1, 2))
-    if operation is None or input_type is None:
+    operation, input_type = node.expressions[1:]
+    if not all(
+        isinstance(argument, exp.Literal) and argument.is_string for argument in (operation, input_type)
+    ):
         return None
-    return dagger_result_type(call.name, operation, input_type)
+    result_type = dagger_result_type(node.name, operation.name, input_type.name)
+    return None if result_type is None else _spark_type(result_type)
 
 
-def _string_literal(sql: str, start: int, end: int) -> str | None:
-    tokens = code_tokens(sql[start:end])
-    if len(tokens) != 1 or tokens[0].kind != "string" or sql[start] not in "'\"":
-        return None
-    return sql[start + 1 : end - 1]
+def _spark_type(name: str) -> exp.DataType:
+    """The type `name` (`INT`, `ARRAY<BIGINT>`...) as a tree."""
+    if name.startswith("ARRAY<"):
+        return exp.DataType(this=exp.DataType.Type.ARRAY, expressions=[_spark_type(name[6:-1])], nested=True)
+    return exp.DataType(this=exp.DataType.Type[name])
 
 
 ELEMENT_AT_PATH = "DaggerElementAtPath"

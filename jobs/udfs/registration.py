@@ -10,6 +10,7 @@ each on a busy machine), so a dagger registers only the functions its SQL names.
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -19,7 +20,14 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import arrow_udf
 
-from jobs.udfs.sql_text import words
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def words(text: str) -> set[str]:
+    """Every word (a run of letters, digits and `_` not starting with a digit) of `text`, in lower case,
+    wherever it stands: in code, literals, comments or backticks."""
+    return {word.lower() for word in _WORD.findall(text)}
+
 
 _lock = threading.Lock()
 

@@ -1,9 +1,9 @@
 """Flink SQL (as Dagger runs it in `FLINK_SQL_QUERY`) translated to Spark SQL.
 
-The query is read with sqlglot: its lexer gives the tokens with their exact places in the text, its parser
-the structure (which SELECT a GROUP BY belongs to, output column names, aggregations). The Spark text is
-the user's own text with only the Flink-specific parts replaced, so everything else (functions, spacing,
-comments) reaches Spark as written and Spark's error positions stay meaningful.
+The query is parsed once, with Flink's syntax (`dialect`), into a sqlglot tree; every pass rewrites that
+tree, and the Spark text is written once at the end (for the query and each of its views). Function calls
+reach Spark as written (`jobs.model.sql_tree`), and every node keeps its place in the user's text, so
+errors, the translator's and Spark's, name the user's line and column.
 
 What changes:
 
@@ -35,11 +35,11 @@ What changes:
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
-The passes, one module each: `window_tvfs` (window table functions as group windows, in Flink's syntax),
-`lexical` (refusals, then literals, types, intervals and functions), `group_windows` (on the parsed
-query), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`), `top_n`
-(Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed`
-(Flink's result types, chosen by `FlinkTypes.java` once Spark knows the arguments').
+The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_tvfs` (window table
+functions as group windows), `flink_forms` (types, functions, UNNEST and LATERAL TABLE), `group_windows`,
+`over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`), `top_n` (Top-N and
+deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result types, chosen by
+`FlinkTypes.java` once Spark knows the arguments'); then Dagger's functions (`jobs.model.sql`).
 Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, temporal joins, CUMULATE
 windows, processing time) are refused with the construct named, before anything starts, and so are calls
 of Flink's functions that Spark lacks or means otherwise (`functions`, a table: functions.toml).
@@ -47,27 +47,20 @@ of Flink's functions that Spark lacks or means otherwise (`functions`, a table: 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 
-from jobs.raystack.flink_sql.group_windows import group_window_edits, has_unwindowed_aggregation
-from jobs.raystack.flink_sql.lexical import lexical_edits, refuse_unsupported
+from jobs.model.sql import PreparedSql, ReadNames, prepare_tree
+from jobs.model.sql_tree import parse_statements
+from jobs.raystack.flink_sql.dialect import FlinkDialect, Refused
+from jobs.raystack.flink_sql.errors import FlinkSqlError, UserText, parse_message
+from jobs.raystack.flink_sql.flink_forms import rewrite_flink_forms
+from jobs.raystack.flink_sql.group_windows import has_unwindowed_aggregation, rewrite_group_windows
 from jobs.raystack.flink_sql.over import OverView, extract_over_views
-from jobs.raystack.flink_sql.tokens import (
-    FlinkDialect,
-    FlinkSqlError,
-    SparkWindowsDialect,
-    TokenScan,
-    apply_edits,
-    parse_message,
-    tokenize,
-)
 from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
-from jobs.raystack.flink_sql.typed import typed_edits
+from jobs.raystack.flink_sql.typed import rewrite_typed
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
 __all__ = ["FlinkSqlError", "OverView", "SparkQuery", "TopNView", "translate"]
@@ -77,7 +70,8 @@ __all__ = ["FlinkSqlError", "OverView", "SparkQuery", "TopNView", "translate"]
 class SparkQuery:
     """A translated query and what the dagger around it needs to know."""
 
-    sql: str
+    prepared: PreparedSql = field(repr=False)
+    """The query as the SQL stage analyses it (Dagger's functions expanded), with its tree."""
     unwindowed_aggregation: bool
     """An aggregation without a group window (its results change as rows arrive: Spark's update mode)."""
     output_columns: tuple[str, ...]
@@ -87,50 +81,56 @@ class SparkQuery:
     project's operators, `jobs.raystack.flink_sql.over_operator`) before the query is analysed."""
 
     @property
+    def sql(self) -> str:
+        """The Spark SQL text."""
+        return self.prepared.text
+
+    @property
     def upserts(self) -> bool:
         """The result is an upsert stream (a Top-N's): a row replaces the earlier one of its key."""
         return any(isinstance(view, TopNView) for view in self.over_views)
 
 
 def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
-    """The Spark SQL text of a Flink query; `key` names the setting in errors.
+    """The Spark SQL of a Flink query; `key` names the setting in errors.
 
-    Five passes: window table functions become group windows (in Flink's syntax); the lexical pass
-    rewrites literals, types, intervals and table functions (Flink's lexical rules, positions in the
-    user's text); the structural one parses that Spark-lexed text and rewrites the group windows; the
-    OVER pass moves OVER aggregations into views; the typed one calls the functions that give Flink's
-    result types, in the query and in each view.
+    The query is parsed once; the passes rewrite its tree in turn: window table functions become group
+    windows, Flink's forms Spark's, group windows Spark's window columns, OVER aggregations and Top-Ns
+    views of the project's operators, and the typed pass gives Flink's result types; Dagger's functions
+    are expanded last, and the Spark text is written once.
     """
     if not flink_sql.strip():
         raise FlinkSqlError(f"{key} is empty")
-    flink_sql = rewrite_window_tvfs(flink_sql, key)
-    flink = TokenScan(flink_sql, tokenize(FlinkDialect, flink_sql, key), key)
-    refuse_unsupported(flink)
-    lexed = apply_edits(flink_sql, list(lexical_edits(flink)))
-    try:
-        statements = [statement for statement in sqlglot.parse(lexed, read=SparkWindowsDialect) if statement]
-    except (ParseError, TokenError) as error:
-        raise FlinkSqlError(f"{key} cannot be parsed: {parse_message(error)}") from None
-    if len(statements) != 1:
-        raise FlinkSqlError(f"{key} must hold one query, found {len(statements)} statements")
-    tree = statements[0]
-    if not isinstance(tree, exp.Query):
-        raise FlinkSqlError(f"{key} must be a query (SELECT ...), not {tree.key.upper()}")
-    spark = TokenScan(lexed, tokenize(SparkWindowsDialect, lexed, key), key)
-    windowed = apply_edits(lexed, list(group_window_edits(spark, tree)))
+    user = UserText(flink_sql, key)
+    tree = _parse(user)
+    read = ReadNames.of(tree)
+    rewrite_window_tvfs(tree, user)
+    unwindowed_aggregation = has_unwindowed_aggregation(tree)
+    output_columns = tuple(expression.alias_or_name for expression in tree.selects)
+    rewrite_flink_forms(tree, user)
+    tree = rewrite_group_windows(tree, user)
     over_views: tuple[OverView | TopNView, ...] = ()
     if tree.find(exp.Window):
-        over_tree, aggregations = extract_over_views(sqlglot.parse_one(windowed, read=Spark), key)
-        over_views = (*aggregations, *extract_top_n_views(over_tree, key))  # a Top-N may read an OVER view
-        windowed = over_tree.sql(dialect=Spark)
+        aggregations = extract_over_views(tree, key)
+        over_views = (*aggregations, *extract_top_n_views(tree, key))  # a Top-N may read an OVER view
     return SparkQuery(
-        sql=_typed(windowed, key),
-        unwindowed_aggregation=has_unwindowed_aggregation(tree),
-        output_columns=tuple(expression.alias_or_name for expression in tree.selects),
-        over_views=tuple(replace(view, source_sql=_typed(view.source_sql, key)) for view in over_views),
+        prepared=prepare_tree(rewrite_typed(tree), flink_sql, read),
+        unwindowed_aggregation=unwindowed_aggregation,
+        output_columns=output_columns,
+        over_views=over_views,
     )
 
 
-def _typed(spark_sql: str, key: str) -> str:
-    typed = TokenScan(spark_sql, tokenize(Spark, spark_sql, key), key)
-    return apply_edits(spark_sql, list(typed_edits(typed))).strip().rstrip(";").strip()
+def _parse(user: UserText) -> exp.Query:
+    try:
+        statements = parse_statements(user.text, FlinkDialect)
+    except Refused as refused:
+        raise user.fail_at(refused.start, refused.reason) from None
+    except (ParseError, TokenError) as error:
+        raise FlinkSqlError(f"{user.key} cannot be parsed: {parse_message(error)}") from None
+    if len(statements) != 1:
+        raise FlinkSqlError(f"{user.key} must hold one query, found {len(statements)} statements")
+    tree = statements[0]
+    if not isinstance(tree, exp.Query):
+        raise FlinkSqlError(f"{user.key} must be a query (SELECT ...), not {tree.key.upper()}")
+    return tree

@@ -6,7 +6,7 @@ has a status:
 
 - `identical`: Spark's function of the same name; `oracle` names the oracle query that gives Flink's
   rows and types with it on real Flink.
-- `translated`: the lexical pass rewrites the call (`spark` says into what). Where `oracle` is given, that
+- `translated`: the translator rewrites the call (`spark` says into what). Where `oracle` is given, that
   query gives Flink's rows; a `difference` says what still differs.
 - `differs`: Spark's function of the same name, with the `difference` stated; where `oracle` is given, the
   oracle pins the difference to the dagger's exact rows (a known difference).

@@ -1,6 +1,5 @@
-"""The structural pass: Flink's group windows (`GROUP BY TUMBLE(t, size)`, HOP, SESSION) and their
-auxiliary functions as Spark's `window` and `session_window` columns. It works on the Spark-lexed text
-and its parsed tree (which SELECT a GROUP BY belongs to, the names of its columns)."""
+"""Flink's group windows (`GROUP BY TUMBLE(t, size)`, HOP, SESSION) and their auxiliary functions as
+Spark's `window` and `session_window` columns, in the tree."""
 
 from __future__ import annotations
 
@@ -8,164 +7,157 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlglot import exp
-from sqlglot.tokens import TokenType
 
+from jobs.model.sql_tree import SPARK_AGGREGATES
+from jobs.raystack.flink_sql.dialect import AUXILIARY
+from jobs.raystack.flink_sql.errors import UserText
 from jobs.raystack.flink_sql.intervals import spark_duration, window_length_ms
-from jobs.raystack.flink_sql.lexical import AUXILIARY
-from jobs.raystack.flink_sql.tokens import GROUP_BY_ENDS, Edit, TokenScan, quote
 
 GROUP_WINDOWS = ("TUMBLE", "HOP", "SESSION")
 _SPARK_WINDOW_COLUMN = {"TUMBLE": "window", "HOP": "window", "SESSION": "session_window"}
-# Dagger's aggregate functions, which the parser cannot know are aggregates.
+# Dagger's aggregate functions, which Spark does not know are aggregates.
 _DAGGER_AGGREGATES = {"COLLECTARRAY", "DISTINCTCOUNT", "FEATURES", "FEATURESWITHTYPE", "PERCENTILEAGGREGATOR"}
 
 
 @dataclass(frozen=True)
 class GroupWindow:
     kind: str
-    time_column: str
+    time_column: exp.Expr
     sizes_ms: tuple[int, ...]  # TUMBLE: size; HOP: slide, size (Flink's order); SESSION: gap
 
-    def spark_call(self) -> str:
-        if self.kind == "SESSION":
-            return f"session_window({self.time_column}, '{spark_duration(self.sizes_ms[0])}')"
-        if self.kind == "HOP":
-            slide, size = self.sizes_ms
-            return f"window({self.time_column}, '{spark_duration(size)}', '{spark_duration(slide)}')"
-        return f"window({self.time_column}, '{spark_duration(self.sizes_ms[0])}')"
+    def spark_call(self) -> exp.Expr:
+        sizes = self.sizes_ms[::-1] if self.kind == "HOP" else self.sizes_ms  # Spark's: size, then slide
+        durations = [exp.Literal.string(spark_duration(size)) for size in sizes]
+        return exp.Anonymous(
+            this=_SPARK_WINDOW_COLUMN[self.kind], expressions=[self.time_column.copy(), *durations]
+        )
+
+    def matches(self, other: GroupWindow) -> bool:
+        return (self.kind, self.time_column.sql(), self.sizes_ms) == (
+            other.kind, other.time_column.sql(), other.sizes_ms
+        )  # fmt: skip
 
 
-def group_window_edits(scan: TokenScan, tree: exp.Expression) -> Iterator[Edit]:
-    windows = _group_windows(scan)
-    for index, token in enumerate(scan.tokens):
-        name = token.text.upper()
-        if name in GROUP_WINDOWS and scan.is_call(index) and index not in windows:
-            raise scan.fail(index, f"the group window {name}(...) belongs in a GROUP BY")
-    rowtimes: dict[int, list[str]] = {}  # names of the *_ROWTIME columns, by SELECT
-    for index, token in enumerate(scan.tokens):
-        match = AUXILIARY.match(token.text.upper())
-        if not match or not scan.is_call(index) or token.token_type == TokenType.STRING:
+def rewrite_group_windows(tree: exp.Expr, user: UserText) -> exp.Expr:
+    """The tree with each group window as Spark's window column (the root may become a wrapping SELECT)."""
+    windows = _group_windows(tree, user)
+    for node in tree.find_all(exp.Anonymous):
+        name = node.name.upper()
+        if name in GROUP_WINDOWS and id(node) not in windows:
+            raise user.fail(node, f"the group window {name}(...) belongs in a GROUP BY")
+    by_select = {id(node.parent_select): window for node, window in windows.values()}
+    rowtimes: dict[int, tuple[exp.Select, list[str]]] = {}  # the *_ROWTIME columns' names, by SELECT
+    for node in list(tree.find_all(exp.Anonymous)):
+        match = AUXILIARY.match(node.name.upper())
+        if not match:
             continue
         kind, part = match.groups()
-        window = next((found for at, found in windows.items() if scan.block[at] == scan.block[index]), None)
-        call = scan.call_text(index)
+        select = node.parent_select
+        window = by_select.get(id(select))
+        text = node.sql(dialect="spark")
         if window is None:
-            raise scan.fail(index, f"{call} needs {kind}(...) in the GROUP BY of its SELECT")
-        if parse_window(scan, index, kind) != window:
-            raise scan.fail(
-                index,
-                f"{call} does not match the GROUP BY window {window.kind}({window.time_column}, ...) of its "
-                "SELECT",
+            raise user.fail(node, f"{text} needs {kind}(...) in the GROUP BY of its SELECT")
+        if not parse_window(node, kind, user).matches(window):
+            raise user.fail(
+                node,
+                f"{text} does not match the GROUP BY window {window.kind}({window.time_column.sql()}, ...) "
+                "of its SELECT",
             )
         column = _SPARK_WINDOW_COLUMN[kind]
-        closing = scan.partner[index + 1]
         if part == "ROWTIME":
-            rowtimes.setdefault(scan.block[index], []).append(_rowtime_alias(scan, tree, index, call))
-            yield scan.span(index, closing, column)
+            rowtimes.setdefault(id(select), (select, []))[1].append(_rowtime_alias(node, text, user))
+            node.replace(exp.column(column))
         else:
-            yield scan.span(index, closing, f"{column}.{part.lower()}")
-    for window_index, window in windows.items():
-        yield scan.span(window_index, scan.partner[window_index + 1], window.spark_call())
-    for block, names in rowtimes.items():
-        yield from _wrap_for_window_time(scan, tree, block, names)
+            node.replace(exp.column(part.lower(), table=column))
+    for node, window in windows.values():
+        node.replace(window.spark_call())
+    for number, (select, names) in enumerate(rowtimes.values()):
+        wrapper = _wrap_for_window_time(select, names, number, user)
+        tree = wrapper if select is tree else tree
+    return tree
 
 
-def parse_window(scan: TokenScan, name_index: int, kind: str) -> GroupWindow:
-    call = scan.call_text(name_index)
-    arguments = scan.arguments(name_index)
+def parse_window(node: exp.Anonymous, kind: str, user: UserText) -> GroupWindow:
+    text = node.sql(dialect="spark")
+    arguments = node.expressions
     expected = 3 if kind == "HOP" else 2
     if len(arguments) != expected:
         shape = {"TUMBLE": "(time, size)", "HOP": "(time, slide, size)", "SESSION": "(time, gap)"}[kind]
-        raise scan.fail(name_index, f"{call}: {kind} takes {expected} arguments {shape}")
-    time_column = " ".join(scan.source(*arguments[0]).split())
-    sizes = tuple(window_length_ms(scan, first, last, call) for first, last in arguments[1:])
+        raise user.fail(node, f"{text}: {kind} takes {expected} arguments {shape}")
+    sizes = tuple(window_length_ms(user, argument, text) for argument in arguments[1:])
     if kind == "HOP" and sizes[0] > sizes[1]:
-        raise scan.fail(
-            name_index,
-            f"{call}: a slide longer than the window size is not supported (Flink's HOP takes the slide "
+        raise user.fail(
+            node,
+            f"{text}: a slide longer than the window size is not supported (Flink's HOP takes the slide "
             "first, then the size)",
         )
-    return GroupWindow(kind, time_column, sizes)
+    return GroupWindow(kind, arguments[0], sizes)
 
 
-def _group_windows(scan: TokenScan) -> dict[int, GroupWindow]:
-    """Group windows by the index of their name token; at most one per SELECT."""
-    found: dict[int, GroupWindow] = {}
-    per_block: dict[int, int] = {}
-    for index, token in enumerate(scan.tokens):
-        if token.token_type != TokenType.GROUP_BY:
-            continue
-        block = scan.block[index]
-        items = scan.items(index + 1, scan.clause_end(index, GROUP_BY_ENDS))
-        for first, _ in items:
-            name = scan.upper(first)
-            if name not in GROUP_WINDOWS or not scan.is_call(first):
+def _group_windows(tree: exp.Expr, user: UserText) -> dict[int, tuple[exp.Anonymous, GroupWindow]]:
+    """The group windows of the GROUP BYs, by the id of their node; at most one per SELECT."""
+    found: dict[int, tuple[exp.Anonymous, GroupWindow]] = {}
+    for group in tree.find_all(exp.Group):
+        items = group.expressions
+        earlier: exp.Anonymous | None = None
+        for item in items:
+            name = item.name.upper() if isinstance(item, exp.Anonymous) else ""
+            if name not in GROUP_WINDOWS:
                 continue
             if name == "SESSION" and len(items) == 1:
-                raise scan.fail(
-                    first,
+                raise user.fail(
+                    item,
                     "a SESSION window needs a key beside it (GROUP BY SESSION(rowtime, gap), key): Spark "
                     "streams cannot aggregate sessions over all rows",
                 )
-            if block in per_block:
-                raise scan.fail(
-                    first,
-                    f"one SELECT may group by one window only (also {scan.call_text(per_block[block])})",
+            if earlier is not None:
+                raise user.fail(
+                    item, f"one SELECT may group by one window only (also {earlier.sql(dialect='spark')})"
                 )
-            per_block[block] = first
-            found[first] = parse_window(scan, first, name)
+            earlier = item
+            found[id(item)] = (item, parse_window(item, name, user))
     return found
 
 
-def _rowtime_alias(scan: TokenScan, tree: exp.Expression, index: int, call: str) -> str:
+def _rowtime_alias(node: exp.Anonymous, text: str, user: UserText) -> str:
     """The name under which `X_ROWTIME(...)` is selected; it must be a column of its SELECT itself."""
-    start = scan.tokens[index].start
-    node = next((found for found in tree.find_all(exp.Anonymous) if found.meta.get("start") == start), None)
-    parent = node.parent if node is not None else None
+    parent = node.parent
     if isinstance(parent, exp.Alias) and isinstance(parent.parent, exp.Select):
         return parent.alias
-    reason = f"{call} is supported as a named column of its SELECT (`{call} AS rowtime`), in no expression"
-    raise scan.fail(index, reason)
+    reason = f"{text} is supported as a named column of its SELECT (`{text} AS rowtime`), in no expression"
+    raise user.fail(node, reason)
 
 
-def _wrap_for_window_time(
-    scan: TokenScan, tree: exp.Expression, block: int, rowtimes: list[str]
-) -> Iterator[Edit]:
+def _wrap_for_window_time(select: exp.Select, rowtimes: list[str], number: int, user: UserText) -> exp.Select:
     """Spark computes a window's rowtime (`window_time(window)`) outside the aggregation that made the
     window, so the SELECT becomes `SELECT ..., window_time(x) AS x FROM (<the SELECT>)`."""
-    select = _select_node(scan, tree, block)
     names = [expression.alias_or_name for expression in select.expressions]
     if any(not name for name in names):
-        raise scan.fail(
-            block,
+        raise user.fail(
+            select,
             "a SELECT with a *_ROWTIME column must name all its columns (add AS <name> to each expression)",
         )
+
+    def column(name: str) -> exp.Expr:
+        return exp.column(exp.to_identifier(name, quoted=True))
+
     columns = [
-        f"window_time({quote(name)}) AS {quote(name)}" if name in rowtimes else quote(name) for name in names
+        exp.alias_(
+            exp.Anonymous(this="window_time", expressions=[column(name)]),
+            exp.to_identifier(name, quoted=True),
+        )
+        if name in rowtimes
+        else column(name)
+        for name in names
     ]
-    start = scan.tokens[block].start
-    yield Edit(start, start, f"SELECT {', '.join(columns)} FROM (")
-    end = scan.tokens[scan.clause_end(block, {TokenType.SEMICOLON})].end + 1
-    yield Edit(end, end, f") AS __dagger_rowtime_{block}")
+    wrapper = exp.Select(expressions=columns)
+    select.replace(wrapper)
+    alias = exp.TableAlias(this=exp.to_identifier(f"__dagger_rowtime_{number}"))
+    wrapper.set("from_", exp.From(this=exp.Subquery(this=select, alias=alias)))
+    return wrapper
 
 
-def _select_node(scan: TokenScan, tree: exp.Expression, block: int) -> exp.Select:
-    """The parsed SELECT that starts at token `block`: the one whose columns begin first after it."""
-    following = scan.tokens[block + 1].start
-
-    def first_position(select: exp.Select) -> int:
-        starts = [
-            node.meta["start"]
-            for projection in select.expressions
-            for node in _own_nodes(projection)
-            if node.meta.get("start", -1) >= following
-        ]
-        return min(starts, default=len(scan.text))
-
-    return min(tree.find_all(exp.Select), key=first_position)
-
-
-def has_unwindowed_aggregation(tree: exp.Expression) -> bool:
+def has_unwindowed_aggregation(tree: exp.Expr) -> bool:
     """Whether a SELECT aggregates without a group window (its results change as rows arrive)."""
     for select in tree.find_all(exp.Select):
         group = select.args.get("group")
@@ -182,12 +174,13 @@ def has_unwindowed_aggregation(tree: exp.Expression) -> bool:
     return False
 
 
-def _own_nodes(expression: exp.Expression) -> Iterator[exp.Expression]:
+def _own_nodes(expression: exp.Expr) -> Iterator[exp.Expr]:
     """The nodes of a SELECT's expression, without those of nested queries."""
     yield from expression.walk(prune=lambda node: isinstance(node, exp.Query | exp.Subquery))
 
 
-def _is_aggregate(node: exp.Expression) -> bool:
+def _is_aggregate(node: exp.Expr) -> bool:
     if isinstance(node, exp.AggFunc):
         return True
-    return isinstance(node, exp.Anonymous) and node.name.upper() in _DAGGER_AGGREGATES
+    name = node.name.upper() if isinstance(node, exp.Anonymous) else ""
+    return name in _DAGGER_AGGREGATES or name in SPARK_AGGREGATES

@@ -1,4 +1,5 @@
-"""Flink's INTERVAL literals: the forms Flink (Calcite) accepts, as Spark writes them, and their lengths."""
+"""Flink's INTERVAL literals (read into `exp.Interval` by the dialect) and the lengths of those that size a
+window."""
 
 from __future__ import annotations
 
@@ -6,59 +7,33 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from sqlglot.tokens import TokenType
+from sqlglot import exp
 
-from jobs.raystack.flink_sql.tokens import TokenScan
+from jobs.raystack.flink_sql.errors import UserText
 
 _TIME_UNITS_MS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1_000}
 _DAY_TIME_ORDER = ["DAY", "HOUR", "MINUTE", "SECOND"]
-_INTERVAL_UNITS = {"YEAR", "MONTH", *_DAY_TIME_ORDER}
 
 
 @dataclass(frozen=True)
 class IntervalLiteral:
-    """`INTERVAL [-]'value' UNIT[(p)] [TO UNIT[(p)]]`, the forms Flink (Calcite) accepts."""
+    """`INTERVAL [-]'value' UNIT [TO UNIT]`: the value and none (Spark's `INTERVAL '1 hour'`), one or two
+    units."""
 
     value: str
-    units: tuple[str, ...]  # none (Spark's `INTERVAL '1 hour'`), one unit, or (from, to)
-    last: int  # index of its last token
-    needs_rewrite: bool  # a precision or a plural unit, which Spark does not read
+    units: tuple[str, ...]
 
     @classmethod
-    def parse(cls, scan: TokenScan, first: int) -> IntervalLiteral | None:
-        tokens = scan.tokens
-        if tokens[first].token_type != TokenType.INTERVAL:
+    def of(cls, node: exp.Expr) -> IntervalLiteral | None:
+        """The literal `node` is, None when it is no INTERVAL literal."""
+        if not isinstance(node, exp.Interval) or not isinstance(node.this, exp.Literal):
             return None
-        position = first + 1
-        sign = ""
-        if position < len(tokens) and tokens[position].text in ("-", "+"):
-            sign, position = tokens[position].text.replace("+", ""), position + 1
-        if position >= len(tokens) or tokens[position].token_type not in (TokenType.STRING, TokenType.NUMBER):
-            return None
-        value, last = sign + tokens[position].text.strip(), position
-        position += 1
-        units: list[str] = []
-        rewrite = False
-        while position < len(tokens):
-            unit = tokens[position].text.upper()
-            singular = unit[:-1] if unit.endswith("S") and unit[:-1] in _INTERVAL_UNITS else unit
-            if singular not in _INTERVAL_UNITS:
-                break
-            units.append(singular)
-            rewrite = rewrite or singular != unit
-            last, position = position, position + 1
-            if position < len(tokens) and tokens[position].token_type == TokenType.L_PAREN:
-                rewrite = True  # a precision, e.g. HOUR(2)
-                last = scan.partner[position]
-                position = last + 1
-            if len(units) == 1 and position < len(tokens) and tokens[position].text.upper() == "TO":
-                position += 1
-                continue
-            break
-        return cls(value, tuple(units), last, rewrite)
-
-    def spark(self) -> str:
-        return f"INTERVAL '{self.value}' {' TO '.join(self.units)}"
+        unit = node.args.get("unit")
+        if isinstance(unit, exp.IntervalSpan):
+            units: tuple[str, ...] = (unit.this.name.upper(), unit.expression.name.upper())
+        else:
+            units = (unit.name.upper(),) if unit is not None else ()
+        return cls(node.this.name.strip(), units)
 
     def milliseconds(self) -> int:
         """The interval's length; only day-time intervals with millisecond resolution size a window."""
@@ -89,17 +64,17 @@ class IntervalLiteral:
         return int(-total if negative else total)
 
 
-def window_length_ms(scan: TokenScan, first: int, last: int, call: str) -> int:
-    """The length of the INTERVAL literal of tokens first..last, which sizes a window of `call`."""
-    literal = IntervalLiteral.parse(scan, first)
-    if literal is None or literal.last != last:
-        raise scan.fail(first, f"{call}: expected an INTERVAL literal, got {scan.source(first, last)!r}")
+def window_length_ms(user: UserText, node: exp.Expr, call: str) -> int:
+    """The length of the INTERVAL literal `node`, which sizes a window of `call`."""
+    literal = IntervalLiteral.of(node)
+    if literal is None:
+        raise user.fail(node, f"{call}: expected an INTERVAL literal, got {node.sql(dialect='spark')!r}")
     try:
         milliseconds = literal.milliseconds()
     except ValueError as error:
-        raise scan.fail(first, f"{call}: {error}") from None
+        raise user.fail(node, f"{call}: {error}") from None
     if milliseconds <= 0:
-        raise scan.fail(first, f"{call}: a window needs a positive interval")
+        raise user.fail(node, f"{call}: a window needs a positive interval")
     return milliseconds
 
 

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
+from jobs.model.sql_tree import spark_text
+from jobs.raystack.flink_sql.errors import FlinkSqlError
 from jobs.raystack.flink_sql.intervals import IntervalLiteral
-from jobs.raystack.flink_sql.tokens import FlinkSqlError
+from jobs.raystack.flink_sql.typed import rewrite_typed
 
 UNBOUNDED = -1
 """`preceding` of an UNBOUNDED PRECEDING frame (FlinkOver.UNBOUNDED)."""
@@ -51,13 +53,13 @@ class OverView:
     outputs: tuple[str, ...]
 
 
-def extract_over_views(tree: exp.Query, key: str) -> tuple[exp.Query, tuple[OverView, ...]]:
-    """The query with each SELECT of OVER aggregates reading its OVER view, and the views."""
+def extract_over_views(tree: exp.Query, key: str) -> tuple[OverView, ...]:
+    """Rewrites each SELECT of OVER aggregates in place to read its OVER view; the views."""
     views: list[OverView] = []
     selects = [select for select in tree.find_all(exp.Select) if _own_windows(select)]
     for select in reversed(selects):  # innermost first: an outer SELECT's view holds the inner's query
         views.append(_rewrite(select, f"{_VIEW_PREFIX}{len(views)}", key))
-    return tree, tuple(views)
+    return tuple(views)
 
 
 def _own_windows(select: exp.Select) -> list[exp.Window]:
@@ -107,11 +109,11 @@ def _rewrite(select: exp.Select, name: str, key: str) -> OverView:
         window.replace(exp.column(outputs[-1]))
     select.set("windows", None)
     select.set("where", None)
-    table = select.args["from_"].this
-    alias = table.args.get("alias")
-    select.set("from_", exp.From(this=exp.to_table(name).as_(alias.name) if alias else exp.to_table(name)))
+    alias = select.args["from_"].this.args.get("alias")
+    view = exp.Table(this=exp.to_identifier(name), alias=alias)
+    select.set("from_", exp.From(this=view))
     return OverView(
-        name, source.sql(dialect=Spark), tuple(keys), time_column, rows_frame, preceding,
+        name, spark_text(rewrite_typed(source)), tuple(keys), time_column, rows_frame, preceding,
         tuple(functions), tuple(arguments), tuple(outputs),
     )  # fmt: skip
 
@@ -157,11 +159,9 @@ def _frame(spec: exp.Window, key: str) -> tuple[bool, int]:
         if not (isinstance(start, exp.Literal) and start.is_int and int(start.this) >= 0):
             raise FlinkSqlError(f"{key}: a ROWS frame starts a number of rows PRECEDING, not {start.sql()}")
         return True, int(start.this)
-    if not isinstance(start, exp.Interval):
+    literal = IntervalLiteral.of(start)
+    if literal is None:
         raise FlinkSqlError(f"{key}: a RANGE frame starts an INTERVAL PRECEDING, not {start.sql()}")
-    unit = start.args.get("unit")
-    units = (unit.this.name, unit.expression.name) if isinstance(unit, exp.IntervalSpan) else (unit.name,)
-    literal = IntervalLiteral(start.this.name, tuple(unit.upper() for unit in units), 0, False)
     try:
         milliseconds = literal.milliseconds()
     except ValueError as error:

@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlglot import exp
-from sqlglot.dialects.spark import Spark
 
-from jobs.raystack.flink_sql.tokens import FlinkSqlError
+from jobs.model.sql_tree import spark_text
+from jobs.raystack.flink_sql.errors import FlinkSqlError
+from jobs.raystack.flink_sql.typed import rewrite_typed
 
 _VIEW_PREFIX = "__flink_top_n_"
 _PATTERN = (
@@ -90,10 +91,10 @@ def _rewrite(window: exp.Window, name: str, key: str) -> TopNView:
     keys = [helper(expression, "key") for expression in window.args.get("partition_by") or []]
     orderings = window.args["order"].expressions
     orders = [helper(ordering.this, "order") for ordering in orderings]
-    subquery.replace(exp.to_table(name).as_(subquery.alias) if subquery.alias else exp.to_table(name))
+    subquery.replace(exp.Table(this=exp.to_identifier(name), alias=subquery.args.get("alias")))
     outer.set("where", exp.Where(this=exp.and_(*others)) if others else None)
     return TopNView(
-        name, source.sql(dialect=Spark), tuple(keys), tuple(orders),
+        name, spark_text(rewrite_typed(source)), tuple(keys), tuple(orders),
         tuple(bool(ordering.args.get("desc")) for ordering in orderings), limit, rank_column, tuple(helpers),
     )  # fmt: skip
 

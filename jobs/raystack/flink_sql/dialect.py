@@ -1,0 +1,182 @@
+"""Flink SQL's syntax as a sqlglot dialect: the query is read once, with Flink's lexical rules, into the tree
+every pass of the translator rewrites.
+
+- Lexing: `''` escapes a quote and a backslash is an ordinary character; SESSION is a function name (the
+  group window), not a keyword; BYTES is a type.
+- Window table functions, `TABLE(TUMBLE(TABLE t, DESCRIPTOR(c), size))` (and HOP, CUMULATE, SESSION),
+  named arguments `DATA => TABLE t` included: a `WindowTableFunction` node, which `window_tvfs` replaces.
+- Intervals as Flink (Calcite) writes them, `INTERVAL '1' HOUR(2)`, `INTERVAL '10' MINUTES`, `INTERVAL
+  '1:30' HOUR TO MINUTE`: an `exp.Interval` of the value and its singular unit(s), as Spark reads them.
+- `LATERAL TABLE(fn(x))`: the lateral call of fn itself.
+- What Spark streams cannot run is refused by name at its token, before it is parsed (the parser would
+  fail on some without naming them): MATCH_RECOGNIZE, temporal joins, processing time, and Flink's
+  functions that Spark lacks or means otherwise (`functions.toml`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from sqlglot import exp
+from sqlglot.tokens import Token, TokenType
+
+from jobs.model.sql_tree import DaggerSpark
+from jobs.raystack.flink_sql.functions import refusal
+
+AUXILIARY = re.compile(r"^(TUMBLE|HOP|SESSION)_(START|END|ROWTIME|PROCTIME)$")
+WINDOW_TABLE_FUNCTIONS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
+INTERVAL_UNITS = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
+
+
+class Refused(Exception):
+    """A construct refused while reading the query, at the offset `start` of the user's text."""
+
+    def __init__(self, reason: str, start: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.start = start
+
+
+class WindowTableFunction(exp.Expression):
+    """`TABLE(kind(arguments))` in a FROM: `this` the kind (TUMBLE...), `expressions` the arguments
+    (`exp.Kwarg` when named; the data an `exp.Table` or a subquery), `text` the call as written."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expressions": True, "alias": False, "text": True}
+
+
+_KEYWORDS = {key: value for key, value in DaggerSpark.Tokenizer.KEYWORDS.items() if key != "SESSION"}
+
+
+class FlinkDialect(DaggerSpark):
+    """Flink SQL, read into a tree that the translator's passes turn into Spark SQL."""
+
+    class Tokenizer(DaggerSpark.Tokenizer):
+        STRING_ESCAPES: ClassVar[list[str]] = ["'"]
+        KEYWORDS: ClassVar[dict[str, TokenType]] = {**_KEYWORDS, "BYTES": TokenType.VARBINARY}
+
+    class Parser(DaggerSpark.Parser):
+        def parse(self, raw_tokens: list[Token], sql: str) -> list[exp.Expr | None]:
+            _refuse_unsupported(raw_tokens)
+            return super().parse(raw_tokens, sql)
+
+        def _parse_table(self, *args: object, **kwargs: object) -> exp.Expr | None:
+            if (
+                self._curr
+                and self._curr.token_type == TokenType.TABLE
+                and self._next
+                and self._next.token_type == TokenType.L_PAREN
+                and self._index + 2 < len(self._tokens)
+                and self._tokens[self._index + 2].text.upper() in WINDOW_TABLE_FUNCTIONS
+            ):
+                return self._parse_window_table_function()
+            return super()._parse_table(*args, **kwargs)  # type: ignore[arg-type]
+
+        def _parse_window_table_function(self) -> WindowTableFunction:
+            table = self._curr
+            self._advance(2)
+            name = self._curr
+            self._advance(2)
+            arguments = self._parse_csv(self._parse_window_argument)
+            self._match_r_paren()
+            text = self.sql[name.start : self._prev.end + 1]
+            if not self._match(TokenType.R_PAREN):
+                raise Refused(f"TABLE(...) must hold one {name.text.upper()}(...) call", table.start)
+            node = WindowTableFunction(
+                this=name.text.upper(), expressions=arguments, alias=self._parse_table_alias(), text=text
+            )
+            return node.update_positions(name)
+
+        def _parse_window_argument(self) -> exp.Expr | None:
+            if (
+                self._curr.token_type == TokenType.VAR
+                and self._next
+                and self._next.token_type == TokenType.FARROW
+            ):
+                name = self._curr
+                self._advance(2)
+                value = self._parse_window_argument()
+                return exp.Kwarg(this=exp.var(name.text.upper()), expression=value).update_positions(name)
+            if self._match(TokenType.TABLE):
+                start = self._prev
+                table = self._parse_table_parts()
+                if self._match(TokenType.PARTITION_BY):  # SESSION's; refused with it
+                    self._parse_csv(self._parse_assignment)
+                return table.update_positions(start)
+            return self._parse_assignment()
+
+        def _parse_interval(self, require_interval: bool = True) -> exp.Expr | None:
+            index = self._index
+            if not self._match(TokenType.INTERVAL):
+                return super()._parse_interval(require_interval)
+            start = self._prev
+            sign = ""
+            if self._curr and self._curr.token_type in (TokenType.DASH, TokenType.PLUS):
+                sign = "-" if self._curr.token_type == TokenType.DASH else ""
+                self._advance()
+            if not self._curr or self._curr.token_type not in (TokenType.STRING, TokenType.NUMBER):
+                self._retreat(index)
+                return super()._parse_interval(require_interval)
+            value = sign + self._curr.text.strip()
+            self._advance()
+            units = [self._parse_interval_unit()]
+            if units[0] is not None and self._curr and self._curr.text.upper() == "TO":
+                self._advance()
+                units.append(self._parse_interval_unit())
+            if None in units[1:]:
+                self.raise_error("Expected an interval unit after TO")
+            named = [exp.var(unit) for unit in units if unit is not None]
+            unit = (
+                exp.IntervalSpan(this=named[0], expression=named[1])
+                if len(named) == 2
+                else next(iter(named), None)
+            )
+            return self.expression(exp.Interval(this=exp.Literal.string(value), unit=unit), token=start)
+
+        def _parse_interval_unit(self) -> str | None:
+            """A unit, singular (`MINUTES` is MINUTE), its precision (`HOUR(2)`) read and left out."""
+            if not self._curr:
+                return None
+            unit = self._curr.text.upper()
+            singular = unit[:-1] if unit.endswith("S") and unit[:-1] in INTERVAL_UNITS else unit
+            if singular not in INTERVAL_UNITS:
+                return None
+            self._advance()
+            if self._match(TokenType.L_PAREN):
+                self._parse_csv(self._parse_number)
+                self._match_r_paren()
+            return singular
+
+        def _parse_lateral(self) -> exp.Lateral | None:
+            start = self._curr
+            lateral = super()._parse_lateral()
+            table = lateral.this if lateral is not None else None
+            if isinstance(table, exp.Anonymous) and table.name.upper() == "TABLE":
+                calls = table.expressions
+                if len(calls) != 1 or not isinstance(calls[0], exp.Anonymous):
+                    raise Refused("LATERAL TABLE(...) must hold one function call", start.start)
+                lateral.set("this", calls[0])
+            return lateral
+
+
+def _refuse_unsupported(tokens: list[Token]) -> None:
+    """Refuses, naming it, the first construct Spark streams cannot run."""
+    for index, token in enumerate(tokens):
+        if token.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
+            continue
+        name = token.text.upper()
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        is_call = following is not None and following.token_type == TokenType.L_PAREN
+        reason = None
+        if name == "MATCH_RECOGNIZE":
+            reason = "MATCH_RECOGNIZE (row pattern matching) is not supported"
+        elif name == "FOR" and following is not None and following.text.upper() == "SYSTEM_TIME":
+            reason = "temporal table joins (FOR SYSTEM_TIME AS OF) are not supported"
+        elif name == "PROCTIME" and is_call:
+            reason = "processing time (PROCTIME()) is not supported: windows run on event time"
+        elif (match := AUXILIARY.match(name)) and match.group(2) == "PROCTIME" and is_call:
+            reason = f"{name} (processing time) is not supported: windows run on event time"
+        elif is_call and token.token_type != TokenType.NUMBER:
+            reason = refusal(name)  # Flink's functions Spark lacks or means otherwise (functions.toml)
+        if reason:
+            raise Refused(reason, token.start)
