@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from jobs.model.errors import without_plan
 from jobs.model.sql_tree import DaggerSpark, line_and_column, parse_statements, position, spark_text
 from jobs.udfs.aggregate import FunctionCallError, expand_aggregate_calls
 from jobs.udfs.arrays import type_array_calls
@@ -102,12 +103,7 @@ def analyse(spark: SparkSession, sql: str | PreparedSql) -> DataFrame:
     try:
         return spark.sql(prepared.text)
     except (AnalysisException, ParseException) as error:
-        raise SqlError(f"SQL error{_position(prepared, error)}: {_without_plan(str(error))}") from None
-
-
-def _without_plan(message: str) -> str:
-    """Spark appends the analysed plan (with every source option) after ';\n': users need the reason."""
-    return message.split(";\n", 1)[0].strip()
+        raise SqlError(f"SQL error{_position(prepared, error)}: {without_plan(str(error))}") from None
 
 
 def _position(prepared: PreparedSql, error: PySparkException) -> str:
