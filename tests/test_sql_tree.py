@@ -110,3 +110,15 @@ def test_sparks_errors_on_a_translated_query_point_into_the_flink_text(spark) ->
 
     assert "FlinkDivide(no_such_column, 2)" in query.sql
     assert "at line 2, column 8 ('no_such_column')" in str(error.value)
+
+
+def test_a_nested_with_is_written_where_it_stands() -> None:
+    """Its CTE shadows the outer one of the same name only inside it; hoisted to the top, both would be
+    one WITH list with a name defined twice (as sqlglot writes nested CTEs for older Sparks)."""
+    query = (
+        "WITH x AS (SELECT user_id FROM orders) "
+        "SELECT * FROM (WITH x AS (SELECT user_id FROM pageview) SELECT * FROM x) AS inner_x JOIN x USING (user_id)"
+    )
+    text = sql_stage.prepare(query).text
+    assert text.startswith("WITH x AS (SELECT user_id FROM orders) SELECT")
+    assert "FROM (WITH x AS (SELECT user_id FROM pageview) SELECT * FROM x) AS inner_x" in text

@@ -130,6 +130,10 @@ class DaggerSpark(Spark):
             return not names
 
     class Generator(Spark.Generator):
+        # A nested WITH stays where it was written: hoisting it to the top, as sqlglot does for older
+        # Sparks, changes which names its CTEs see and shadow.
+        EXPRESSIONS_WITHOUT_NESTED_CTES: ClassVar[set[type[exp.Expr]]] = set()
+
         def __init__(self, **options: object) -> None:
             super().__init__(**{**options, "normalize_functions": False})
 
