@@ -109,6 +109,7 @@ $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
 	$(UV) -e .
+	$(BIN)/python -m jobs.tools.pyspark_bytecode
 	touch $@
 
 $(STAMP): $(RUN_STAMP)

@@ -1,2 +1,2 @@
 """Tools around the engine, not part of it: the embedded broker and the booking generator (`make run`, tests,
-benchmarks), the protobuf compiler and the driver JVM's class archive (`make`)."""
+benchmarks), the protobuf compiler, PySpark's zipped bytecode and the driver JVM's class archive (`make`)."""
