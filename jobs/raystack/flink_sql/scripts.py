@@ -426,11 +426,11 @@ def _avro_type(statement: _Statement, data_type: exp.DataType, where: str) -> An
 
 def _sink(statement: _Statement, result_columns: tuple[str, ...]) -> dict[str, Any]:
     schema = statement.tree.this
-    columns = (
-        [column.name for column in schema.expressions if isinstance(column, exp.ColumnDef)]
-        if isinstance(schema, exp.Schema)
-        else []
-    )
+    parts = schema.expressions if isinstance(schema, exp.Schema) else []
+    keys = [part for part in parts if isinstance(part, exp.PrimaryKey)]
+    if keys:
+        raise statement.fail("a PRIMARY KEY (an upserting sink) has no counterpart in a dagger yet", keys[0])
+    columns = [column.name for column in parts if isinstance(column, exp.ColumnDef)]
     if columns and [name.lower() for name in result_columns] != [name.lower() for name in columns]:
         raise statement.fail(
             f"the query's columns ({', '.join(result_columns)}) are written by name: name them as the "
