@@ -224,10 +224,6 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
             "a script runs one INSERT INTO statement (found: INSERT INTO outcome, INSERT INTO outcome)",
         ),
         (
-            BLACKHOLE + "INSERT INTO outcome SELECT bidder FROM bid",
-            "q.sql, line 1, CREATE TABLE outcome: the query's columns (bidder) are written by name",
-        ),
-        (
             BLACKHOLE + "INSERT INTO outcome SELECT auction FROM ${NOWHERE}",
             "q.sql, line 2: ${NOWHERE} is not one of the dagger's variables",
         ),
@@ -238,7 +234,6 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
         "unknown-option",
         "unknown-connector",
         "two-inserts",
-        "names",
         "variable",
     ],
 )
@@ -259,6 +254,12 @@ def test_a_source_option_or_format_without_a_counterpart_is_refused_naming_it(tm
         DaggerConfigError, match=re.escape("option(s) 'scan.topic-partition-discovery.interval'")
     ):
         load(tmp_path, {"ddl.sql": odd, "views.sql": BID_VIEW, "q.sql": PRICED_BIDS})
+
+
+def test_the_query_s_columns_are_written_to_the_table_s_by_position_as_in_flink(tmp_path):
+    script = BLACKHOLE + "INSERT INTO outcome SELECT bidder FROM bid"
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": script})
+    assert spec.spark_sql.endswith("SELECT * FROM (SELECT bidder FROM bid) AS `outcome`(`auction`)")
 
 
 def test_keys_the_script_gives_are_not_given_twice(tmp_path):

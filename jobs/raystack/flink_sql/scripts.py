@@ -167,10 +167,13 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
         raise ScriptError(
             f"the tables a dagger reads share one event-time column name and watermark delay ({described})"
         )
-    sql = _with_views(insert, read_views)
+    query = _positional(
+        insert.query_text(), _result_columns(insert, insert.query_text(), read_views), sink_table
+    )
+    sql = _with_views(query, read_views)
     return {
         "streams": [stream.config for stream in streams],
-        "sinks": [_sink(sink_table, _result_columns(insert, sql))],
+        "sinks": [_sink(sink_table)],
         "sql": sql,
         "sql_dialect": "flink",
         "rowtime_column": streams[0].event_time if streams else "rowtime",
@@ -233,9 +236,8 @@ def _views_read(query: exp.Expr, views: dict[str, _Statement]) -> list[_Statemen
     return ordered
 
 
-def _with_views(insert: _Statement, views: list[_Statement]) -> str:
+def _with_views(query: str, views: list[_Statement]) -> str:
     """The INSERT's query as one Flink query: the views it reads as its first common table expressions."""
-    query = insert.query_text()
     if not views:
         return query
     definitions = ",\n".join(f"`{view.name}` AS (\n{view.query_text()}\n)" for view in views)
@@ -244,9 +246,20 @@ def _with_views(insert: _Statement, views: list[_Statement]) -> str:
     return f"WITH {definitions}\n{query}"
 
 
-def _result_columns(insert: _Statement, sql: str) -> tuple[str, ...]:
+def _positional(query: str, result_columns: tuple[str, ...], sink: _Statement) -> str:
+    """The query with its columns named as the sink table's: Flink writes them by position."""
+    schema = sink.tree.this
+    parts = schema.expressions if isinstance(schema, exp.Schema) else []
+    columns = [column.name for column in parts if isinstance(column, exp.ColumnDef)]
+    if not columns or list(result_columns) == columns:
+        return query
+    names = ", ".join(f"`{name}`" for name in columns)
+    return f"SELECT * FROM (\n{query}\n) AS `{sink.name}` ({names})"
+
+
+def _result_columns(insert: _Statement, query: str, views: list[_Statement]) -> tuple[str, ...]:
     try:
-        return translate(sql, key=insert.title).output_columns
+        return translate(_with_views(query, views), key=insert.title).output_columns
     except FlinkSqlError as error:
         raise insert.fail(str(error).removeprefix(f"{insert.title} ")) from None
 
@@ -424,18 +437,12 @@ def _avro_type(statement: _Statement, data_type: exp.DataType, where: str) -> An
     )
 
 
-def _sink(statement: _Statement, result_columns: tuple[str, ...]) -> dict[str, Any]:
+def _sink(statement: _Statement) -> dict[str, Any]:
     schema = statement.tree.this
     parts = schema.expressions if isinstance(schema, exp.Schema) else []
     keys = [part for part in parts if isinstance(part, exp.PrimaryKey)]
     if keys:
         raise statement.fail("a PRIMARY KEY (an upserting sink) has no counterpart in a dagger yet", keys[0])
-    columns = [column.name for column in parts if isinstance(column, exp.ColumnDef)]
-    if columns and [name.lower() for name in result_columns] != [name.lower() for name in columns]:
-        raise statement.fail(
-            f"the query's columns ({', '.join(result_columns)}) are written by name: name them as the "
-            f"table's ({', '.join(columns)}), in its order"
-        )
     table = _Table(statement, _options(statement))
     connector = table.option("connector")
     if connector == "blackhole":
