@@ -251,7 +251,7 @@ def test_a_json_record_that_is_not_an_object_of_the_schema_fails_the_dagger_nami
     ("keys", "error"),
     [
         ({"format": "avro"}, "format 'avro' needs 'schema_registry_url'"),
-        ({"format": "json"}, "format 'json' needs 'schema_file'"),
+        ({"format": "json"}, "format 'json' needs one of 'schema_file' and 'record_schema'"),
         (
             {"format": "json", "schema_file": "x.avsc", "proto_message": "dagger.testing.Order"},
             "'proto_message' is a key of format 'protobuf', not 'json'",

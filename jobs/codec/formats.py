@@ -12,7 +12,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -195,7 +195,14 @@ def record_decoder(
         return decoder_for(descriptor_sets, str(stream.proto_message), fields)
     stream = pinned(stream)  # a decoder of "the latest version" would keep it for the process's life
     format_keys = stream.model_dump_json(
-        include={"format", "schema_registry_url", "schema_subject", "schema_version", "schema_file"}
+        include={
+            "format",
+            "schema_registry_url",
+            "schema_subject",
+            "schema_version",
+            "schema_file",
+            "record_schema",
+        }
     )
     key = (format_keys, json.dumps(fields))
     with _decoders_lock:
@@ -212,7 +219,11 @@ def _build_decoder(stream: StreamConfig, fields: list[str] | None) -> RecordDeco
         assert stream.schema_version is not None
         reader_schema = schemas.version(stream.schema_subject, stream.schema_version)
         return ConfluentAvroDecoder(reader_schema, schemas.by_id, fields)
-    columns = json_columns(str(stream.schema_file))
+    columns = (
+        json_columns(str(stream.schema_file))
+        if stream.record_schema is None
+        else columns_of_schema(stream.record_schema, "record_schema")
+    )
     return JsonDecoder(columns if fields is None else pa.schema([columns.field(name) for name in fields]))
 
 
@@ -223,11 +234,16 @@ def json_columns(schema_file: str) -> pa.Schema:
             document = json.load(file)
     except (OSError, json.JSONDecodeError) as error:
         raise ValueError(f"schema_file {schema_file}: {error}") from None
+    return columns_of_schema(document, f"schema_file {schema_file}")
+
+
+def columns_of_schema(document: Any, where: str) -> pa.Schema:
+    """The columns of an Avro record schema or a JSON Schema document; `where` names it in errors."""
     is_avro = isinstance(document, dict) and document.get("type") == "record" and "fields" in document
     try:
         return arrow_schema(document) if is_avro else arrow_schema_of_json_schema(document)
     except ValueError as error:
-        raise ValueError(f"schema_file {schema_file}: {error}") from None
+        raise ValueError(f"{where}: {error}") from None
 
 
 def check_event_time_field(decoder: RecordDecoder, dotted_path: str) -> None:

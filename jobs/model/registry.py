@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.sinks.bigquery.config import BigQuerySink
+from jobs.sinks.blackhole.config import BlackholeSink
 from jobs.sinks.config import SinkConfig
 from jobs.sinks.continuous_table.config import ContinuousTableSink
 from jobs.sinks.elasticsearch.config import ElasticsearchSink
@@ -156,5 +157,13 @@ SINK_KINDS = _sinks(
         resource="jobs.sinks.continuous_table.resource:ContinuousTableSinkResource",
         resource_key="continuous_table_sink",
         asset_kinds=frozenset({"postgres"}),
+    ),
+    SinkKind(
+        name="blackhole",
+        config=BlackholeSink,
+        writer="jobs.sinks.blackhole.writer:BlackholeSinkWriter",
+        resource="jobs.sinks.blackhole.resource:BlackholeSinkResource",
+        resource_key="blackhole_sink",
+        asset_kinds=frozenset(),
     ),
 )

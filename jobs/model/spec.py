@@ -114,11 +114,50 @@ def _flink_query(flink_sql: str) -> SparkQuery:
     return translate(flink_sql, key="sql")
 
 
+_SCRIPT_KEYS = ("streams", "sinks", "sql", "sql_dialect", "rowtime_column", "watermark_delay")
+"""The keys a Flink SQL script gives, which a dagger file with a `script` leaves to it."""
+
+
+def _script_keys(data: Any, info: ValidationInfo) -> Any:
+    """A dagger file with a `script`: the keys its Flink SQL statements give, and the output mode its query
+    needs (Flink derives it: an aggregation without a window, or a Top-N, updates its rows)."""
+    if not isinstance(data, dict) or data.get("script") is None:
+        return data
+    # Imported here: the raystack package imports this module.
+    from jobs.raystack.flink_sql.scripts import ScriptFile, script_dagger
+
+    given = [key for key in _SCRIPT_KEYS if key in data]
+    if given:
+        raise ValueError(f"{', '.join(map(repr, given))}: given by the script, not by the dagger file")
+    paths = data["script"]
+    if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths) or not paths:
+        raise ValueError("'script' is a list of the script's files, in the order they run")
+    files = []
+    for path in paths:
+        try:
+            files.append(ScriptFile(path, Path(_resolve_path(path, info)).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"script file {path}: {error}") from None
+    keys = script_dagger(files, {str(k): str(v) for k, v in (data.get("variables") or {}).items()})
+    if "output_mode" not in data:
+        query = _flink_query(keys["sql"])
+        keys["output_mode"] = "update" if query.unwindowed_aggregation or query.upserts else "append"
+    return {**data, **keys}
+
+
 class DaggerSpec(_Model):
     """One dagger: streams -> SQL -> sinks, run as one Spark structured streaming query."""
 
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
     description: str = ""
+    script: list[str] | None = None
+    """A Flink SQL script's files, run in order as one (paths relative to the dagger file): its `CREATE
+    TABLE`s become the streams and the sink, its `INSERT INTO` the query, its views the query's first
+    CTEs (docs/flink-scripts.md). The script gives `streams`, `sinks`, `sql`, `sql_dialect`,
+    `rowtime_column`, `watermark_delay` and, unless set here, `output_mode`."""
+    variables: dict[str, str] = Field(default_factory=dict)
+    """`${NAME}` placeholders of the script and their values (`${VAR}` of the environment works in a value,
+    as anywhere in the dagger file)."""
     schema_registry: SchemaRegistryConfig = Field(default_factory=SchemaRegistryConfig)
     """The protobuf messages' descriptor sets; a dagger of Avro and JSON streams and sinks needs none."""
     streams: list[Stream] = Field(min_length=1)
@@ -178,6 +217,16 @@ class DaggerSpec(_Model):
 
     _time_partition: PartitionRun | None = PrivateAttr(default=None)
     _expectations = field_validator("expectations")(without_dead_letters)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _script_gives_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        return _script_keys(data, info)
+
+    @field_validator("script")
+    @classmethod
+    def _resolve_script(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        return None if value is None else [_resolve_path(path, info) for path in value]
 
     @field_validator("checkpoint_location")
     @classmethod

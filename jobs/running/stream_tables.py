@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
@@ -86,7 +87,8 @@ def _columns_read(descriptor_sets: str, sql: PreparedSql, stream: StreamConfig) 
     fields = column_names(stream, descriptor_sets)
     metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
     names = [*fields, *metadata]
-    conditions = [expectation.condition for expectation in stream.expectations]
+    # A computed column reads the record's fields as an expectation's condition does.
+    conditions = [*stream.computed_columns.values(), *(rule.condition for rule in stream.expectations)]
     read = sql_stage.referenced_fields(sql, names)
     for condition in conditions:
         read_by_condition = sql_stage.referenced_fields(f"SELECT {condition}", names)
@@ -174,7 +176,7 @@ def _jvm_kafka_frame(
         )
     try:
         return kafka_connector.stream_frame(
-            spark, stream, layout, spec.rowtime_column, spec.resolved_checkpoint_location, starting
+            spark, stream, layout, spec.resolved_checkpoint_location, starting
         )
     except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
@@ -213,7 +215,23 @@ def _without_flags(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> 
         frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
     else:
         frame = frame.drop(VALID_RECORD_COLUMN)
-    return frame.withWatermark(spec.rowtime_column, interval(spec.watermark_delay))
+    return _with_computed_columns(spec, stream, frame).withWatermark(
+        spec.rowtime_column, interval(spec.watermark_delay)
+    )
+
+
+def _with_computed_columns(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> DataFrame:
+    """The stream's `computed_columns` after the record's, and its rowtime when that is one of them."""
+    for name, expression in stream.computed_columns.items():
+        try:
+            frame = frame.withColumn(name, F.expr(expression))
+        except AnalysisException as error:
+            raise DaggerBuildError(
+                f"dagger {spec.name}: stream {stream.table!r}: computed column {name!r}: {error}"
+            ) from None
+    if stream.computes_event_time and stream.event_time_field != spec.rowtime_column:
+        frame = frame.withColumn(spec.rowtime_column, F.col(f"`{stream.event_time_field}`"))
+    return frame
 
 
 def transform_context(

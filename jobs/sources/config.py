@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
@@ -56,7 +56,7 @@ class StreamConfig(ConfigModel):
     """Name of the SQL view the stream is registered under."""
     format: Literal["protobuf", "avro", "json"] = "protobuf"
     """How each record is encoded: `protobuf` (`proto_message`), `avro` in the Confluent wire format
-    (`schema_registry_url`), or `json`, one object per record (`schema_file`)."""
+    (`schema_registry_url`), or `json`, one object per record (`schema_file` or `record_schema`)."""
     proto_message: str | None = Field(default=None, min_length=1)
     """`protobuf`: full name of the message of each record, e.g. `dagger.examples.BookingLogMessage`."""
     schema_registry_url: str | None = Field(default=None, min_length=1)
@@ -71,9 +71,18 @@ class StreamConfig(ConfigModel):
     (a restart picks up fields added since, which older records read as NULL)."""
     schema_file: str | None = Field(default=None, min_length=1)
     """`json`: the columns, as an Avro record schema (`.avsc`) or a JSON Schema (`.json`) file."""
+    record_schema: dict[str, Any] | None = None
+    """`json`: the columns written in the dagger file instead of a `schema_file`: an Avro record schema or
+    a JSON Schema, as a mapping (a Flink SQL script's table gives its columns this way)."""
+    computed_columns: dict[SqlIdentifier, str] = Field(default_factory=dict)
+    """Columns computed from each record's, after it is decoded and before the pre-processors, in order
+    (a Flink table's `name AS expression`): name -> Spark SQL expression over the record's columns and
+    the computed columns before it. One of them may be the event time (`event_time_field`)."""
     event_time_field: str = Field(min_length=1)
     """A timestamp field (dotted path for nested fields: a `google.protobuf.Timestamp`, an Avro
-    `timestamp-micros`/`-millis`, a JSON `date-time` string) copied into the rowtime column."""
+    `timestamp-micros`/`-millis`, a JSON `date-time` string) copied into the rowtime column, or one of
+    `computed_columns`. A top-level field or computed column named as the dagger's `rowtime_column` is
+    itself the event-time column, where the stream has it (as in a Flink table's `WATERMARK FOR`)."""
     pre_processors: list[Transformer] = Field(default_factory=list)
     """Transformers run, in order, on the stream's rows before its table is registered for the SQL."""
     late_records: LateRecordPolicy = Field(default_factory=LateRecordPolicy)
@@ -95,9 +104,13 @@ class StreamConfig(ConfigModel):
     @model_validator(mode="after")
     def _format_keys(self) -> Self:
         needed = {"protobuf": "proto_message", "avro": "schema_registry_url", "json": "schema_file"}
+        if self.format == "json" and (self.schema_file is None) == (self.record_schema is None):
+            raise ValueError("format 'json' needs one of 'schema_file' and 'record_schema'")
         key = needed[self.format]
-        if getattr(self, key) is None:
+        if getattr(self, key) is None and self.format != "json":
             raise ValueError(f"format {self.format!r} needs {key!r}")
+        if self.record_schema is not None and self.format != "json":
+            raise ValueError(f"'record_schema' is a key of format 'json', not {self.format!r}")
         for other_format, other_key in needed.items():
             if other_format != self.format and getattr(self, other_key) is not None:
                 raise ValueError(f"{other_key!r} is a key of format {other_format!r}, not {self.format!r}")
@@ -110,10 +123,32 @@ class StreamConfig(ConfigModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _computed_event_time_keeps_late_records(self) -> Self:
+        if self.computes_event_time and self.late_records.action != "keep":
+            # The source judges lateness as it reads, before any column is computed.
+            raise ValueError(
+                f"late_records.action {self.late_records.action!r} needs the event time in a record field; "
+                f"event_time_field {self.event_time_field!r} is a computed column"
+            )
+        return self
+
+    @property
+    def computes_event_time(self) -> bool:
+        """The event time is one of `computed_columns`, filled after the source has read the record."""
+        return self.event_time_field in self.computed_columns
+
+    def source_rowtime_column(self, rowtime_column: str) -> str | None:
+        """The column the source appends with the event time; None when the stream's own column is its
+        event-time column (or is computed later, and copied into `rowtime_column` then)."""
+        if self.computes_event_time or self.event_time_field == rowtime_column:
+            return None
+        return rowtime_column
+
     def records(self) -> str:
         """What each record is, as error messages and the asset graph name it."""
         if self.format == "protobuf":
             return str(self.proto_message)
         if self.format == "avro":
             return f"Avro {self.schema_subject} version {self.schema_version or 'latest'}"
-        return f"JSON of {self.schema_file}"
+        return f"JSON of {self.schema_file or 'the columns of record_schema'}"

@@ -47,11 +47,15 @@ class StreamLayout:
         self,
         decoder: RecordDecoder,
         metadata: pa.Schema,
-        event_time_field: str,
-        rowtime_column: str,
+        event_time_field: str | None,
+        rowtime_column: str | None,
         row_layout: str = "native",
     ) -> None:
-        check_event_time_field(decoder, event_time_field)  # raises naming the field if unusable
+        """`event_time_field` None: the event time is computed after the source (no record is judged late
+        here); `rowtime_column` None: no rowtime column is appended, a column of the records is the
+        event-time column or one is computed later (`StreamConfig.source_rowtime_column`)."""
+        if event_time_field is not None:
+            check_event_time_field(decoder, event_time_field)  # raises naming the field if unusable
         # Dagger's layout (protobuf records only): its type handlers' shapes, and no source metadata.
         self.dagger_layout = (
             DaggerRowLayout(decoder.descriptor, decoder.schema)
@@ -60,7 +64,7 @@ class StreamLayout:
         )
         if self.dagger_layout is not None:
             metadata = pa.schema([])
-        reserved = [*metadata.names, VALID_RECORD_COLUMN, LATE_RECORD_COLUMN, rowtime_column]
+        reserved = [*metadata.names, VALID_RECORD_COLUMN, LATE_RECORD_COLUMN, *filter(None, [rowtime_column])]
         clashes = sorted(set(decoder.schema.names) & set(reserved))
         if clashes:
             raise ValueError(
@@ -70,13 +74,14 @@ class StreamLayout:
         self.decoder = decoder
         self.metadata = metadata
         self.event_time_field = event_time_field
+        self.rowtime_column = rowtime_column
         self.schema = pa.schema(
             [
                 *(self.dagger_layout.schema if self.dagger_layout else decoder.schema),
                 *metadata,
                 pa.field(VALID_RECORD_COLUMN, pa.bool_(), nullable=False),
                 pa.field(LATE_RECORD_COLUMN, pa.bool_(), nullable=False),
-                pa.field(rowtime_column, ROWTIME_TYPE),
+                *([pa.field(rowtime_column, ROWTIME_TYPE)] if rowtime_column else []),
             ]
         )
 
@@ -93,7 +98,7 @@ class StreamLayout:
         self, decoded: pa.RecordBatch, watermark_us: int, valid: pa.Array | None = None
     ) -> pa.Array | None:
         """Which valid records have an event time before `watermark_us` (None: none of them)."""
-        if watermark_us <= 0 or decoded.num_rows == 0:
+        if watermark_us <= 0 or decoded.num_rows == 0 or self.event_time_field is None:
             return None
         late = pc.less(self.rowtime(decoded), scalar(watermark_us, ROWTIME_TYPE))
         if valid is not None:
@@ -109,7 +114,7 @@ class StreamLayout:
     ) -> pa.RecordBatch:
         """Decoded record columns + metadata (the columns of `self.metadata`) + flags -> a batch of
         `self.schema`."""
-        rowtime = self.rowtime(decoded)
+        rowtime = [self.rowtime(decoded)] if self.rowtime_column else []
         if valid is None:
             valid = pa.repeat(_VALID, decoded.num_rows)
         if late is None:
@@ -117,7 +122,7 @@ class StreamLayout:
         columns = decoded.columns
         if self.dagger_layout is not None:
             columns, metadata = self.dagger_layout.convert(columns), []
-        return pa.RecordBatch.from_arrays([*columns, *metadata, valid, late, rowtime], schema=self.schema)
+        return pa.RecordBatch.from_arrays([*columns, *metadata, valid, late, *rowtime], schema=self.schema)
 
 
 class StreamReader(DataSourceStreamReader):
@@ -179,8 +184,8 @@ class StreamReader(DataSourceStreamReader):
         return StreamLayout(
             decoder,
             pa.schema(emitted),
-            self.stream.event_time_field,
-            self.rowtime_column,
+            None if self.stream.computes_event_time else self.stream.event_time_field,
+            self.stream.source_rowtime_column(self.rowtime_column),
             self.stream.row_layout,
         )
 

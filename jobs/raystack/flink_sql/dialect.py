@@ -8,6 +8,8 @@ every pass of the translator rewrites.
 - Intervals as Flink (Calcite) writes them, `INTERVAL '1' HOUR(2)`, `INTERVAL '10' MINUTES`, `INTERVAL
   '1:30' HOUR TO MINUTE`: an `exp.Interval` of the value and its singular unit(s), as Spark reads them.
 - `LATERAL TABLE(fn(x))`: the lateral call of fn itself.
+- A script's DDL (`scripts`): `ROW<name type, ...>` (and `ROW(...)` in a column's type) is a STRUCT, and
+  `WATERMARK FOR c AS expression` a `WatermarkColumnConstraint` of the table's schema.
 - What Spark streams cannot run is refused by name at its token, before it is parsed (the parser would
   fail on some without naming them): MATCH_RECOGNIZE, temporal joins, processing time, and Flink's
   functions that Spark lacks or means otherwise (`functions.toml`).
@@ -16,6 +18,7 @@ every pass of the translator rewrites.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import ClassVar
 
 from sqlglot import exp
@@ -56,9 +59,44 @@ class FlinkDialect(DaggerSpark):
         KEYWORDS: ClassVar[dict[str, TokenType]] = {**_KEYWORDS, "BYTES": TokenType.VARBINARY}
 
     class Parser(DaggerSpark.Parser):
+        CONSTRAINT_PARSERS: ClassVar[dict[str, Callable]] = {
+            **DaggerSpark.Parser.CONSTRAINT_PARSERS,
+            "WATERMARK": lambda self: self._parse_watermark(),
+        }
+        SCHEMA_UNNAMED_CONSTRAINTS: ClassVar[set[str]] = {
+            *DaggerSpark.Parser.SCHEMA_UNNAMED_CONSTRAINTS,
+            "WATERMARK",
+        }
+
         def parse(self, raw_tokens: list[Token], sql: str) -> list[exp.Expr | None]:
             _refuse_unsupported(raw_tokens)
             return super().parse(raw_tokens, sql)
+
+        def _parse_watermark(self) -> exp.WatermarkColumnConstraint:
+            start = self._prev
+            if not self._match(TokenType.FOR):
+                self.raise_error("Expected FOR after WATERMARK")
+            column = self._parse_column()
+            if not self._match(TokenType.ALIAS):
+                self.raise_error("Expected AS after WATERMARK FOR <column>")
+            constraint = exp.WatermarkColumnConstraint(this=column, expression=self._parse_disjunction())
+            return constraint.update_positions(start)
+
+        def _parse_types(
+            self, check_func: bool = False, schema: bool = False, **kwargs: bool
+        ) -> exp.Expr | None:
+            # Flink's ROW type is Spark's STRUCT; `ROW(...)` outside a type stays the row constructor.
+            if (
+                self._curr
+                and self._curr.token_type == TokenType.ROW
+                and self._next
+                and (
+                    self._next.token_type == TokenType.LT
+                    or (schema and self._next.token_type == TokenType.L_PAREN)
+                )
+            ):
+                self._curr.token_type = TokenType.STRUCT
+            return super()._parse_types(check_func=check_func, schema=schema, **kwargs)
 
         def _parse_table(self, *args: object, **kwargs: object) -> exp.Expr | None:
             if (

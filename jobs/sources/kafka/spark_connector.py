@@ -84,7 +84,6 @@ def stream_frame(
     spark: SparkSession,
     stream: KafkaStream,
     layout: StreamLayout,
-    rowtime_column: str,
     checkpoint: str,
     starting: Offsets | None,
 ) -> DataFrame:
@@ -103,12 +102,15 @@ def stream_frame(
     decoded = raw.select(record.value.alias("__record"), *map(F.col, kept))
     columns = [F.col(f"__record.{field.name}").alias(field.name) for field in record_type]
     columns += [F.col(_METADATA_COLUMNS[name]).alias(name) for name in layout.metadata.names]
-    rowtime = _rowtime(record_type, stream.event_time_field)
+    # A computed event time is filled after the source (`StreamConfig.computes_event_time`), which keeps
+    # every record (its late_records action is `keep`).
+    rowtime = None if layout.event_time_field is None else _rowtime(record_type, layout.event_time_field)
     columns += [
         _valid(spark, stream, record.error).alias(VALID_RECORD_COLUMN),
-        _late(spark, stream, rowtime).alias(LATE_RECORD_COLUMN),
-        rowtime.alias(rowtime_column),
+        (F.lit(False) if rowtime is None else _late(spark, stream, rowtime)).alias(LATE_RECORD_COLUMN),
     ]
+    if rowtime is not None and layout.rowtime_column is not None:
+        columns.append(rowtime.alias(layout.rowtime_column))
     return decoded.select(*columns)
 
 

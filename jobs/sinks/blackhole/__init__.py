@@ -1,0 +1,1 @@
+"""The blackhole sink: config, writer and Dagster resource."""

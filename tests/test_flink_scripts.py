@@ -1,0 +1,329 @@
+"""Flink SQL scripts (`CREATE TABLE ... WITH`, `CREATE VIEW`, `INSERT INTO`) run as daggers: what each
+statement becomes, what is refused and where, and a Nexmark-shaped script on Kafka and Spark."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jobs.model.spec import DaggerConfigError, load_dagger
+
+# Nexmark's shape, in the project's own words: one topic of events, each a person, an auction or a bid
+# (nested rows), the event time computed from whichever is there.
+EVENTS_TABLE = """
+-- the events, as the generator writes them
+CREATE TABLE events (
+    event_type INT,
+    person ROW<id BIGINT, name VARCHAR, `dateTime` TIMESTAMP(3)>,
+    bid ROW<auction BIGINT, bidder BIGINT, price BIGINT, `dateTime` TIMESTAMP(3)>,
+    `dateTime` AS CASE WHEN event_type = 0 THEN person.`dateTime` ELSE bid.`dateTime` END,
+    WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND
+) WITH (
+    'connector' = 'kafka',
+    'topic' = '${EVENTS_TOPIC}',
+    'properties.bootstrap.servers' = '${BOOTSTRAP_SERVERS}',
+    'scan.startup.mode' = 'earliest-offset',
+    'sink.partitioner' = 'round-robin',
+    'format' = 'json'
+);
+"""
+
+BID_VIEW = """
+CREATE VIEW bid AS
+SELECT bid.auction, bid.bidder, bid.price, `dateTime` FROM ${EVENTS_TABLE} WHERE event_type = 1;
+"""
+
+PRICED_BIDS = """
+CREATE TABLE priced (
+  auction BIGINT,
+  bidder BIGINT,
+  euros BIGINT,
+  `dateTime` TIMESTAMP(3)
+) WITH (
+  'connector' = 'kafka',
+  'topic' = '${OUTPUT_TOPIC}',
+  'properties.bootstrap.servers' = '${BOOTSTRAP_SERVERS}',
+  'format' = 'json'
+);
+
+INSERT INTO priced
+SELECT auction, bidder, price * 2 AS euros, `dateTime` FROM bid WHERE price > 10;
+"""
+
+
+def write_dagger(folder: Path, scripts: dict[str, str], **keys: object) -> Path:
+    """A dagger file running `scripts` (file name -> text) in order, with `keys` added."""
+    for name, text in scripts.items():
+        (folder / name).write_text(text)
+    dagger = folder / "script.yaml"
+    document = {
+        "name": "script-dagger",
+        "script": list(scripts),
+        "checkpoint_location": str(folder / "checkpoint"),
+        **keys,
+    }
+    dagger.write_text(yaml.safe_dump(document))
+    return dagger
+
+
+VARIABLES = {
+    "BOOTSTRAP_SERVERS": "127.0.0.1:9092",
+    "EVENTS_TOPIC": "events",
+    "EVENTS_TABLE": "events",
+    "OUTPUT_TOPIC": "priced",
+}
+
+
+def load(tmp_path: Path, scripts: dict[str, str], variables: dict[str, str] = VARIABLES, **keys: object):
+    return load_dagger(write_dagger(tmp_path, scripts, variables=variables, **keys))
+
+
+def test_a_script_s_tables_view_and_insert_become_the_dagger_s_stream_query_and_sink(tmp_path):
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": PRICED_BIDS})
+    assert [stream.model_dump(exclude_defaults=True) for stream in spec.streams] == [
+        {
+            "kind": "kafka",
+            "table": "events",
+            "format": "json",
+            "record_schema": {
+                "type": "record",
+                "name": "events",
+                "fields": [
+                    {"name": "event_type", "type": ["null", "int"]},
+                    {
+                        "name": "person",
+                        "type": [
+                            "null",
+                            {
+                                "type": "record",
+                                "name": "person",
+                                "fields": [
+                                    {"name": "id", "type": ["null", "long"]},
+                                    {"name": "name", "type": ["null", "string"]},
+                                    {
+                                        "name": "dateTime",
+                                        "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}],
+                                    },
+                                ],
+                            },
+                        ],
+                    },
+                    {
+                        "name": "bid",
+                        "type": [
+                            "null",
+                            {
+                                "type": "record",
+                                "name": "bid",
+                                "fields": [
+                                    {"name": "auction", "type": ["null", "long"]},
+                                    {"name": "bidder", "type": ["null", "long"]},
+                                    {"name": "price", "type": ["null", "long"]},
+                                    {
+                                        "name": "dateTime",
+                                        "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}],
+                                    },
+                                ],
+                            },
+                        ],
+                    },
+                ],
+            },
+            "computed_columns": {
+                "dateTime": "CASE WHEN event_type = 0 THEN person.`dateTime` ELSE bid.`dateTime` END"
+            },
+            "event_time_field": "dateTime",
+            "topics": ["events"],
+            "bootstrap_servers": "127.0.0.1:9092",
+            "auto_offset_reset": "earliest",
+        }
+    ]
+    assert [sink.model_dump(exclude_defaults=True) for sink in spec.sinks] == [
+        {"kind": "kafka", "topic": "priced", "bootstrap_servers": "127.0.0.1:9092", "format": "json"}
+    ]
+    assert spec.sql_dialect == "flink"
+    assert spec.rowtime_column == "dateTime"
+    assert spec.watermark_delay.total_seconds() == 4
+    assert spec.output_mode == "append"
+    assert spec.spark_sql == (
+        "WITH `bid` AS (SELECT bid.auction, bid.bidder, bid.price, `dateTime` FROM events "
+        "WHERE event_type = 1) SELECT auction, bidder, price * 2 AS euros, `dateTime` FROM bid "
+        "WHERE price > 10"
+    )
+
+
+def test_print_blackhole_and_filesystem_tables_are_the_log_blackhole_and_parquet_sinks(tmp_path):
+    def sink_of(connector_options: str, columns: str = "auction BIGINT") -> dict:
+        script = f"CREATE TABLE outcome ({columns}) WITH ({connector_options});\n{INSERT_AUCTIONS}"
+        spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": script})
+        return spec.sinks[0].model_dump(exclude_defaults=True)
+
+    assert sink_of("'connector' = 'print'") == {"kind": "log"}
+    assert sink_of("'connector' = 'blackhole'") == {"kind": "blackhole"}
+    assert sink_of(
+        f"'connector' = 'filesystem', 'path' = 'file://{tmp_path}/lake', 'format' = 'parquet'"
+    ) == {
+        "kind": "parquet",
+        "path": f"{tmp_path}/lake",
+    }
+
+
+def test_a_query_whose_results_update_gets_the_update_output_mode(tmp_path):
+    counts = (
+        "CREATE TABLE counts (auction BIGINT, bids BIGINT) WITH ('connector' = 'blackhole');\n"
+        "INSERT INTO counts SELECT auction, COUNT(*) AS bids FROM bid GROUP BY auction"
+    )
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": counts})
+    assert spec.output_mode == "update"
+
+
+def _refusal(tmp_path: Path, query_script: str, variables: dict[str, str] = VARIABLES, **keys: object) -> str:
+    with pytest.raises(DaggerConfigError) as raised:
+        load(
+            tmp_path,
+            {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": query_script},
+            variables,
+            **keys,
+        )
+    return str(raised.value)
+
+
+INSERT_AUCTIONS = "INSERT INTO outcome SELECT auction FROM bid"
+BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhole');\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (
+            BLACKHOLE + f"CREATE FUNCTION count_char AS 'com.example.CountChar';\n{INSERT_AUCTIONS}",
+            "q.sql, line 2, CREATE FUNCTION count_char: functions declared by CREATE FUNCTION (a Java class) "
+            "cannot run here",
+        ),
+        (
+            BLACKHOLE + "\nINSERT INTO outcome SELECT auction FROM (SELECT *, PROCTIME() AS p FROM bid)",
+            "q.sql, line 3: processing time (PROCTIME()) is not supported",
+        ),
+        (
+            "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhole', 'rows' = '5');\n"
+            "INSERT INTO outcome SELECT auction FROM bid",
+            "q.sql, line 1, CREATE TABLE outcome: option(s) 'rows' of a 'blackhole' table written as a sink "
+            "have no counterpart in a dagger",
+        ),
+        (
+            f"CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'jdbc');\n{INSERT_AUCTIONS}",
+            "q.sql, line 1, CREATE TABLE outcome: 'connector' = 'jdbc' has no sink here",
+        ),
+        (
+            BLACKHOLE
+            + "INSERT INTO outcome SELECT auction FROM bid;\nINSERT INTO outcome SELECT bidder FROM bid",
+            "a script runs one INSERT INTO statement (found: INSERT INTO outcome, INSERT INTO outcome)",
+        ),
+        (
+            BLACKHOLE + "INSERT INTO outcome SELECT auction FROM ${NOWHERE}",
+            "q.sql, line 2: ${NOWHERE} is not one of the dagger's variables",
+        ),
+    ],
+    ids=[
+        "java-function",
+        "proctime",
+        "unknown-option",
+        "unknown-connector",
+        "two-inserts",
+        "variable",
+    ],
+)
+def test_what_has_no_counterpart_is_refused_naming_the_file_line_and_statement(tmp_path, script, message):
+    assert message in _refusal(tmp_path, script)
+
+
+def test_a_source_option_or_format_without_a_counterpart_is_refused_naming_it(tmp_path):
+    avro = EVENTS_TABLE.replace("'format' = 'json'", "'format' = 'raw'")
+    with pytest.raises(
+        DaggerConfigError, match=re.escape("ddl.sql, line 3, CREATE TABLE events: 'format' = 'raw'")
+    ):
+        load(tmp_path, {"ddl.sql": avro, "views.sql": BID_VIEW, "q.sql": PRICED_BIDS})
+    odd = EVENTS_TABLE.replace(
+        "'format' = 'json'", "'format' = 'json', 'scan.topic-partition-discovery.interval' = '1s'"
+    )
+    with pytest.raises(
+        DaggerConfigError, match=re.escape("option(s) 'scan.topic-partition-discovery.interval'")
+    ):
+        load(tmp_path, {"ddl.sql": odd, "views.sql": BID_VIEW, "q.sql": PRICED_BIDS})
+
+
+def test_the_query_s_columns_are_written_to_the_table_s_by_position_as_in_flink(tmp_path):
+    script = BLACKHOLE + "INSERT INTO outcome SELECT bidder FROM bid"
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": script})
+    assert spec.spark_sql.endswith("SELECT * FROM (SELECT bidder FROM bid) AS `outcome`(`auction`)")
+
+
+def test_keys_the_script_gives_are_not_given_twice(tmp_path):
+    message = _refusal(tmp_path, PRICED_BIDS, sql="SELECT 1")
+    assert "'sql': given by the script, not by the dagger file" in message
+
+
+def _event(event_type: int, millis: int, **row: int) -> bytes:
+    at = f"2026-12-01 10:00:{millis // 1000:02d}.{millis % 1000:03d}"
+    name = "person" if event_type == 0 else "bid"
+    return json.dumps({"event_type": event_type, name: {**row, "dateTime": at}}).encode()
+
+
+def test_a_nexmark_shaped_script_runs_on_kafka_with_its_computed_event_time(tmp_path, kafka, start_dagger):
+    events, output = kafka.new_topic("events"), kafka.new_topic("priced")
+    kafka.produce(
+        events,
+        [
+            _event(0, 0, id=7),
+            _event(1, 1_000, auction=1, bidder=7, price=5),
+            _event(1, 2_500, auction=1, bidder=8, price=11),
+            _event(1, 3_000, auction=2, bidder=7, price=40),
+        ],
+    )
+    variables = {
+        **VARIABLES,
+        "BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "EVENTS_TOPIC": events,
+        "OUTPUT_TOPIC": output,
+    }
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": PRICED_BIDS}, variables)
+    start_dagger(spec).process_available()
+    assert [json.loads(record.value()) for record in kafka.read_all(output)] == [
+        {"auction": 1, "bidder": 8, "euros": 22, "dateTime": "2026-12-01T10:00:02.500Z"},
+        {"auction": 2, "bidder": 7, "euros": 80, "dateTime": "2026-12-01T10:00:03.000Z"},
+    ]
+
+
+def test_a_script_s_window_closes_on_the_watermark_of_its_computed_event_time(tmp_path, kafka, start_dagger):
+    events = kafka.new_topic("events")
+    windows = (
+        "CREATE TABLE counts (auction BIGINT, bids BIGINT, window_start TIMESTAMP(3)) "
+        "WITH ('connector' = 'print');\n"
+        "INSERT INTO counts SELECT auction, COUNT(*) AS bids, window_start\n"
+        "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(`dateTime`), INTERVAL '10' SECOND))\n"
+        "GROUP BY auction, window_start, window_end"
+    )
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": windows}, variables)
+    running = start_dagger(spec)
+    rounds = [  # processed before the next is produced: the watermark moves between them
+        [
+            _event(1, 1_000, auction=1, bidder=7, price=5),
+            _event(1, 9_000, auction=1, bidder=8, price=11),
+            _event(1, 12_000, auction=1, bidder=9, price=12),
+        ],
+        [_event(0, 30_000, id=7)],  # a person's time moves the watermark too: to 26 s, past both windows
+        [_event(1, 31_000, auction=2, bidder=7, price=5)],
+    ]
+    for events_of_round in rounds:
+        kafka.produce(events, events_of_round)
+        running.process_available()
+    rows = [json.loads(line.split(" | ", 1)[1]) for line in running.logged]
+    assert sorted(rows, key=lambda row: row["window_start"]) == [
+        {"auction": 1, "bids": 2, "window_start": "2026-12-01T10:00:00+00:00"},
+        {"auction": 1, "bids": 1, "window_start": "2026-12-01T10:00:10+00:00"},
+    ]
