@@ -117,7 +117,8 @@ def test_a_nested_with_is_written_where_it_stands() -> None:
     one WITH list with a name defined twice (as sqlglot writes nested CTEs for older Sparks)."""
     query = (
         "WITH x AS (SELECT user_id FROM orders) "
-        "SELECT * FROM (WITH x AS (SELECT user_id FROM pageview) SELECT * FROM x) AS inner_x JOIN x USING (user_id)"
+        "SELECT * FROM (WITH x AS (SELECT user_id FROM pageview) SELECT * FROM x) AS inner_x "
+        "JOIN x USING (user_id)"
     )
     text = sql_stage.prepare(query).text
     assert text.startswith("WITH x AS (SELECT user_id FROM orders) SELECT")
