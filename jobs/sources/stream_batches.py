@@ -9,21 +9,32 @@ A record is late when its event time is before the watermark its micro-batch run
 watermark into the checkpoint's offset log (`offsets/<batch>`, `batchWatermarkMs`) before it asks the
 source for the batch's partitions, so the driver side of a source reads it there and hands it to its
 tasks with each partition: a task run again, or the batch run again after a crash, marks the same rows.
+
+A bounded run (`Trigger.AvailableNow`) ends its input as Flink's bounded sources do, with a watermark at
+the end of time: once a source has read everything that was there when the run started, its offset is
+marked `FINAL_MARK` and the batch that reaches it carries one more row, at `FINAL_ROWTIME`, after every
+record. That row moves the stream's watermark past every window, OVER row and Top-N still waiting, so the
+no-data batch Spark runs next emits them all; the stream's table drops the row just after its watermark
+(`jobs.running.stream_tables`), so no query or sink sees it. The mark, in the checkpoint's offsets, makes a
+batch replayed after a crash carry the same row.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pydantic import BaseModel
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from jobs.codec.formats import RecordDecoder, check_event_time_field, record_decoder
@@ -38,6 +49,18 @@ ROWTIME_TYPE = pa.timestamp("us", tz="UTC")
 _EPOCH = scalar(0, ROWTIME_TYPE)
 _VALID = scalar(True, pa.bool_())
 _ON_TIME = scalar(False, pa.bool_())
+
+FINAL_ROWTIME = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
+"""The event time of the row that ends a bounded run's input: the last instant Python and Arrow share,
+later than any record's, and far enough from Spark's limits that no watermark or timer arithmetic on it
+overflows (Flink's final watermark is Long.MAX_VALUE milliseconds)."""
+FINAL_MARK = "final watermark"
+"""The key of a source's offset once it has emitted the row at `FINAL_ROWTIME` (no topic is named so)."""
+
+
+@dataclass(frozen=True)
+class FinalWatermarkPartition(InputPartition):
+    """The task that emits the row at `FINAL_ROWTIME`."""
 
 
 class StreamLayout:
@@ -105,6 +128,15 @@ class StreamLayout:
             late = pc.and_(late, valid)
         return late if pc.any(late).as_py() else None
 
+    def final_watermark_row(self) -> pa.RecordBatch:
+        """The row after a bounded run's last record: nothing but the flags and `FINAL_ROWTIME`."""
+        *columns, _valid, _late, rowtime = self.schema
+        nulls = [pa.nulls(1, field.type) for field in columns]
+        flags = [pa.array([True]), pa.array([False])]
+        return pa.RecordBatch.from_arrays(
+            [*nulls, *flags, pa.array([FINAL_ROWTIME], rowtime.type)], schema=self.schema
+        )
+
     def assemble(
         self,
         decoded: pa.RecordBatch,
@@ -125,8 +157,9 @@ class StreamLayout:
         return pa.RecordBatch.from_arrays([*columns, *metadata, valid, late, *rowtime], schema=self.schema)
 
 
-class StreamReader(DataSourceStreamReader):
-    """Base of the stream readers: the stream's settings and how to lay out its batches.
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Base of the stream readers: the stream's settings and how to lay out its batches, and the end of a
+    bounded run's input (see the module's docstring).
 
     Only plain values live on the reader: Spark pickles it to the workers, which rebuild (and cache) the
     decoder on first use.
@@ -153,6 +186,41 @@ class StreamReader(DataSourceStreamReader):
         self.object_store = object_store or {}
         """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints
         (`jobs.engine.object_store`)."""
+        self.bounded_end: dict | None = None
+        """In a bounded run, the offset of everything there was when it started (None: not bounded)."""
+
+    def available_end(self) -> dict:
+        """The offset after every record there is now."""
+        raise NotImplementedError
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.bounded_end = self.available_end()
+
+    def closing(self, end: dict, reached: bool) -> dict:
+        """`end`, marked `FINAL_MARK` when it `reached` a bounded run's `bounded_end`: the batch up to it
+        ends the input. An offset keeps its mark in later runs, so a replay or a later run of a checkpoint
+        closed once adds no second row."""
+        if self.bounded_end is None or not reached:
+            return end
+        return {**end, FINAL_MARK: {}}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        closes = FINAL_MARK in end and FINAL_MARK not in start
+        return [*self.record_partitions(start, end), *([FinalWatermarkPartition()] if closes else [])]
+
+    def record_partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        """The tasks that read the records between `start` and `end`."""
+        raise NotImplementedError
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, FinalWatermarkPartition):
+            yield self.layout.final_watermark_row()
+        else:
+            yield from self.read_records(partition)
+
+    def read_records(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The records of one task of `record_partitions`."""
+        raise NotImplementedError
 
     def late_before_us(self) -> int:
         """Records of the micro-batch being planned with an event time before this (epoch microseconds) are

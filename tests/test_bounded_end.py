@@ -1,0 +1,161 @@
+"""A bounded run ends as Flink's bounded jobs do: at the end of its input the watermark jumps to the end of
+time, so every window, session and OVER row still waiting for it is written (see
+`jobs.sources.stream_batches`), and the row that moves it reaches no query and no sink.
+
+Each test's input ends with rows whose windows the last watermark of the input (latest event time minus
+`watermark_delay`, 1 s here) does not close: before the final watermark, a bounded run never wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.conftest import kafka_stream, message_class
+
+START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def write_orders(path: Path, seconds: list[int], first: int = 0) -> None:
+    """Orders o<first>.. with amount = their number, created `seconds` after START."""
+    numbers = range(first, first + len(seconds))
+    table = pa.table(
+        {
+            "order_id": [f"o{number}" for number in numbers],
+            "amount": [float(number) for number in numbers],
+            "created_at": pa.array(
+                [START + timedelta(seconds=s) for s in seconds], pa.timestamp("us", "UTC")
+            ),
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def orders_stream(lake: Path, **fields: object) -> dict:
+    return {
+        "kind": "parquet",
+        "table": "orders",
+        "proto_message": "dagger.testing.Order",
+        "event_time_field": "created_at",
+        "paths": [str(lake)],
+        **fields,
+    }
+
+
+def logged(lines: list[str]) -> list[dict]:
+    return [json.loads(line.split(" | ", 1)[1]) for line in lines]
+
+
+def at(seconds: int) -> str:
+    return (START + timedelta(seconds=seconds)).isoformat()
+
+
+def run_to_its_end(make_dagger, start_dagger, **fields: object) -> list[dict]:
+    """The rows a bounded run of the dagger writes to its log sink, once it has ended by itself."""
+    spec = make_dagger(sinks=[{"kind": "log", "max_rows_per_batch": 1000}], **fields)
+    running = start_dagger(spec, bounded=True)
+    assert running.run.wait(timeout_s=300) is True
+    return logged(running.logged)
+
+
+TUMBLE = (
+    "SELECT window(rowtime, '10 seconds').start AS window_start, COUNT(*) AS orders, SUM(amount) AS total "
+    "FROM orders WHERE order_id <> 'o3' GROUP BY window(rowtime, '10 seconds')"
+)
+"""The WHERE does not read the event time: Spark's optimizer moves it below the stream's watermark, where
+the row ending the input must pass it too (`FinalWatermark.java`)."""
+
+
+def test_a_bounded_run_over_parquet_writes_every_tumbling_window(tmp_path, make_dagger, start_dagger):
+    # Two files, two micro-batches: the second file's rows come before the final watermark, none is late.
+    write_orders(tmp_path / "lake" / "dt=2024-05-01" / "a.parquet", list(range(15)))
+    write_orders(tmp_path / "lake" / "dt=2024-05-02" / "b.parquet", list(range(15, 25)), first=15)
+    rows = run_to_its_end(
+        make_dagger,
+        start_dagger,
+        streams=[orders_stream(tmp_path / "lake", max_files_per_batch=1)],
+        sql=TUMBLE,
+    )
+
+    # The input's last watermark (24 s - 1 s) closes the first two; the end of input closes [20, 30).
+    assert sorted(rows, key=lambda row: row["window_start"]) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+        {"window_start": at(20), "orders": 5, "total": 110.0},
+    ]
+
+
+def test_a_bounded_run_over_parquet_writes_every_session(tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "orders.parquet", [0, 1, 2, 10, 11, 30])
+    rows = run_to_its_end(
+        make_dagger,
+        start_dagger,
+        streams=[orders_stream(tmp_path / "lake")],
+        sql="SELECT session_window.start AS starts, session_window.end AS ends, COUNT(*) AS orders "
+        "FROM orders GROUP BY customer_id, session_window(rowtime, '5 seconds')",
+    )
+
+    assert sorted(rows, key=lambda row: row["starts"]) == [
+        {"starts": at(0), "ends": at(7), "orders": 3},
+        {"starts": at(10), "ends": at(16), "orders": 2},
+        {"starts": at(30), "ends": at(35), "orders": 1},  # open at the input's last watermark (29 s)
+    ]
+
+
+def test_a_bounded_run_over_parquet_writes_every_over_row(tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "orders.parquet", [0, 1, 2, 3, 3])
+    rows = run_to_its_end(
+        make_dagger,
+        start_dagger,
+        streams=[orders_stream(tmp_path / "lake")],
+        sql="SELECT order_id, SUM(amount) OVER (ORDER BY rowtime ROWS BETWEEN UNBOUNDED PRECEDING AND "
+        "CURRENT ROW) AS running FROM orders",
+        sql_dialect="flink",
+    )
+
+    # FlinkOver holds each row until the watermark passes it: the last two were never written before.
+    assert sorted((row["order_id"], row["running"]) for row in rows) == [
+        ("o0", 0.0), ("o1", 1.0), ("o2", 3.0), ("o3", 6.0), ("o4", 10.0),
+    ]  # fmt: skip
+
+
+def test_a_bounded_filter_writes_its_rows_and_no_other(tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "orders.parquet", list(range(5)))
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake")],
+        sql="SELECT * FROM orders WHERE amount >= 2 OR order_id IS NULL",
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+    )
+    running = start_dagger(spec, bounded=True)
+    assert running.run.wait(timeout_s=300) is True
+
+    # The row that ends the input has no order id and would pass the WHERE: it is gone before it.
+    assert [row["order_id"] for row in logged(running.logged)] == ["o2", "o3", "o4"]
+
+
+def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagger, start_dagger):
+    topic = kafka.new_topic("bounded-end-orders")
+    order = message_class(registry, "dagger.testing.Order")
+    payloads = []
+    for number, second in enumerate(range(25)):
+        message = order(order_id=f"o{number}", amount=float(number))
+        message.created_at.FromDatetime(START + timedelta(seconds=second))
+        payloads.append(message.SerializeToString())
+    kafka.produce(topic, payloads, partition=0)
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic],
+        connector="python", max_records_per_batch=10,
+    )  # fmt: skip
+
+    rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
+
+    assert sorted(rows, key=lambda row: row["window_start"]) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+        {"window_start": at(20), "orders": 5, "total": 110.0},
+    ]
