@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jobs.running.stream_tables import closed_by_a_bounded_run
 from tests.conftest import kafka_stream, message_class
 
 START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -124,7 +125,7 @@ def test_a_bounded_run_over_parquet_writes_every_over_row(tmp_path, make_dagger,
     ]  # fmt: skip
 
 
-def test_a_bounded_filter_writes_its_rows_and_no_other(tmp_path, make_dagger, start_dagger):
+def test_a_bounded_filter_writes_its_rows_and_no_other(spark, tmp_path, make_dagger, start_dagger):
     write_orders(tmp_path / "lake" / "orders.parquet", list(range(5)))
     spec = make_dagger(
         streams=[orders_stream(tmp_path / "lake")],
@@ -136,6 +137,8 @@ def test_a_bounded_filter_writes_its_rows_and_no_other(tmp_path, make_dagger, st
 
     # The row that ends the input has no order id and would pass the WHERE: it is gone before it.
     assert [row["order_id"] for row in logged(running.logged)] == ["o2", "o3", "o4"]
+    # Its watermark stays in the checkpoint, which a later run is warned of.
+    assert closed_by_a_bounded_run(spark, spec)
 
 
 def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagger, start_dagger):

@@ -45,7 +45,13 @@ from jobs.running.ordering import BatchWriter, OrderedOutput
 from jobs.running.progress import ProgressReport
 from jobs.running.real_time import require_real_time_stages
 from jobs.running.stream_checks import cannot_run_as_stream, output_mode, require_streamable
-from jobs.running.stream_tables import interval, processor_errors, stream_frame, transform_context
+from jobs.running.stream_tables import (
+    closed_by_a_bounded_run,
+    interval,
+    processor_errors,
+    stream_frame,
+    transform_context,
+)
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import KafkaSinkError, require_login
@@ -432,6 +438,8 @@ class DaggerRun:
             port = spec.metrics.prometheus_port
             raise DaggerBuildError(f"dagger {spec.name}: metrics.prometheus_port {port}: {error}") from None
         self._writer = writer
+        if closed_by_a_bounded_run(self.spark, spec):
+            log.warning("dagger %s: %s", spec.name, CLOSED_CHECKPOINT)
         try:
             self.query = _start_query(writer, spec.name)
         except (AnalysisException, PySparkException) as error:
@@ -615,6 +623,11 @@ _CANCELLED_BATCH_LOGGERS = [
 ]
 _PYTHON_WORKER_LATE = "Python worker failed to connect back"
 _CONNECT_START_ATTEMPTS = 5
+CLOSED_CHECKPOINT = (
+    "its checkpoint was closed by a bounded run, whose watermark is at the end of time: every record a "
+    "window, join or deduplicate takes is late and dropped; go on in a new checkpoint generation "
+    "(`dagger run --rewind-to-offsets`)"
+)
 LATE_WORKER_RESTARTS = 3
 """How often a run starts its query again after a late Python worker (`DaggerRun`)."""
 

@@ -39,7 +39,14 @@ from jobs.sources.config import StreamConfig
 from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.offsets import Offsets
-from jobs.sources.stream_batches import FINAL_ROWTIME, LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
+from jobs.sources.stream_batches import (
+    FINAL_ROWTIME,
+    FINAL_ROWTIME_US,
+    LATE_RECORD_COLUMN,
+    VALID_RECORD_COLUMN,
+    StreamLayout,
+    latest_log_entry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +244,15 @@ def _with_computed_columns(spec: DaggerSpec, stream: StreamConfig, frame: DataFr
     if stream.computes_event_time and stream.event_time_field != spec.rowtime_column:
         frame = frame.withColumn(spec.rowtime_column, F.col(f"`{stream.event_time_field}`"))
     return frame
+
+
+def closed_by_a_bounded_run(spark: SparkSession, spec: DaggerSpec) -> bool:
+    """Whether the dagger's checkpoint goes on with the watermark a bounded run ends with (the end of
+    time): its last micro-batch's commit holds the watermark of the next."""
+    commit = latest_log_entry(spec.resolved_checkpoint_location, s3a_settings(spark), "commits")
+    watermark_us = int(commit.get("nextBatchWatermarkMs", 0)) * 1000
+    # The log keeps milliseconds: a second of slack for the rounding.
+    return watermark_us >= FINAL_ROWTIME_US - spec.watermark_delay // timedelta(microseconds=1) - 1_000_000
 
 
 def transform_context(

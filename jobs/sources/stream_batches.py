@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -54,6 +54,7 @@ FINAL_ROWTIME = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
 """The event time of the row that ends a bounded run's input: the last instant Python and Arrow share,
 later than any record's, and far enough from Spark's limits that no watermark or timer arithmetic on it
 overflows (Flink's final watermark is Long.MAX_VALUE milliseconds)."""
+FINAL_ROWTIME_US = (FINAL_ROWTIME - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 FINAL_MARK = "final watermark"
 """The key of a source's offset once it has emitted the row at `FINAL_ROWTIME` (no topic is named so)."""
 
@@ -229,19 +230,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         late records."""
         if self.stream.late_records.action == "keep":
             return 0
-        if is_s3a(self.checkpoint):
-            filesystem, folder = arrow_filesystem(f"{self.checkpoint}/offsets", self.object_store)
-        else:
-            filesystem, folder = pafs.LocalFileSystem(), _local_folder(self.checkpoint, "offsets")
-        if folder is None:
-            return 0
-        listed = filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-        batches = [int(info.base_name) for info in listed if info.base_name.isdigit()]
-        if not batches:
-            return 0
-        with filesystem.open_input_stream(f"{folder}/{max(batches)}") as log:  # "v1", then batch metadata
-            metadata = json.loads(log.read().decode().splitlines()[1])
-        return int(metadata.get("batchWatermarkMs", 0)) * 1000
+        offsets = latest_log_entry(self.checkpoint, self.object_store, "offsets")
+        return int(offsets.get("batchWatermarkMs", 0)) * 1000
 
     @property
     def layout(self) -> StreamLayout:
@@ -256,6 +246,23 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.stream.source_rowtime_column(self.rowtime_column),
             self.stream.row_layout,
         )
+
+
+def latest_log_entry(checkpoint: str | None, object_store: Mapping[str, str], log_name: str) -> dict:
+    """The metadata of the latest micro-batch in the checkpoint's `offsets` or `commits` log: {} before
+    any, and for a checkpoint on a store other than local files and `s3a://`."""
+    if is_s3a(checkpoint):
+        filesystem, folder = arrow_filesystem(f"{checkpoint}/{log_name}", object_store)
+    else:
+        filesystem, folder = pafs.LocalFileSystem(), _local_folder(checkpoint, log_name)
+    if folder is None:
+        return {}
+    listed = filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    batches = [int(info.base_name) for info in listed if info.base_name.isdigit()]
+    if not batches:
+        return {}
+    with filesystem.open_input_stream(f"{folder}/{max(batches)}") as log:  # "v1", then batch metadata
+        return json.loads(log.read().decode().splitlines()[1])
 
 
 def _local_folder(location: str | None, name: str) -> str | None:
