@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from jobs.running.stream_tables import closed_by_a_bounded_run
+from jobs.model.errors import DaggerBuildError
+from jobs.running.closed_checkpoint import closed_by_a_bounded_run
+from jobs.running.runner import build_dagger
 from tests.conftest import kafka_stream, message_class
 
 START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -137,8 +140,12 @@ def test_a_bounded_filter_writes_its_rows_and_no_other(spark, tmp_path, make_dag
 
     # The row that ends the input has no order id and would pass the WHERE: it is gone before it.
     assert [row["order_id"] for row in logged(running.logged)] == ["o2", "o3", "o4"]
-    # Its watermark stays in the checkpoint, which a later run is warned of.
+    # Its watermark stays in the checkpoint; a stateless query keeping late records loses nothing there.
     assert closed_by_a_bounded_run(spark, spec)
+    write_orders(tmp_path / "lake" / "sorted_after.parquet", [30, 31], first=5)
+    again = start_dagger(spec, bounded=True)
+    assert again.run.wait(timeout_s=300) is True
+    assert [row["order_id"] for row in logged(again.logged)] == ["o5", "o6"]
 
 
 def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagger, start_dagger):
@@ -155,6 +162,62 @@ def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagg
         connector="python", max_records_per_batch=10,
     )  # fmt: skip
 
+    rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
+
+    assert sorted(rows, key=lambda row: row["window_start"]) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+        {"window_start": at(20), "orders": 5, "total": 110.0},
+    ]
+
+
+def test_a_later_run_of_a_checkpoint_a_bounded_window_run_closed_is_refused(
+    tmp_path, make_dagger, start_dagger
+):
+    write_orders(tmp_path / "lake" / "a.parquet", list(range(15)))
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake")],
+        sql=TUMBLE,
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+    )
+    first = start_dagger(spec, bounded=True)
+    assert first.run.wait(timeout_s=300) is True
+    assert len(logged(first.logged)) == 2
+    commits = sorted((Path(spec.resolved_checkpoint_location) / "commits").iterdir())
+    write_orders(tmp_path / "lake" / "b.parquet", [20, 21], first=15)
+
+    # Every record of a second run would be behind the end-of-time watermark, and its window dropped.
+    with pytest.raises(DaggerBuildError) as refused:
+        start_dagger(spec, bounded=True)
+    message = str(refused.value)
+    assert f"dagger {spec.name}: checkpoint {spec.resolved_checkpoint_location} was closed" in message
+    assert "the query holds state until the watermark passes it (Aggregate)" in message
+    assert "Run it with a new checkpoint_location: its stream(s) orders read their files again" in message
+    # Refused while built: no query ran, nothing was written or committed.
+    assert sorted((Path(spec.resolved_checkpoint_location) / "commits").iterdir()) == commits
+
+
+def test_a_late_records_policy_on_a_closed_checkpoint_is_refused(spark, tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "a.parquet", [0, 1])
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake", late_records={"action": "drop"})],
+        sql="SELECT order_id FROM orders",
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+    )
+    assert start_dagger(spec, bounded=True).run.wait(timeout_s=300) is True
+
+    with pytest.raises(DaggerBuildError, match=r"stream 'orders' has late_records\.action 'drop'"):
+        build_dagger(spark, spec)
+
+
+def test_a_bounded_run_closes_the_windows_of_a_computed_event_time(tmp_path, make_dagger, start_dagger):
+    # The event time computed from a record field, and a WHERE Spark moves below the computed columns.
+    write_orders(tmp_path / "lake" / "orders.parquet", list(range(25)))
+    stream = orders_stream(
+        tmp_path / "lake",
+        computed_columns={"ordered_at": "created_at + INTERVAL 0 SECONDS"},
+        event_time_field="ordered_at",
+    )
     rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
 
     assert sorted(rows, key=lambda row: row["window_start"]) == [

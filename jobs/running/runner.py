@@ -41,12 +41,12 @@ from jobs.model.spec import DaggerSpec
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.raystack.flink_sql.over_operator import OverViewError, register_over_views
 from jobs.running.checkpoint_lock import CheckpointInUseError, CheckpointLock
+from jobs.running.closed_checkpoint import require_open_checkpoint
 from jobs.running.ordering import BatchWriter, OrderedOutput
 from jobs.running.progress import ProgressReport
 from jobs.running.real_time import require_real_time_stages
 from jobs.running.stream_checks import cannot_run_as_stream, output_mode, require_streamable
 from jobs.running.stream_tables import (
-    closed_by_a_bounded_run,
     interval,
     processor_errors,
     stream_frame,
@@ -138,6 +138,7 @@ def build_dagger(
     if spec.execution == "real_time":
         require_real_time_stages(spec, result, built.connector_sink is not None)
     require_streamable(result, spec, output_mode(spec, built.bounded))
+    require_open_checkpoint(spark, spec, result)
     return built
 
 
@@ -438,8 +439,6 @@ class DaggerRun:
             port = spec.metrics.prometheus_port
             raise DaggerBuildError(f"dagger {spec.name}: metrics.prometheus_port {port}: {error}") from None
         self._writer = writer
-        if closed_by_a_bounded_run(self.spark, spec):
-            log.warning("dagger %s: %s", spec.name, CLOSED_CHECKPOINT)
         try:
             self.query = _start_query(writer, spec.name)
         except (AnalysisException, PySparkException) as error:
@@ -623,11 +622,6 @@ _CANCELLED_BATCH_LOGGERS = [
 ]
 _PYTHON_WORKER_LATE = "Python worker failed to connect back"
 _CONNECT_START_ATTEMPTS = 5
-CLOSED_CHECKPOINT = (
-    "its checkpoint was closed by a bounded run, whose watermark is at the end of time: every record a "
-    "window, join or deduplicate takes is late and dropped; go on in a new checkpoint generation "
-    "(`dagger run --rewind-to-offsets`)"
-)
 LATE_WORKER_RESTARTS = 3
 """How often a run starts its query again after a late Python worker (`DaggerRun`)."""
 

@@ -41,11 +41,9 @@ from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.offsets import Offsets
 from jobs.sources.stream_batches import (
     FINAL_ROWTIME,
-    FINAL_ROWTIME_US,
     LATE_RECORD_COLUMN,
     VALID_RECORD_COLUMN,
     StreamLayout,
-    latest_log_entry,
 )
 
 log = logging.getLogger(__name__)
@@ -233,10 +231,16 @@ def _without_flags(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> 
 
 
 def _with_computed_columns(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> DataFrame:
-    """The stream's `computed_columns` after the record's, and its rowtime when that is one of them."""
+    """The stream's `computed_columns` after the record's, and its rowtime when that is one of them. A
+    computed event time keeps the source's rowtime column (`StreamConfig.source_rowtime_column`): NULL for
+    every record, `FINAL_ROWTIME` for the row that ends a bounded run's input, whose record columns are
+    all NULL."""
     for name, expression in stream.computed_columns.items():
         try:
-            frame = frame.withColumn(name, F.expr(expression))
+            column = F.expr(expression)
+            if name == stream.event_time_field:
+                column = F.coalesce(F.col(f"`{spec.rowtime_column}`"), column)
+            frame = frame.withColumn(name, column)
         except AnalysisException as error:
             raise DaggerBuildError(
                 f"dagger {spec.name}: stream {stream.table!r}: computed column {name!r}: {error}"
@@ -244,15 +248,6 @@ def _with_computed_columns(spec: DaggerSpec, stream: StreamConfig, frame: DataFr
     if stream.computes_event_time and stream.event_time_field != spec.rowtime_column:
         frame = frame.withColumn(spec.rowtime_column, F.col(f"`{stream.event_time_field}`"))
     return frame
-
-
-def closed_by_a_bounded_run(spark: SparkSession, spec: DaggerSpec) -> bool:
-    """Whether the dagger's checkpoint goes on with the watermark a bounded run ends with (the end of
-    time): its last micro-batch's commit holds the watermark of the next."""
-    commit = latest_log_entry(spec.resolved_checkpoint_location, s3a_settings(spark), "commits")
-    watermark_us = int(commit.get("nextBatchWatermarkMs", 0)) * 1000
-    # The log keeps milliseconds: a second of slack for the rounding.
-    return watermark_us >= FINAL_ROWTIME_US - spec.watermark_delay // timedelta(microseconds=1) - 1_000_000
 
 
 def transform_context(

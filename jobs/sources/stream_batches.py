@@ -131,11 +131,21 @@ class StreamLayout:
 
     def final_watermark_row(self) -> pa.RecordBatch:
         """The row after a bounded run's last record: nothing but the flags and `FINAL_ROWTIME`."""
-        *columns, _valid, _late, rowtime = self.schema
-        nulls = [pa.nulls(1, field.type) for field in columns]
-        flags = [pa.array([True]), pa.array([False])]
+        # The rowtime column the source appends, or the record's own event-time column.
+        event_time = self.rowtime_column or self.event_time_field
+        columns = {
+            VALID_RECORD_COLUMN: pa.array([True]),
+            LATE_RECORD_COLUMN: pa.array([False]),
+            event_time: pa.array([FINAL_ROWTIME], ROWTIME_TYPE),
+        }
         return pa.RecordBatch.from_arrays(
-            [*nulls, *flags, pa.array([FINAL_ROWTIME], rowtime.type)], schema=self.schema
+            [
+                columns[field.name].cast(field.type, safe=False)
+                if field.name in columns
+                else pa.nulls(1, field.type)
+                for field in self.schema
+            ],
+            schema=self.schema,
         )
 
     def assemble(
@@ -147,7 +157,10 @@ class StreamLayout:
     ) -> pa.RecordBatch:
         """Decoded record columns + metadata (the columns of `self.metadata`) + flags -> a batch of
         `self.schema`."""
-        rowtime = [self.rowtime(decoded)] if self.rowtime_column else []
+        rowtime = []
+        if self.rowtime_column:  # NULL where the event time is computed after the source
+            computed = self.event_time_field is None
+            rowtime = [pa.nulls(decoded.num_rows, ROWTIME_TYPE) if computed else self.rowtime(decoded)]
         if valid is None:
             valid = pa.repeat(_VALID, decoded.num_rows)
         if late is None:

@@ -24,8 +24,10 @@ import scala.runtime.BoxedUnit;
  * {@code EventTimeWatermark}, where a NULL column fails them: the row would be dropped before the watermark
  * sees it, and the windows it should close would stay open. This rule lets every filter below a watermark
  * pass that row too ({@code condition OR rowtime <=> final}); the stream's table drops it right above the
- * watermark ({@code jobs.running.stream_tables}), so nothing else changes. Spark loads the class as a
- * session extension ({@code spark.sql.extensions}, set in {@code jobs/engine/spark.py}).
+ * watermark ({@code jobs.running.stream_tables}), so nothing else changes. A filter pushed below the
+ * columns a stream computes from its records no longer sees a computed event time: it passes the row by
+ * the source's rowtime column of that name, which the computed one keeps for that row. Spark loads the
+ * class as a session extension ({@code spark.sql.extensions}, set in {@code jobs/engine/spark.py}).
  */
 public final class FinalWatermark implements SparkSessionExtensionsProvider {
 
@@ -66,14 +68,23 @@ public final class FinalWatermark implements SparkSessionExtensionsProvider {
       return rewritten;
     }
 
-    /** The attribute of {@code plan}'s output that is {@code eventTime}, or null. */
-    private static Attribute column(LogicalPlan plan, Attribute eventTime) {
+    /**
+     * The attribute of {@code plan}'s output that is {@code eventTime}, or else one named as it (a
+     * computed event time: the source's rowtime column, which the computed one keeps), or null.
+     */
+    static Attribute column(LogicalPlan plan, Attribute eventTime) {
+      Attribute named = null;
       for (Attribute attribute : CollectionConverters.asJava(plan.output())) {
         if (attribute.exprId().equals(eventTime.exprId())) {
           return attribute;
         }
+        if (named == null
+            && attribute.name().equalsIgnoreCase(eventTime.name())
+            && attribute.dataType().equals(eventTime.dataType())) {
+          named = attribute;
+        }
       }
-      return null;
+      return named;
     }
 
     /** {@code filter}, passing the final row too (once: the rule runs until nothing changes). */
