@@ -55,12 +55,17 @@ class FinalWatermarkTest {
    * CalendarInterval) is on the tests' run-time class path only.
    */
   private EventTimeWatermark watermarked(LogicalPlan child) throws ReflectiveOperationException {
+    return watermarked(child, rowtime);
+  }
+
+  private EventTimeWatermark watermarked(LogicalPlan child, Attribute eventTime)
+      throws ReflectiveOperationException {
     Object second =
         Class.forName("org.apache.spark.unsafe.types.CalendarInterval")
             .getConstructor(int.class, int.class, long.class)
             .newInstance(0, 0, 1_000_000L);
     return (EventTimeWatermark)
-        EventTimeWatermark.class.getConstructors()[0].newInstance(UUID.randomUUID(), rowtime, second, child);
+        EventTimeWatermark.class.getConstructors()[0].newInstance(UUID.randomUUID(), eventTime, second, child);
   }
 
   private Expression passingFinal(Expression condition) {
@@ -86,5 +91,18 @@ class FinalWatermarkTest {
 
     assertEquals(above, RULE.apply(above));
     assertSame(batch, RULE.apply(batch));
+  }
+
+  @Test
+  void aFilterPushedBelowAComputedEventTimePassesTheRowByTheSourcesColumnOfItsName()
+      throws ReflectiveOperationException {
+    // The watermark's event time is computed above the filter: the source's column of that name carries
+    // the final row's time (jobs.running.stream_tables).
+    AttributeReference computed = column("rowtime", DataTypes.TimestampType);
+    LogicalPlan plan = watermarked(new Filter(isGoRide, stream(true)), computed);
+
+    Filter filter = (Filter) ((EventTimeWatermark) RULE.apply(plan)).child();
+
+    assertEquals(passingFinal(isGoRide), filter.condition());
   }
 }
