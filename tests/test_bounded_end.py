@@ -4,6 +4,8 @@ time, so every window, session and OVER row still waiting for it is written (see
 
 Each test's input ends with rows whose windows the last watermark of the input (latest event time minus
 `watermark_delay`, 1 s here) does not close: before the final watermark, a bounded run never wrote them.
+That is `bounded_end: flush`, the default of Flink SQL daggers; the Spark SQL daggers here set it, their
+default being `open`, Spark's incremental end, which the last test shows.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ def at(seconds: int) -> str:
 
 
 def run_to_its_end(make_dagger, start_dagger, **fields: object) -> list[dict]:
-    """The rows a bounded run of the dagger writes to its log sink, once it has ended by itself."""
+    """The rows a bounded run of the dagger writes to its log sink, once it has ended by itself (`flush`
+    unless `fields` say otherwise)."""
+    fields.setdefault("bounded_end", "flush")
     spec = make_dagger(sinks=[{"kind": "log", "max_rows_per_batch": 1000}], **fields)
     running = start_dagger(spec, bounded=True)
     assert running.run.wait(timeout_s=300) is True
@@ -120,6 +124,7 @@ def test_a_bounded_run_over_parquet_writes_every_over_row(tmp_path, make_dagger,
         sql="SELECT order_id, SUM(amount) OVER (ORDER BY rowtime ROWS BETWEEN UNBOUNDED PRECEDING AND "
         "CURRENT ROW) AS running FROM orders",
         sql_dialect="flink",
+        bounded_end=None,  # Flink SQL: `flush` by default
     )
 
     # FlinkOver holds each row until the watermark passes it: the last two were never written before.
@@ -134,6 +139,7 @@ def test_a_bounded_filter_writes_its_rows_and_no_other(spark, tmp_path, make_dag
         streams=[orders_stream(tmp_path / "lake")],
         sql="SELECT * FROM orders WHERE amount >= 2 OR order_id IS NULL",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="flush",
     )
     running = start_dagger(spec, bounded=True)
     assert running.run.wait(timeout_s=300) is True
@@ -179,6 +185,7 @@ def test_a_later_run_of_a_checkpoint_a_bounded_window_run_closed_is_refused(
         streams=[orders_stream(tmp_path / "lake")],
         sql=TUMBLE,
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="flush",
     )
     first = start_dagger(spec, bounded=True)
     assert first.run.wait(timeout_s=300) is True
@@ -203,6 +210,7 @@ def test_a_late_records_policy_on_a_closed_checkpoint_is_refused(spark, tmp_path
         streams=[orders_stream(tmp_path / "lake", late_records={"action": "drop"})],
         sql="SELECT order_id FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="flush",
     )
     assert start_dagger(spec, bounded=True).run.wait(timeout_s=300) is True
 
@@ -225,3 +233,34 @@ def test_a_bounded_run_closes_the_windows_of_a_computed_event_time(tmp_path, mak
         {"window_start": at(10), "orders": 10, "total": 145.0},
         {"window_start": at(20), "orders": 5, "total": 110.0},
     ]
+
+
+def test_an_open_bounded_run_leaves_the_last_window_to_the_next_run(
+    spark, tmp_path, make_dagger, start_dagger
+):
+    # Spark SQL: `open` by default, Spark's incremental end: each run one micro-batch, with the watermark
+    # the run before left.
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake")],
+        sql=TUMBLE,
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+    )
+    assert spec.bounded_end is None and spec.resolved_bounded_end == "open"
+
+    def run_with(name: str, seconds: list[int], first: int) -> list[dict]:
+        write_orders(tmp_path / "lake" / name, seconds, first)
+        running = start_dagger(spec, bounded=True)
+        assert running.run.wait(timeout_s=300) is True
+        assert not closed_by_a_bounded_run(spark, spec)
+        return sorted(logged(running.logged), key=lambda row: row["window_start"])
+
+    # The first run's micro-batch has no watermark yet: every window waits.
+    assert run_with("a.parquet", list(range(25)), first=0) == []
+    # The next runs go on in the same checkpoint: the first run's watermark (24 s - 1 s) closes [0, 10)
+    # and [10, 20); the second's (40 s - 1 s) closes [20, 30), the window open when the first ended,
+    # with the second run's rows o25, o26 added to o20..o24.
+    assert run_with("b.parquet", [26, 27, 40], first=25) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+    ]
+    assert run_with("c.parquet", [41], first=28) == [{"window_start": at(20), "orders": 7, "total": 161.0}]

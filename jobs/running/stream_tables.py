@@ -201,6 +201,7 @@ def _python_source_frame(
         .option("metadata", json.dumps(columns.metadata))
         .option("checkpoint", spec.resolved_checkpoint_location)
         .option("object_store", json.dumps(s3a_settings(spark)))
+        .option("bounded_end", spec.resolved_bounded_end)
         .load()
     )
 

@@ -10,13 +10,15 @@ watermark into the checkpoint's offset log (`offsets/<batch>`, `batchWatermarkMs
 source for the batch's partitions, so the driver side of a source reads it there and hands it to its
 tasks with each partition: a task run again, or the batch run again after a crash, marks the same rows.
 
-A bounded run (`Trigger.AvailableNow`) ends its input as Flink's bounded sources do, with a watermark at
-the end of time: once a source has read everything that was there when the run started, its offset is
-marked `FINAL_MARK` and the batch that reaches it carries one more row, at `FINAL_ROWTIME`, after every
-record. That row moves the stream's watermark past every window, OVER row and Top-N still waiting, so the
-no-data batch Spark runs next emits them all; the stream's table drops the row just after its watermark
-(`jobs.running.stream_tables`), so no query or sink sees it. The mark, in the checkpoint's offsets, makes a
-batch replayed after a crash carry the same row.
+A bounded run of a dagger whose bounded runs end as Flink's (`DaggerSpec.bounded_end` `flush`, the
+`bounded_end` option here) takes `Trigger.AvailableNow` (`FlushingReader`), reads what there was when it
+started, and ends its input as Flink's bounded sources do, with a watermark at the end of time: once a
+source has read everything that was there when the run started, its offset is marked `FINAL_MARK` and the
+batch that reaches it carries one more row, at `FINAL_ROWTIME`, after every record. That row moves the
+stream's watermark past every window, OVER row and Top-N still waiting, so the no-data batch Spark runs
+next emits them all; the stream's table drops the row just after its watermark
+(`jobs.running.stream_tables`), so no query or sink sees it. The mark, in the checkpoint's offsets, makes
+a batch replayed after a crash carry the same row.
 """
 
 from __future__ import annotations
@@ -171,7 +173,7 @@ class StreamLayout:
         return pa.RecordBatch.from_arrays([*columns, *metadata, valid, late, *rowtime], schema=self.schema)
 
 
-class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class StreamReader(DataSourceStreamReader):
     """Base of the stream readers: the stream's settings and how to lay out its batches, and the end of a
     bounded run's input (see the module's docstring).
 
@@ -200,21 +202,22 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.object_store = object_store or {}
         """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints
         (`jobs.engine.object_store`)."""
-        self.bounded_end: dict | None = None
-        """In a bounded run, the offset of everything there was when it started (None: not bounded)."""
+        self.input_end: dict | None = None
+        """In a bounded run that flushes, the offset of everything there was when it started (None:
+        another run, see `FlushingReader`)."""
 
     def available_end(self) -> dict:
         """The offset after every record there is now."""
         raise NotImplementedError
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.bounded_end = self.available_end()
+        self.input_end = self.available_end()
 
     def closing(self, end: dict, reached: bool) -> dict:
-        """`end`, marked `FINAL_MARK` when it `reached` a bounded run's `bounded_end`: the batch up to it
-        ends the input. An offset keeps its mark in later runs, so a replay or a later run of a checkpoint
-        closed once adds no second row."""
-        if self.bounded_end is None or not reached:
+        """`end`, marked `FINAL_MARK` when it `reached` a flushing bounded run's `input_end`: the batch up
+        to it ends the input. An offset keeps its mark in later runs, so a replay or a later run of a
+        checkpoint closed once adds no second row."""
+        if self.input_end is None or not reached:
             return end
         return {**end, FINAL_MARK: {}}
 
@@ -261,6 +264,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
 
+class FlushingReader(SupportsTriggerAvailableNow):
+    """Mixed into a stream reader of a dagger whose bounded runs flush (`bounded_end` `flush`): Spark then
+    runs a bounded run as `Trigger.AvailableNow`, calling `prepareForTriggerAvailableNow`, and the run
+    ends with the row at `FINAL_ROWTIME`. Without it (`open`, as Spark SQL daggers by default), Spark runs
+    a bounded run as one micro-batch of everything there is, and runs no batch after it: the watermark
+    the checkpoint goes on with judges no record of the next run late that the run before let in."""
+
+
 def latest_log_entry(checkpoint: str | None, object_store: Mapping[str, str], log_name: str) -> dict:
     """The metadata of the latest micro-batch in the checkpoint's `offsets` or `commits` log: {} before
     any, and for a checkpoint on a store other than local files and `s3a://`."""
@@ -294,16 +305,21 @@ class StreamDataSource(DataSource):
     decode, or `null` for all), `metadata` (JSON list of the metadata columns to emit, or `null` for
     all: a column nobody reads costs its building in Python and its conversion in the JVM) and
     `checkpoint` (the query's checkpoint, where the batch's watermark is read) and `object_store` (JSON of
-    the session's `fs.s3a.*` settings, for `s3a://` files and checkpoints)."""
+    the session's `fs.s3a.*` settings, for `s3a://` files and checkpoints) and `bounded_end` (`flush`: a
+    bounded run ends its input with the row at `FINAL_ROWTIME`; `open`, the default: it ends as Spark's,
+    without `Trigger.AvailableNow`'s support, so Spark runs it as one micro-batch)."""
 
     stream_model: type[BaseModel]
     reader_class: type[StreamReader]
+    flushing_reader_class: type[StreamReader]
+    """`reader_class` with `FlushingReader`, for `bounded_end` `flush`."""
 
     def _reader(self) -> StreamReader:
         stream = self.stream_model.model_validate_json(self.options["stream"])
         fields = json.loads(self.options.get("fields", "null"))
         metadata = json.loads(self.options.get("metadata", "null"))
-        return self.reader_class(
+        flushes = self.options.get("bounded_end", "open") == "flush"
+        return (self.flushing_reader_class if flushes else self.reader_class)(
             stream,
             self.options["descriptor_sets"],
             self.options["rowtime_column"],

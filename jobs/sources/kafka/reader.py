@@ -43,7 +43,7 @@ from jobs.sources.kafka.offsets import (
     within,
 )
 from jobs.sources.kafka.partition_reader import METADATA_SCHEMA, PartitionReader
-from jobs.sources.stream_batches import StreamDataSource, StreamReader
+from jobs.sources.stream_batches import FlushingReader, StreamDataSource, StreamReader
 
 log = logging.getLogger(__name__)
 
@@ -284,12 +284,12 @@ class KafkaStreamReader(StreamReader):
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         ends = self._end_offsets(self._discover())
         self._latest = ends
-        if self.bounded_end is not None:  # a bounded run reads no record that came after its start
-            ends = within(ends, self.bounded_end, start)
+        if self.input_end is not None:  # a bounded run reads no record that came after its start
+            ends = within(ends, self.input_end, start)
         if isinstance(limit, ReadMaxRows):
             ends = limit_offsets(start, ends, limit.max_rows)
         end = merge_offsets(start, ends)
-        return self.closing(end, reached=self.bounded_end is not None and covers(end, self.bounded_end))
+        return self.closing(end, reached=self.input_end is not None and covers(end, self.input_end))
 
     def reportLatestOffset(self) -> Offsets | None:
         return self._latest
@@ -323,9 +323,14 @@ class KafkaStreamReader(StreamReader):
             reader.close(reusable=finished)
 
 
+class FlushingKafkaStreamReader(KafkaStreamReader, FlushingReader):
+    """A Kafka stream's reader whose bounded runs flush (`jobs.sources.stream_batches.FlushingReader`)."""
+
+
 class KafkaStreamDataSource(StreamDataSource):
     stream_model = KafkaStream
     reader_class = KafkaStreamReader
+    flushing_reader_class = FlushingKafkaStreamReader
 
     @classmethod
     def name(cls) -> str:

@@ -26,7 +26,7 @@ from jobs.engine.arrow_values import scalar
 from jobs.engine.object_store import arrow_filesystem
 from jobs.engine.python_workers import freeze_imported_objects
 from jobs.sources.parquet.config import ParquetStream
-from jobs.sources.stream_batches import ROWTIME_TYPE, StreamDataSource, StreamReader
+from jobs.sources.stream_batches import ROWTIME_TYPE, FlushingReader, StreamDataSource, StreamReader
 
 SOURCE_NAME = "dagger_parquet"
 METADATA_SCHEMA = pa.schema([pa.field("source_file", pa.string())])
@@ -99,8 +99,8 @@ class ParquetFilePartition(InputPartition):
 
 
 class ParquetStreamReader(StreamReader):
-    """Offsets are `{"after": sort key of the last file read}` (and, once a bounded run has read every
-    file, `FINAL_MARK`)."""
+    """Offsets are `{"after": sort key of the last file read}` (and, once a bounded run that flushes has
+    read every file, `FINAL_MARK`)."""
 
     metadata_schema = METADATA_SCHEMA
     stream: ParquetStream
@@ -119,8 +119,8 @@ class ParquetStreamReader(StreamReader):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         unread = [entry for entry in self._files() if entry.sort_key > start["after"]]
-        if self.bounded_end is not None:  # a bounded run reads no file that came after its start
-            unread = [entry for entry in unread if entry.sort_key <= self.bounded_end["after"]]
+        if self.input_end is not None:  # a bounded run reads no file that came after its start
+            unread = [entry for entry in unread if entry.sort_key <= self.input_end["after"]]
         whole = len(unread)
         if isinstance(limit, ReadMaxFiles):
             unread = unread[: limit.max_files]
@@ -207,9 +207,14 @@ def _kind(arrow_type: pa.DataType) -> str:
     return str(arrow_type)
 
 
+class FlushingParquetStreamReader(ParquetStreamReader, FlushingReader):
+    """A Parquet stream's reader whose bounded runs flush (`jobs.sources.stream_batches.FlushingReader`)."""
+
+
 class ParquetStreamDataSource(StreamDataSource):
     stream_model = ParquetStream
     reader_class = ParquetStreamReader
+    flushing_reader_class = FlushingParquetStreamReader
 
     @classmethod
     def name(cls) -> str:
