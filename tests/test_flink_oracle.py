@@ -4,7 +4,8 @@ rows out.
 Flink runs every query of `tests/flink/corpus.py` once, in its own virtualenv (`build/flink-venv`, made by
 `make test`), over JSON-lines files (`tests/flink/runner.py`). Each query then runs here as a dagger:
 the query through the project's Flink-SQL translator, the tables as Parquet streams of the same rows
-(one file per micro-batch), the rows out of its log sink. Rows are compared as multisets, with their
+(one file per micro-batch) in a bounded run, which ends its input as Flink's does, the rows out of its
+log sink. Rows are compared as multisets, with their
 column names and the type of each value (an INT 2 is neither a BIGINT 2 nor a DOUBLE 2.0; a DECIMAL's
 precision and scale count); instants at millisecond precision, as Flink hands them over. A query listed
 in `KNOWN_DIFFERENCES` must give exactly the rows recorded there for the dagger: each is a known limit
@@ -213,8 +214,9 @@ def _from_flush(row: list[Any]) -> bool:
     return any(value is not None and value[0] == "ts" and value[1] >= FLUSH_CUTOFF for value in row)
 
 
-def _comparable(columns: list[str], rows: list[list[Any]]) -> dict[str, Any]:
-    kept = sorted(json.dumps(row) for row in rows if not _from_flush(row))
+def _comparable(columns: list[str], rows: list[list[Any]], before_flush: bool = False) -> dict[str, Any]:
+    """The rows as a sorted multiset; `before_flush`: without the rows of the tables' flush rows."""
+    kept = sorted(json.dumps(row) for row in rows if not (before_flush and _from_flush(row)))
     return {"columns": columns, "rows": [json.loads(row) for row in kept]}
 
 
@@ -240,9 +242,12 @@ def _run_as_dagger(
     make_dagger: Callable,
     start_dagger: Callable,
     upsert_key: tuple[str, ...] = (),
+    bounded: bool = True,
 ) -> dict[str, Any]:
-    """The query's rows out of a dagger reading `streams`, once it has processed every record there is;
-    with an `upsert_key`, its final table: the last row of each key, as a sink that upserts keeps them."""
+    """The query's rows out of a dagger reading `streams`: a bounded run, which ends its input as Flink
+    does, or (not `bounded`) a streaming one once it has processed every record there is, without the rows
+    of the flush rows, which it leaves open; with an `upsert_key`, its final table: the last row of each
+    key, as a sink that upserts keeps them."""
     translated = translate(query.sql)
     spec = make_dagger(
         name="oracle",
@@ -254,8 +259,11 @@ def _run_as_dagger(
         sinks=[{"kind": "log", "max_rows_per_batch": 100_000}],
     )
     try:
-        running = start_dagger(spec, bounded=False)  # a micro-batch per file
-        running.process_available()
+        running = start_dagger(spec, bounded=bounded)  # a micro-batch per file or per 8 records
+        if bounded:
+            assert running.run.wait(timeout_s=600), f"the bounded run of {query.id} did not end"
+        else:
+            running.process_available()
     except (DaggerBuildError, DaggerQueryError) as error:
         return {"error": str(error)}
     schema: StructType = running.run.built.result.schema
@@ -265,7 +273,8 @@ def _run_as_dagger(
         values = json.loads(line.split(" | ", 1)[1])
         rows.append([_tagged(values[field.name], field.dataType) for field in schema.fields])
         last_of_key[tuple(values[name] for name in upsert_key)] = rows[-1]
-    return _comparable(schema.fieldNames(), list(last_of_key.values()) if upsert_key else rows)
+    kept = list(last_of_key.values()) if upsert_key else rows
+    return _comparable(schema.fieldNames(), kept, before_flush=not bounded)
 
 
 @pytest.mark.parametrize("query", QUERIES, ids=[query.id for query in QUERIES])
@@ -305,7 +314,9 @@ def test_on_apache_kafka_the_dagger_gives_flinks_rows(
     query_id: str, flink: FlinkOracle, kafka, registry, make_dagger, start_dagger
 ) -> None:
     """The query end to end as a streaming dagger: the orders as protobuf records on Apache Kafka, read
-    through Spark's connector in micro-batches of 8, against Flink's rows of the same orders."""
+    through Spark's connector in micro-batches of 8, against Flink's rows of the same orders. Spark's
+    connector gives no final watermark (see the docs' known limits): the rows of the flush row are left
+    out on both sides."""
     [query] = [query for query in QUERIES if query.id == query_id]
     [orders] = query.tables()
     topic = kafka.new_topic("oracle-orders")
@@ -320,10 +331,10 @@ def test_on_apache_kafka_the_dagger_gives_flinks_rows(
         kafka.bootstrap_servers, orders.name, orders.proto_message, orders.time_column, topics=[topic],
         connector="spark", max_records_per_batch=8,
     )  # fmt: skip
-    ours = _run_as_dagger(query, [stream], make_dagger, start_dagger, ON_KAFKA[query_id])
+    ours = _run_as_dagger(query, [stream], make_dagger, start_dagger, ON_KAFKA[query_id], bounded=False)
     theirs = flink.result(query.id)
     assert ours["rows"], "the dagger gave no rows"
-    assert ours == _comparable(theirs["columns"], theirs["rows"])
+    assert ours == _comparable(theirs["columns"], theirs["rows"], before_flush=True)
 
 
 def test_the_function_table_holds_every_function_flink_lists_and_no_other(flink: FlinkOracle) -> None:

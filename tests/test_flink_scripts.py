@@ -179,6 +179,7 @@ def test_a_query_whose_results_update_gets_the_update_output_mode(tmp_path):
     )
     spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": counts})
     assert spec.output_mode == "update"
+    assert spec.resolved_bounded_end == "flush"  # Flink SQL: a bounded run ends as Flink's
 
 
 def _refusal(tmp_path: Path, query_script: str, variables: dict[str, str] = VARIABLES, **keys: object) -> str:

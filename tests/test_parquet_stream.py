@@ -70,7 +70,7 @@ def test_partitioned_files_read_in_time_order_within_the_date_range(tmp_path, ma
         sql="SELECT order_id, amount, created_at, customer_id, source_file FROM orders",
         sinks=[{"kind": "log", "max_rows_per_batch": 100}],
     )
-    # Unbounded, so the per-batch file limit applies (a bounded run reads everything in one batch).
+    # Unbounded: the per-batch file limit cuts a streaming run's micro-batches (a flushing bounded run's too).
     running = start_dagger(spec, bounded=False)
     running.process_available()
 

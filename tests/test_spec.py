@@ -124,6 +124,22 @@ def test_start_timestamp_keeps_an_explicit_offset() -> None:
     assert spec.streams[0].start_timestamp.utcoffset() == timedelta(hours=7)
 
 
+@pytest.mark.parametrize(
+    ("keys", "bounded_end"),
+    [
+        ({}, "open"),  # Spark SQL: Spark's incremental end
+        ({"sql_dialect": "flink"}, "flush"),  # Flink SQL: Flink's end of bounded input
+        ({"bounded_end": "flush"}, "flush"),
+        ({"sql_dialect": "flink", "bounded_end": "open"}, "open"),
+    ],
+)
+def test_how_a_bounded_run_ends_defaults_to_the_sql_dialect_s(keys: dict, bounded_end: str) -> None:
+    spec = parse_dagger(document(streams=[parquet_stream()], sql="SELECT * FROM history", **keys), SOURCE)
+
+    assert spec.bounded_end == keys.get("bounded_end")
+    assert spec.resolved_bounded_end == bounded_end
+
+
 def test_parquet_dagger_gets_the_documented_defaults() -> None:
     spec = parse_dagger(document(streams=[parquet_stream()], sql="SELECT * FROM history"), SOURCE)
 

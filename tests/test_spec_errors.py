@@ -95,6 +95,7 @@ def test_unknown_key_in_second_parquet_stream_and_sink() -> None:
             "replace",
             "output_mode: Input should be 'append', 'update' or 'complete' (got 'replace')",
         ),
+        (("bounded_end",), "drain", "bounded_end: Input should be 'flush' or 'open' (got 'drain')"),
         (
             ("streams", 0, "table"),
             "my-table",

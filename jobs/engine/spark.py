@@ -39,8 +39,13 @@ class ShipmentError(RuntimeError):
 
 STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
-FLINK_TYPES_EXTENSION = "dagger.jobs.raystack.flink_sql.FlinkTypes"
-"""The session extension of Flink's result types for translated Flink SQL (`spark.sql.extensions`)."""
+SESSION_EXTENSIONS = ",".join(
+    [
+        "dagger.jobs.raystack.flink_sql.FlinkTypes",  # Flink's result types for translated Flink SQL
+        "dagger.jobs.sources.FinalWatermark",  # the row ending a bounded run's input reaches the watermark
+    ]
+)
+"""The project's session extensions (`spark.sql.extensions`), classes of its jar."""
 
 # Defaults for one machine; every key can be overridden through `extra_conf`.
 _DEFAULT_CONF = {
@@ -167,7 +172,7 @@ def class_path_conf(master: str, conf: Mapping[str, str]) -> dict[str, str]:
     added = {
         "spark.jars": ",".join(filter(None, [*jars.split(os.pathsep), conf.get("spark.jars")])),
         "spark.sql.extensions": ",".join(
-            filter(None, [FLINK_TYPES_EXTENSION, conf.get("spark.sql.extensions")])
+            filter(None, [SESSION_EXTENSIONS, conf.get("spark.sql.extensions")])
         ),
     }
     if master.startswith("local"):  # the local file system class is loaded before `spark.jars` are

@@ -35,6 +35,7 @@ from jobs.metrics.config import MetricsConfig
 from jobs.metrics.stages import INVALID_RECORDS_METRIC, stage_rows
 from jobs.processors.enrichment.engine import CALL_SECONDS_BUCKETS, ENRICHMENT_METRIC, OUTCOMES
 from jobs.sinks.base import Written
+from jobs.sources.stream_batches import FINAL_MARK
 
 log = logging.getLogger(__name__)
 
@@ -372,11 +373,14 @@ def partition_lags(sources: Iterable[dict[str, Any]]) -> Iterable[tuple[str, str
 
 
 def source_offsets(source: dict[str, Any], key: str) -> object:
-    """A source's `startOffset`/`endOffset`/`latestOffset`: JSON text in a progress report, parsed."""
+    """A source's `startOffset`/`endOffset`/`latestOffset`: JSON text in a progress report, parsed, without
+    the mark of a bounded run's end (no topic's offsets)."""
     value = source.get(key)
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            value = json.loads(value)
         except json.JSONDecodeError:
             return None
+    if isinstance(value, dict) and FINAL_MARK in value:
+        return {name: offsets for name, offsets in value.items() if name != FINAL_MARK}
     return value

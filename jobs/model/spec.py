@@ -165,6 +165,13 @@ class DaggerSpec(_Model):
     sql_dialect: Literal["spark", "flink"] = "spark"
     """`flink`: `sql` is Flink SQL as Flink users write it, translated at load (docs/raystack.md): window
     table functions, group windows, OVER aggregations and Flink's result types."""
+    bounded_end: Literal["flush", "open"] | None = None
+    """How a bounded run ends (docs/operations.md, "Bounded runs"). `flush`: as Flink's end of bounded
+    input, every window, session, OVER row, Top-N and join still waiting for the watermark is emitted, and
+    the checkpoint is then closed: a later run on it that would drop records is refused. `open`: as Spark's
+    incremental runs, rows waiting for the watermark wait for the next run's input, and a later run on the
+    same checkpoint goes on from there. Default: `flush` for Flink SQL (`sql_dialect: flink`, and so
+    `script`), `open` for Spark SQL (`resolved_bounded_end`)."""
     rowtime_column: SqlIdentifier = "rowtime"
     """Event-time column appended to every stream, filled from the stream's `event_time_field`."""
     watermark_delay: Duration = timedelta(seconds=10)
@@ -265,6 +272,13 @@ class DaggerSpec(_Model):
         from jobs.model.sql import prepare  # imported here: the SQL stage imports pyspark
 
         return prepare(self.sql)
+
+    @property
+    def resolved_bounded_end(self) -> Literal["flush", "open"]:
+        """How a bounded run of the dagger ends: `bounded_end`, or the default of its SQL dialect."""
+        if self.bounded_end is not None:
+            return self.bounded_end
+        return "flush" if self.sql_dialect == "flink" else "open"
 
     @property
     def over_views(self) -> tuple[OverView, ...]:

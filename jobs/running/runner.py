@@ -41,11 +41,17 @@ from jobs.model.spec import DaggerSpec
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.raystack.flink_sql.over_operator import OverViewError, register_over_views
 from jobs.running.checkpoint_lock import CheckpointInUseError, CheckpointLock
+from jobs.running.closed_checkpoint import require_open_checkpoint
 from jobs.running.ordering import BatchWriter, OrderedOutput
 from jobs.running.progress import ProgressReport
 from jobs.running.real_time import require_real_time_stages
 from jobs.running.stream_checks import cannot_run_as_stream, output_mode, require_streamable
-from jobs.running.stream_tables import interval, processor_errors, stream_frame, transform_context
+from jobs.running.stream_tables import (
+    interval,
+    processor_errors,
+    stream_frame,
+    transform_context,
+)
 from jobs.sinks.base import SinkContext, SinkWriter, Written
 from jobs.sinks.kafka.config import KafkaSink
 from jobs.sinks.kafka.producers import KafkaSinkError, require_login
@@ -132,6 +138,7 @@ def build_dagger(
     if spec.execution == "real_time":
         require_real_time_stages(spec, result, built.connector_sink is not None)
     require_streamable(result, spec, output_mode(spec, built.bounded))
+    require_open_checkpoint(spark, spec, result)
     return built
 
 

@@ -39,7 +39,12 @@ from jobs.sources.config import StreamConfig
 from jobs.sources.kafka import spark_connector as kafka_connector
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.offsets import Offsets
-from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
+from jobs.sources.stream_batches import (
+    FINAL_ROWTIME,
+    LATE_RECORD_COLUMN,
+    VALID_RECORD_COLUMN,
+    StreamLayout,
+)
 
 log = logging.getLogger(__name__)
 
@@ -196,35 +201,47 @@ def _python_source_frame(
         .option("metadata", json.dumps(columns.metadata))
         .option("checkpoint", spec.resolved_checkpoint_location)
         .option("object_store", json.dumps(s3a_settings(spark)))
+        .option("bounded_end", spec.resolved_bounded_end)
         .load()
     )
 
 
 def _without_flags(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> DataFrame:
-    """The stream's rows for the SQL: invalid and late ones counted, then removed with their flags."""
+    """The stream's rows for the SQL: invalid and late ones counted, then removed with their flags; the row
+    that ends a bounded run's input moves the watermark and goes (see `jobs.sources.stream_batches`)."""
+    # A condition on the rowtime: Spark's optimizer keeps it above the watermark, which the row must reach.
+    record = ~F.col(spec.rowtime_column).eqNullSafe(F.lit(FINAL_ROWTIME))
     # Counted here (visible in every progress report), then removed with the flags before SQL sees them.
     frame = frame.observe(
         f"{INVALID_RECORDS_METRIC}.{stream.table}",
         F.count(F.when(~F.col(VALID_RECORD_COLUMN), 1)).alias("count"),
-        F.count(F.lit(1)).alias("records"),
+        F.count(F.when(record, 1)).alias("records"),
         F.count(F.when(F.col(LATE_RECORD_COLUMN), 1)).alias("late"),
-        F.count(F.when(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN), 1)).alias("passed"),
+        F.count(F.when(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN) & record, 1)).alias("passed"),
     )
     frame = frame.where(F.col(VALID_RECORD_COLUMN) & ~F.col(LATE_RECORD_COLUMN)).drop(LATE_RECORD_COLUMN)
     if stream.row_layout == "dagger":  # Dagger's rows keep the flag, just before the rowtime
         frame = frame.withColumnRenamed(VALID_RECORD_COLUMN, DAGGER_VALIDATION_COLUMN)
     else:
         frame = frame.drop(VALID_RECORD_COLUMN)
-    return _with_computed_columns(spec, stream, frame).withWatermark(
-        spec.rowtime_column, interval(spec.watermark_delay)
+    return (
+        _with_computed_columns(spec, stream, frame)
+        .withWatermark(spec.rowtime_column, interval(spec.watermark_delay))
+        .where(record)
     )
 
 
 def _with_computed_columns(spec: DaggerSpec, stream: StreamConfig, frame: DataFrame) -> DataFrame:
-    """The stream's `computed_columns` after the record's, and its rowtime when that is one of them."""
+    """The stream's `computed_columns` after the record's, and its rowtime when that is one of them. A
+    computed event time keeps the source's rowtime column (`StreamConfig.source_rowtime_column`): NULL for
+    every record, `FINAL_ROWTIME` for the row that ends a bounded run's input, whose record columns are
+    all NULL."""
     for name, expression in stream.computed_columns.items():
         try:
-            frame = frame.withColumn(name, F.expr(expression))
+            column = F.expr(expression)
+            if name == stream.event_time_field:
+                column = F.coalesce(F.col(f"`{spec.rowtime_column}`"), column)
+            frame = frame.withColumn(name, column)
         except AnalysisException as error:
             raise DaggerBuildError(
                 f"dagger {spec.name}: stream {stream.table!r}: computed column {name!r}: {error}"

@@ -140,8 +140,10 @@ class StreamConfig(ConfigModel):
 
     def source_rowtime_column(self, rowtime_column: str) -> str | None:
         """The column the source appends with the event time; None when the stream's own column is its
-        event-time column (or is computed later, and copied into `rowtime_column` then)."""
-        if self.computes_event_time or self.event_time_field == rowtime_column:
+        event-time column. A computed event time (filled later, and copied into `rowtime_column` then)
+        has it too: NULL for every record, the end of time for the row that ends a bounded run's input
+        (`jobs.sources.stream_batches`), which the computed column keeps."""
+        if self.event_time_field == rowtime_column and not self.computes_event_time:
             return None
         return rowtime_column
 

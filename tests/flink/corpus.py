@@ -1,11 +1,10 @@
 """The oracle's input and queries: Flink SQL as raystack Dagger jobs write it, run unchanged on Apache
 Flink and, through the project's Flink-SQL translator, as daggers.
 
-Every table ends with a `flush` row hours after its data: its watermark closes every window of the data
-in both engines, so the comparison does not depend on what each does at the end of input (Flink's final
-watermark closes every window; a Spark query closes a window only when a later batch's watermark passes
-it). Rows that carry a time from the flush hour are left out of the comparison on both sides. The
-`open_orders` table has no flush row: its case shows that end-of-input difference.
+Both engines end a bounded input with a watermark at the end of time, which closes every window, and
+every row of both is compared. Every table but `open_orders` ends with a `flush` row hours after its data,
+whose watermark closes every window of the data: the queries run on Apache Kafka through Spark's
+connector, which gives no final watermark, compare the rows before it (`FLUSH_CUTOFF`).
 
 Amounts are multiples of 1/4, so sums are exact in any order. Rows arrive out of order by up to 3 s,
 within the 5 s watermark delay; `late_orders` comes in batches (files, micro-batches) whose late rows are
@@ -32,7 +31,7 @@ from tests.flink.function_queries import (
 START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 FLUSH_AT = datetime(2024, 5, 1, 23, 30, tzinfo=UTC)
 FLUSH_CUTOFF = "2024-05-01T23:00:00.000"
-"""Rows with a time at or after this come from the flush rows and are compared on neither side."""
+"""Rows with a time at or after this come from the flush rows (compared on Apache Kafka by neither side)."""
 WATERMARK_DELAY_S = 5
 
 
@@ -437,11 +436,8 @@ QUERIES = [
 ]
 
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "tvf_over_a_filtered_query": "rows a WHERE drops do not move a dagger's watermark: a window stays open",
     "late_rows_kept_by_default": "Spark takes a late row into a window the batch closes",
     "late_rows_dropped_at_the_stream": "`drop` skips a row behind the watermark though its window is open",
-    "windows_open_at_end_of_input": "the end of input closes every window in Flink, not in a dagger",
-    "tumble_filtered_rows": "rows a WHERE drops do not move a dagger's watermark: a window stays open",
     "percentile_aggregate": "PERCENTILE interpolates in another order: 5.65 (Flink: 5.6499999999999995)",
     "unwindowed_min_max_over_items": "a global aggregation re-emits its row in a batch without new rows",
 }

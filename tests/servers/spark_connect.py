@@ -31,7 +31,7 @@ import pyspark
 import pytest
 
 from jobs.engine.jvm import project_class_path
-from jobs.engine.spark import FLINK_TYPES_EXTENSION, JAVA_OPTIONS
+from jobs.engine.spark import JAVA_OPTIONS, SESSION_EXTENSIONS
 from jobs.tools.broker import free_port
 from jobs.tools.processes import end_process
 
@@ -76,7 +76,7 @@ class SparkConnectServer:
             "spark.ui.enabled": "false",
             # The project's local file system (no `chmod` fork per checkpoint file), as in local mode.
             "spark.hadoop.fs.file.impl": "dagger.jobs.engine.ForklessLocalFileSystem",
-            "spark.sql.extensions": FLINK_TYPES_EXTENSION,
+            "spark.sql.extensions": SESSION_EXTENSIONS,
         }
         command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", f"local[{self.cores}]"]
         jars = jar.replace(os.pathsep, ",")

@@ -55,3 +55,25 @@ def limit_offsets(start: Offsets, ends: Offsets, max_rows: int) -> Offsets:
             limited[topic][partition] += 1
             granted += 1
     return limited
+
+
+def within(ends: Offsets, bound: Offsets, start: Offsets) -> Offsets:
+    """`ends`, no partition past its offset in `bound`; a partition `bound` does not know stays at `start`."""
+    return {
+        topic: {
+            partition: min(end, bound[topic][partition])
+            if partition in bound.get(topic, {})
+            else start.get(topic, {}).get(partition, 0)
+            for partition, end in partitions.items()
+        }
+        for topic, partitions in ends.items()
+    }
+
+
+def covers(offsets: Offsets, bound: Offsets) -> bool:
+    """Whether `offsets` is at or past `bound` in every partition of `bound`."""
+    return all(
+        offsets.get(topic, {}).get(partition, 0) >= end
+        for topic, partitions in bound.items()
+        for partition, end in partitions.items()
+    )

@@ -34,9 +34,16 @@ from jobs.engine.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors
 from jobs.engine.python_workers import freeze_imported_objects
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.consumers import KafkaSourceError, consumer_settings
-from jobs.sources.kafka.offsets import KafkaPartitionRange, Offsets, limit_offsets, merge_offsets
+from jobs.sources.kafka.offsets import (
+    KafkaPartitionRange,
+    Offsets,
+    covers,
+    limit_offsets,
+    merge_offsets,
+    within,
+)
 from jobs.sources.kafka.partition_reader import METADATA_SCHEMA, PartitionReader
-from jobs.sources.stream_batches import StreamDataSource, StreamReader
+from jobs.sources.stream_batches import FlushingReader, StreamDataSource, StreamReader
 
 log = logging.getLogger(__name__)
 
@@ -271,17 +278,23 @@ class KafkaStreamReader(StreamReader):
             return ReadMaxRows(self.stream.max_records_per_batch)
         return ReadAllAvailable()
 
+    def available_end(self) -> Offsets:
+        return self._end_offsets(self._discover())
+
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         ends = self._end_offsets(self._discover())
         self._latest = ends
-        if not isinstance(limit, ReadMaxRows):
-            return merge_offsets(start, ends)
-        return merge_offsets(start, limit_offsets(start, ends, limit.max_rows))
+        if self.input_end is not None:  # a bounded run reads no record that came after its start
+            ends = within(ends, self.input_end, start)
+        if isinstance(limit, ReadMaxRows):
+            ends = limit_offsets(start, ends, limit.max_rows)
+        end = merge_offsets(start, ends)
+        return self.closing(end, reached=self.input_end is not None and covers(end, self.input_end))
 
     def reportLatestOffset(self) -> Offsets | None:
         return self._latest
 
-    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaPartitionRange]:
+    def record_partitions(self, start: Offsets, end: Offsets) -> list[KafkaPartitionRange]:
         late_before_us = self.late_before_us()
         ranges = []
         for topic, partition_ends in sorted(end.items()):
@@ -299,7 +312,7 @@ class KafkaStreamReader(StreamReader):
 
     # ---- executor side ---------------------------------------------------------------------------
 
-    def read(self, partition: KafkaPartitionRange) -> Iterator[pa.RecordBatch]:
+    def read_records(self, partition: KafkaPartitionRange) -> Iterator[pa.RecordBatch]:
         freeze_imported_objects()
         reader = PartitionReader(self.stream, self.layout, partition)
         finished = False
@@ -310,9 +323,14 @@ class KafkaStreamReader(StreamReader):
             reader.close(reusable=finished)
 
 
+class FlushingKafkaStreamReader(KafkaStreamReader, FlushingReader):
+    """A Kafka stream's reader whose bounded runs flush (`jobs.sources.stream_batches.FlushingReader`)."""
+
+
 class KafkaStreamDataSource(StreamDataSource):
     stream_model = KafkaStream
     reader_class = KafkaStreamReader
+    flushing_reader_class = FlushingKafkaStreamReader
 
     @classmethod
     def name(cls) -> str:

@@ -109,8 +109,10 @@ def stream_frame(
         _valid(spark, stream, record.error).alias(VALID_RECORD_COLUMN),
         (F.lit(False) if rowtime is None else _late(spark, stream, rowtime)).alias(LATE_RECORD_COLUMN),
     ]
-    if rowtime is not None and layout.rowtime_column is not None:
-        columns.append(rowtime.alias(layout.rowtime_column))
+    if layout.rowtime_column is not None:  # NULL for a computed event time, filled after the source
+        columns.append(
+            (F.lit(None).cast("timestamp") if rowtime is None else rowtime).alias(layout.rowtime_column)
+        )
     return decoded.select(*columns)
 
 

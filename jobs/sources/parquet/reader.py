@@ -26,7 +26,7 @@ from jobs.engine.arrow_values import scalar
 from jobs.engine.object_store import arrow_filesystem
 from jobs.engine.python_workers import freeze_imported_objects
 from jobs.sources.parquet.config import ParquetStream
-from jobs.sources.stream_batches import ROWTIME_TYPE, StreamDataSource, StreamReader
+from jobs.sources.stream_batches import ROWTIME_TYPE, FlushingReader, StreamDataSource, StreamReader
 
 SOURCE_NAME = "dagger_parquet"
 METADATA_SCHEMA = pa.schema([pa.field("source_file", pa.string())])
@@ -99,7 +99,8 @@ class ParquetFilePartition(InputPartition):
 
 
 class ParquetStreamReader(StreamReader):
-    """Offsets are `{"after": sort key of the last file read}`."""
+    """Offsets are `{"after": sort key of the last file read}` (and, once a bounded run that flushes has
+    read every file, `FINAL_MARK`)."""
 
     metadata_schema = METADATA_SCHEMA
     stream: ParquetStream
@@ -112,13 +113,21 @@ class ParquetStreamReader(StreamReader):
             return ReadMaxFiles(self.stream.max_files_per_batch)
         return ReadAllAvailable()
 
+    def available_end(self) -> dict:
+        files = self._files()
+        return {"after": files[-1].sort_key if files else ""}
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         unread = [entry for entry in self._files() if entry.sort_key > start["after"]]
+        if self.input_end is not None:  # a bounded run reads no file that came after its start
+            unread = [entry for entry in unread if entry.sort_key <= self.input_end["after"]]
+        whole = len(unread)
         if isinstance(limit, ReadMaxFiles):
             unread = unread[: limit.max_files]
-        return {"after": unread[-1].sort_key} if unread else start
+        end = {**start, "after": unread[-1].sort_key} if unread else start
+        return self.closing(end, reached=len(unread) == whole)
 
-    def partitions(self, start: dict, end: dict) -> list[ParquetFilePartition]:
+    def record_partitions(self, start: dict, end: dict) -> list[ParquetFilePartition]:
         late_before_us = self.late_before_us()
         return [
             ParquetFilePartition(entry.path, late_before_us)
@@ -129,7 +138,7 @@ class ParquetStreamReader(StreamReader):
     def _files(self) -> list[ParquetFileEntry]:
         return list_stream_files(self.stream, self.object_store)
 
-    def read(self, partition: ParquetFilePartition) -> Iterator[pa.RecordBatch]:
+    def read_records(self, partition: ParquetFilePartition) -> Iterator[pa.RecordBatch]:
         freeze_imported_objects()
         try:
             filesystem, path = arrow_filesystem(partition.path, self.object_store)
@@ -198,9 +207,14 @@ def _kind(arrow_type: pa.DataType) -> str:
     return str(arrow_type)
 
 
+class FlushingParquetStreamReader(ParquetStreamReader, FlushingReader):
+    """A Parquet stream's reader whose bounded runs flush (`jobs.sources.stream_batches.FlushingReader`)."""
+
+
 class ParquetStreamDataSource(StreamDataSource):
     stream_model = ParquetStream
     reader_class = ParquetStreamReader
+    flushing_reader_class = FlushingParquetStreamReader
 
     @classmethod
     def name(cls) -> str:

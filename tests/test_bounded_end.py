@@ -1,0 +1,266 @@
+"""A bounded run ends as Flink's bounded jobs do: at the end of its input the watermark jumps to the end of
+time, so every window, session and OVER row still waiting for it is written (see
+`jobs.sources.stream_batches`), and the row that moves it reaches no query and no sink.
+
+Each test's input ends with rows whose windows the last watermark of the input (latest event time minus
+`watermark_delay`, 1 s here) does not close: before the final watermark, a bounded run never wrote them.
+That is `bounded_end: flush`, the default of Flink SQL daggers; the Spark SQL daggers here set it, their
+default being `open`, Spark's incremental end, which the last test shows.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.model.errors import DaggerBuildError
+from jobs.running.closed_checkpoint import closed_by_a_bounded_run
+from jobs.running.runner import build_dagger
+from tests.conftest import kafka_stream, message_class
+
+START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def write_orders(path: Path, seconds: list[int], first: int = 0) -> None:
+    """Orders o<first>.. with amount = their number, created `seconds` after START."""
+    numbers = range(first, first + len(seconds))
+    table = pa.table(
+        {
+            "order_id": [f"o{number}" for number in numbers],
+            "amount": [float(number) for number in numbers],
+            "created_at": pa.array(
+                [START + timedelta(seconds=s) for s in seconds], pa.timestamp("us", "UTC")
+            ),
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def orders_stream(lake: Path, **fields: object) -> dict:
+    return {
+        "kind": "parquet",
+        "table": "orders",
+        "proto_message": "dagger.testing.Order",
+        "event_time_field": "created_at",
+        "paths": [str(lake)],
+        **fields,
+    }
+
+
+def logged(lines: list[str]) -> list[dict]:
+    return [json.loads(line.split(" | ", 1)[1]) for line in lines]
+
+
+def at(seconds: int) -> str:
+    return (START + timedelta(seconds=seconds)).isoformat()
+
+
+def run_to_its_end(make_dagger, start_dagger, **fields: object) -> list[dict]:
+    """The rows a bounded run of the dagger writes to its log sink, once it has ended by itself (`flush`
+    unless `fields` say otherwise)."""
+    fields.setdefault("bounded_end", "flush")
+    spec = make_dagger(sinks=[{"kind": "log", "max_rows_per_batch": 1000}], **fields)
+    running = start_dagger(spec, bounded=True)
+    assert running.run.wait(timeout_s=300) is True
+    return logged(running.logged)
+
+
+TUMBLE = (
+    "SELECT window(rowtime, '10 seconds').start AS window_start, COUNT(*) AS orders, SUM(amount) AS total "
+    "FROM orders WHERE order_id <> 'o3' GROUP BY window(rowtime, '10 seconds')"
+)
+"""The WHERE does not read the event time: Spark's optimizer moves it below the stream's watermark, where
+the row ending the input must pass it too (`FinalWatermark.java`)."""
+
+
+def test_a_bounded_run_over_parquet_writes_every_tumbling_window(tmp_path, make_dagger, start_dagger):
+    # Two files, two micro-batches: the second file's rows come before the final watermark, none is late.
+    write_orders(tmp_path / "lake" / "dt=2024-05-01" / "a.parquet", list(range(15)))
+    write_orders(tmp_path / "lake" / "dt=2024-05-02" / "b.parquet", list(range(15, 25)), first=15)
+    rows = run_to_its_end(
+        make_dagger,
+        start_dagger,
+        streams=[orders_stream(tmp_path / "lake", max_files_per_batch=1)],
+        sql=TUMBLE,
+    )
+
+    # The input's last watermark (24 s - 1 s) closes the first two; the end of input closes [20, 30).
+    assert sorted(rows, key=lambda row: row["window_start"]) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+        {"window_start": at(20), "orders": 5, "total": 110.0},
+    ]
+
+
+def test_a_bounded_run_over_parquet_writes_every_session(tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "orders.parquet", [0, 1, 2, 10, 11, 30])
+    rows = run_to_its_end(
+        make_dagger,
+        start_dagger,
+        streams=[orders_stream(tmp_path / "lake")],
+        sql="SELECT session_window.start AS starts, session_window.end AS ends, COUNT(*) AS orders "
+        "FROM orders GROUP BY customer_id, session_window(rowtime, '5 seconds')",
+    )
+
+    assert sorted(rows, key=lambda row: row["starts"]) == [
+        {"starts": at(0), "ends": at(7), "orders": 3},
+        {"starts": at(10), "ends": at(16), "orders": 2},
+        {"starts": at(30), "ends": at(35), "orders": 1},  # open at the input's last watermark (29 s)
+    ]
+
+
+def test_a_bounded_run_over_parquet_writes_every_over_row(tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "orders.parquet", [0, 1, 2, 3, 3])
+    rows = run_to_its_end(
+        make_dagger,
+        start_dagger,
+        streams=[orders_stream(tmp_path / "lake")],
+        sql="SELECT order_id, SUM(amount) OVER (ORDER BY rowtime ROWS BETWEEN UNBOUNDED PRECEDING AND "
+        "CURRENT ROW) AS running FROM orders",
+        sql_dialect="flink",
+        bounded_end=None,  # Flink SQL: `flush` by default
+    )
+
+    # FlinkOver holds each row until the watermark passes it: the last two were never written before.
+    assert sorted((row["order_id"], row["running"]) for row in rows) == [
+        ("o0", 0.0), ("o1", 1.0), ("o2", 3.0), ("o3", 6.0), ("o4", 10.0),
+    ]  # fmt: skip
+
+
+def test_a_bounded_filter_writes_its_rows_and_no_other(spark, tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "orders.parquet", list(range(5)))
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake")],
+        sql="SELECT * FROM orders WHERE amount >= 2 OR order_id IS NULL",
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="flush",
+    )
+    running = start_dagger(spec, bounded=True)
+    assert running.run.wait(timeout_s=300) is True
+
+    # The row that ends the input has no order id and would pass the WHERE: it is gone before it.
+    assert [row["order_id"] for row in logged(running.logged)] == ["o2", "o3", "o4"]
+    # Its watermark stays in the checkpoint; a stateless query keeping late records loses nothing there.
+    assert closed_by_a_bounded_run(spark, spec)
+    write_orders(tmp_path / "lake" / "sorted_after.parquet", [30, 31], first=5)
+    again = start_dagger(spec, bounded=True)
+    assert again.run.wait(timeout_s=300) is True
+    assert [row["order_id"] for row in logged(again.logged)] == ["o5", "o6"]
+
+
+def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagger, start_dagger):
+    topic = kafka.new_topic("bounded-end-orders")
+    order = message_class(registry, "dagger.testing.Order")
+    payloads = []
+    for number, second in enumerate(range(25)):
+        message = order(order_id=f"o{number}", amount=float(number))
+        message.created_at.FromDatetime(START + timedelta(seconds=second))
+        payloads.append(message.SerializeToString())
+    kafka.produce(topic, payloads, partition=0)
+    stream = kafka_stream(
+        kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic],
+        connector="python", max_records_per_batch=10,
+    )  # fmt: skip
+
+    rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
+
+    assert sorted(rows, key=lambda row: row["window_start"]) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+        {"window_start": at(20), "orders": 5, "total": 110.0},
+    ]
+
+
+def test_a_later_run_of_a_checkpoint_a_bounded_window_run_closed_is_refused(
+    tmp_path, make_dagger, start_dagger
+):
+    write_orders(tmp_path / "lake" / "a.parquet", list(range(15)))
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake")],
+        sql=TUMBLE,
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="flush",
+    )
+    first = start_dagger(spec, bounded=True)
+    assert first.run.wait(timeout_s=300) is True
+    assert len(logged(first.logged)) == 2
+    commits = sorted((Path(spec.resolved_checkpoint_location) / "commits").iterdir())
+    write_orders(tmp_path / "lake" / "b.parquet", [20, 21], first=15)
+
+    # Every record of a second run would be behind the end-of-time watermark, and its window dropped.
+    with pytest.raises(DaggerBuildError) as refused:
+        start_dagger(spec, bounded=True)
+    message = str(refused.value)
+    assert f"dagger {spec.name}: checkpoint {spec.resolved_checkpoint_location} was closed" in message
+    assert "the query holds state until the watermark passes it (Aggregate)" in message
+    assert "Run it with a new checkpoint_location: its stream(s) orders read their files again" in message
+    # Refused while built: no query ran, nothing was written or committed.
+    assert sorted((Path(spec.resolved_checkpoint_location) / "commits").iterdir()) == commits
+
+
+def test_a_late_records_policy_on_a_closed_checkpoint_is_refused(spark, tmp_path, make_dagger, start_dagger):
+    write_orders(tmp_path / "lake" / "a.parquet", [0, 1])
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake", late_records={"action": "drop"})],
+        sql="SELECT order_id FROM orders",
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="flush",
+    )
+    assert start_dagger(spec, bounded=True).run.wait(timeout_s=300) is True
+
+    with pytest.raises(DaggerBuildError, match=r"stream 'orders' has late_records\.action 'drop'"):
+        build_dagger(spark, spec)
+
+
+def test_a_bounded_run_closes_the_windows_of_a_computed_event_time(tmp_path, make_dagger, start_dagger):
+    # The event time computed from a record field, and a WHERE Spark moves below the computed columns.
+    write_orders(tmp_path / "lake" / "orders.parquet", list(range(25)))
+    stream = orders_stream(
+        tmp_path / "lake",
+        computed_columns={"ordered_at": "created_at + INTERVAL 0 SECONDS"},
+        event_time_field="ordered_at",
+    )
+    rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
+
+    assert sorted(rows, key=lambda row: row["window_start"]) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+        {"window_start": at(20), "orders": 5, "total": 110.0},
+    ]
+
+
+def test_an_open_bounded_run_leaves_the_last_window_to_the_next_run(
+    spark, tmp_path, make_dagger, start_dagger
+):
+    # Spark SQL: `open` by default, Spark's incremental end: each run one micro-batch, with the watermark
+    # the run before left.
+    spec = make_dagger(
+        streams=[orders_stream(tmp_path / "lake")],
+        sql=TUMBLE,
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+    )
+    assert spec.bounded_end is None and spec.resolved_bounded_end == "open"
+
+    def run_with(name: str, seconds: list[int], first: int) -> list[dict]:
+        write_orders(tmp_path / "lake" / name, seconds, first)
+        running = start_dagger(spec, bounded=True)
+        assert running.run.wait(timeout_s=300) is True
+        assert not closed_by_a_bounded_run(spark, spec)
+        return sorted(logged(running.logged), key=lambda row: row["window_start"])
+
+    # The first run's micro-batch has no watermark yet: every window waits.
+    assert run_with("a.parquet", list(range(25)), first=0) == []
+    # The next runs go on in the same checkpoint: the first run's watermark (24 s - 1 s) closes [0, 10)
+    # and [10, 20); the second's (40 s - 1 s) closes [20, 30), the window open when the first ended,
+    # with the second run's rows o25, o26 added to o20..o24.
+    assert run_with("b.parquet", [26, 27, 40], first=25) == [
+        {"window_start": at(0), "orders": 9, "total": 42.0},
+        {"window_start": at(10), "orders": 10, "total": 145.0},
+    ]
+    assert run_with("c.parquet", [41], first=28) == [{"window_start": at(20), "orders": 7, "total": 161.0}]
