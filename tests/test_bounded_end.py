@@ -78,6 +78,14 @@ TUMBLE = (
 """The WHERE does not read the event time: Spark's optimizer moves it below the stream's watermark, where
 the row ending the input must pass it too (`FinalWatermark.java`)."""
 
+TUMBLE_OF_ORDERS_0_TO_24 = [
+    {"window_start": at(0), "orders": 9, "total": 42.0},
+    {"window_start": at(10), "orders": 10, "total": 145.0},
+    {"window_start": at(20), "orders": 5, "total": 110.0},
+]
+"""`TUMBLE` of orders o0..o24, one a second from `START` (amount = number): every window, the last one
+open until the input ends."""
+
 
 def test_a_bounded_run_over_parquet_writes_every_tumbling_window(tmp_path, make_dagger, start_dagger):
     # Two files, two micro-batches: the second file's rows come before the final watermark, none is late.
@@ -91,11 +99,7 @@ def test_a_bounded_run_over_parquet_writes_every_tumbling_window(tmp_path, make_
     )
 
     # The input's last watermark (24 s - 1 s) closes the first two; the end of input closes [20, 30).
-    assert sorted(rows, key=lambda row: row["window_start"]) == [
-        {"window_start": at(0), "orders": 9, "total": 42.0},
-        {"window_start": at(10), "orders": 10, "total": 145.0},
-        {"window_start": at(20), "orders": 5, "total": 110.0},
-    ]
+    assert sorted(rows, key=lambda row: row["window_start"]) == TUMBLE_OF_ORDERS_0_TO_24
 
 
 def test_a_bounded_run_over_parquet_writes_every_session(tmp_path, make_dagger, start_dagger):
@@ -170,11 +174,7 @@ def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagg
 
     rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
 
-    assert sorted(rows, key=lambda row: row["window_start"]) == [
-        {"window_start": at(0), "orders": 9, "total": 42.0},
-        {"window_start": at(10), "orders": 10, "total": 145.0},
-        {"window_start": at(20), "orders": 5, "total": 110.0},
-    ]
+    assert sorted(rows, key=lambda row: row["window_start"]) == TUMBLE_OF_ORDERS_0_TO_24
 
 
 def test_a_later_run_of_a_checkpoint_a_bounded_window_run_closed_is_refused(
@@ -228,11 +228,7 @@ def test_a_bounded_run_closes_the_windows_of_a_computed_event_time(tmp_path, mak
     )
     rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
 
-    assert sorted(rows, key=lambda row: row["window_start"]) == [
-        {"window_start": at(0), "orders": 9, "total": 42.0},
-        {"window_start": at(10), "orders": 10, "total": 145.0},
-        {"window_start": at(20), "orders": 5, "total": 110.0},
-    ]
+    assert sorted(rows, key=lambda row: row["window_start"]) == TUMBLE_OF_ORDERS_0_TO_24
 
 
 def test_an_open_bounded_run_leaves_the_last_window_to_the_next_run(
