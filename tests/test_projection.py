@@ -47,8 +47,9 @@ def test_a_projection_decodes_the_kept_fields_exactly(registry):
 
 
 def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_column(registry):
+    from jobs.codec.formats import column_names, record_format
+    from jobs.model.plan import columns_read
     from jobs.model.schema_registry import encode_descriptor_sets
-    from jobs.running.stream_tables import _columns_read
     from jobs.sources.kafka.config import KafkaStream
 
     def read(pre_processors: list[dict], sql: str = "SELECT order_id FROM orders") -> tuple:
@@ -63,8 +64,9 @@ def test_pre_processors_add_the_columns_they_read_and_user_code_keeps_every_colu
                 "pre_processors": pre_processors,
             }
         )
-        columns = _columns_read(encode_descriptor_sets(registry.serialized_descriptor_sets), sql, stream)
-        return columns.fields, columns.metadata
+        descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+        fields, metadata = columns_read(stream, column_names(record_format(stream), descriptor_sets), sql)
+        return tuple(None if names is None else list(names) for names in (fields, metadata))
 
     assert read([]) == (["order_id", "created_at"], [])
     assert read(

@@ -11,8 +11,9 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -173,68 +174,105 @@ def pinned(stream: StreamConfig) -> StreamConfig:
     return stream.model_copy(update={"schema_version": latest})
 
 
-def column_names(stream: StreamConfig, descriptor_sets: str) -> list[str]:
-    """The columns the stream's records give, in order."""
+@dataclass(frozen=True)
+class RecordFormat:
+    """How a stream's records decode, resolved once (`record_format`): the driver builds its decoders from
+    it, and the stream's tasks get it in the source's options, so no schema is read again."""
+
+    format: Literal["protobuf", "avro", "json"]
+    message: str | None = None
+    """protobuf: the message's full name, found in the dagger's descriptor sets."""
+    schema: str | None = None
+    """avro: the reader schema (the pinned version); json: the schema document (an Avro record schema or
+    a JSON Schema); as JSON text."""
+    schema_source: str = ""
+    """json: the schema document as errors name it (`record_schema`, `schema_file <path>`)."""
+    registry_url: str | None = None
+    """avro: the registry that has each record's writer schema, by its id."""
+    writer_schemas: tuple[tuple[int, str], ...] = ()
+    """avro read in the JVM (`with_writers`): {schema id: schema} of every version of the subject as the
+    dagger starts, as JSON text."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RecordFormat:
+        values = json.loads(text)
+        writers = tuple((int(schema_id), schema) for schema_id, schema in values.pop("writer_schemas"))
+        return cls(**values, writer_schemas=writers)
+
+
+def record_format(stream: StreamConfig, with_writers: bool = False) -> RecordFormat:
+    """How `stream`'s records decode (an Avro stream's latest version pinned, see `pinned`); with
+    `with_writers`, an Avro stream's writer schemas too. Raises naming the schema that cannot be read."""
     if stream.format == "protobuf":
+        return RecordFormat("protobuf", message=str(stream.proto_message))
+    if stream.format == "avro":
+        stream = pinned(stream)
+        assert stream.schema_registry_url is not None and stream.schema_subject is not None
+        assert stream.schema_version is not None
+        schemas = avro_schemas(stream.schema_registry_url)
+        writers = schemas.subject_schemas(stream.schema_subject) if with_writers else {}
+        return RecordFormat(
+            "avro",
+            schema=json.dumps(schemas.version(stream.schema_subject, stream.schema_version)),
+            registry_url=stream.schema_registry_url,
+            writer_schemas=tuple((schema_id, json.dumps(schema)) for schema_id, schema in writers.items()),
+        )
+    if stream.record_schema is not None:
+        document, where = stream.record_schema, "record_schema"
+    else:
+        document, where = _json_document(str(stream.schema_file)), f"schema_file {stream.schema_file}"
+    columns_of_schema(document, where)  # a document without columns is refused now, naming it
+    return RecordFormat("json", schema=json.dumps(document), schema_source=where)
+
+
+def column_names(records: RecordFormat, descriptor_sets: str) -> list[str]:
+    """The columns the records give, in order."""
+    if records.format == "protobuf":
         return [
-            field.name
-            for field in registry_from_option(descriptor_sets).message(str(stream.proto_message)).fields
+            field.name for field in registry_from_option(descriptor_sets).message(str(records.message)).fields
         ]
-    return record_decoder(stream, descriptor_sets).schema.names
+    return record_decoder(records, descriptor_sets).schema.names
 
 
-_decoders: dict[tuple[str, ...], RecordDecoder] = {}
+_decoders: dict[tuple[RecordFormat, tuple[str, ...] | None], RecordDecoder] = {}
 _decoders_lock = threading.Lock()
 
 
 def record_decoder(
-    stream: StreamConfig, descriptor_sets: str, fields: list[str] | None = None
+    records: RecordFormat, descriptor_sets: str, fields: Sequence[str] | None = None
 ) -> RecordDecoder:
-    """The stream's decoder in this process; with `fields`, only those columns are decoded."""
-    if stream.format == "protobuf":
-        return decoder_for(descriptor_sets, str(stream.proto_message), fields)
-    stream = pinned(stream)  # a decoder of "the latest version" would keep it for the process's life
-    format_keys = stream.model_dump_json(
-        include={
-            "format",
-            "schema_registry_url",
-            "schema_subject",
-            "schema_version",
-            "schema_file",
-            "record_schema",
-        }
-    )
-    key = (format_keys, json.dumps(fields))
+    """The records' decoder in this process; with `fields`, only those columns are decoded."""
+    if records.format == "protobuf":
+        return decoder_for(descriptor_sets, str(records.message), None if fields is None else list(fields))
+    key = (records, None if fields is None else tuple(fields))
     with _decoders_lock:
         decoder = _decoders.get(key)
         if decoder is None:
-            decoder = _decoders[key] = _build_decoder(stream, fields)
+            decoder = _decoders[key] = _build_decoder(records, fields)
         return decoder
 
 
-def _build_decoder(stream: StreamConfig, fields: list[str] | None) -> RecordDecoder:
-    if stream.format == "avro":
-        assert stream.schema_registry_url is not None and stream.schema_subject is not None
-        schemas = avro_schemas(stream.schema_registry_url)
-        assert stream.schema_version is not None
-        reader_schema = schemas.version(stream.schema_subject, stream.schema_version)
-        return ConfluentAvroDecoder(reader_schema, schemas.by_id, fields)
-    columns = (
-        json_columns(str(stream.schema_file))
-        if stream.record_schema is None
-        else columns_of_schema(stream.record_schema, "record_schema")
-    )
+def _build_decoder(records: RecordFormat, fields: Sequence[str] | None) -> RecordDecoder:
+    assert records.schema is not None
+    document = json.loads(records.schema)
+    if records.format == "avro":
+        assert records.registry_url is not None
+        selected = None if fields is None else list(fields)
+        return ConfluentAvroDecoder(document, avro_schemas(records.registry_url).by_id, selected)
+    columns = columns_of_schema(document, records.schema_source)
     return JsonDecoder(columns if fields is None else pa.schema([columns.field(name) for name in fields]))
 
 
-def json_columns(schema_file: str) -> pa.Schema:
-    """The columns a JSON stream's `schema_file` declares (an Avro record schema or a JSON Schema)."""
+def _json_document(schema_file: str) -> Any:
+    """The schema document of a JSON stream's `schema_file` (an Avro record schema or a JSON Schema)."""
     try:
         with open(schema_file) as file:
-            document = json.load(file)
+            return json.load(file)
     except (OSError, json.JSONDecodeError) as error:
         raise ValueError(f"schema_file {schema_file}: {error}") from None
-    return columns_of_schema(document, f"schema_file {schema_file}")
 
 
 def columns_of_schema(document: Any, where: str) -> pa.Schema:

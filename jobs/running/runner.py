@@ -25,7 +25,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from jobs.codec.formats import pinned
 from jobs.engine.connect import is_spark_connect
 from jobs.engine.object_store import ObjectStoreError, require_connector, s3a_settings
 from jobs.engine.spark import jvm_loggers_off, state_rows_counted
@@ -35,8 +34,9 @@ from jobs.metrics.exporter import DaggerMetrics
 from jobs.metrics.stages import ROWS_IN, ROWS_OUT, SQL_STAGE, counted, counted_again_for_the_sql
 from jobs.model import sql as sql_stage
 from jobs.model.errors import DaggerBuildError, DaggerQueryError, root_cause
+from jobs.model.plan import DaggerPlan, resolve_plan
 from jobs.model.registry import SINK_KINDS, STREAM_KINDS
-from jobs.model.schema_registry import SchemaRegistry, encode_descriptor_sets
+from jobs.model.schema_registry import SchemaRegistry
 from jobs.model.spec import DaggerSpec
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.raystack.flink_sql.over_operator import OverViewError, register_over_views
@@ -62,20 +62,24 @@ from jobs.sources.kafka.group_offsets import GroupOffsetCommitter
 from jobs.sources.kafka.offsets import Offsets
 from jobs.sources.kafka.spark_connector import starting_offsets
 from jobs.udfs import FunctionsError, register_functions
-from jobs.udfs.registration import words
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class BuiltDagger:
-    spec: DaggerSpec
-    registry: SchemaRegistry
+    plan: DaggerPlan
+    """The dagger, resolved once: the file as it runs, its streams' records, its SQL."""
     result: DataFrame
     """The query's result, checked; streams on Spark's Kafka connector start where `started_result` says."""
     sinks: list[SinkWriter]
     started_result: Callable[[], DataFrame]
     """The result to start (`_result_from_broker`)."""
+
+    @property
+    def spec(self) -> DaggerSpec:
+        """The dagger file as it runs (`DaggerPlan.spec`)."""
+        return self.plan.spec
 
     @property
     def connector_sink(self) -> ConnectorRecords | None:
@@ -113,28 +117,23 @@ def build_dagger(
 ) -> BuiltDagger:
     _require_deployment_keys(spec)
     _require_checkpoint_store(spark, spec)
-    spec = _with_pinned_streams(_with_chosen_connectors(spec, is_spark_connect(spark)))
-    registry = registry or SchemaRegistry.load(
-        spec.schema_registry.descriptor_sets,
-        spec.schema_registry.fetch_timeout.total_seconds(),
-        spec.schema_registry.fetch_headers,
-    )
-    descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+    plan = resolve_plan(spec, is_spark_connect(spark), registry)
+    spec = plan.spec
     try:  # before any SQL is analysed
-        register_functions(spark, registry, spec.functions, _function_names(spec))
+        register_functions(spark, plan.registry, spec.functions, plan.function_names)
     except FunctionsError as error:
         raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
 
-    result = _planned_result(spark, spec, registry, descriptor_sets, {})
+    result = _planned_result(spark, plan, {})
     object_store = s3a_settings(spark)
     sinks = [
-        _sink_writer(SinkContext(spec, index, registry, log_emit, result.schema, object_store, spark))
+        _sink_writer(SinkContext(spec, index, plan.registry, log_emit, result.schema, object_store, spark))
         for index in range(len(spec.sinks))
     ]
     # The broker is asked where the connector's streams start only when the query starts: building is
     # checking, and names a mistake in the dagger file though no broker answers.
-    started = functools.partial(_result_from_broker, spark, spec, registry, descriptor_sets, result)
-    built = BuiltDagger(spec, registry, result, sinks, started)
+    started = functools.partial(_result_from_broker, spark, plan, result)
+    built = BuiltDagger(plan, result, sinks, started)
     if spec.execution == "real_time":
         require_real_time_stages(spec, result, built.connector_sink is not None)
     require_streamable(result, spec, output_mode(spec, built.bounded))
@@ -142,22 +141,15 @@ def build_dagger(
     return built
 
 
-def _planned_result(
-    spark: SparkSession,
-    spec: DaggerSpec,
-    registry: SchemaRegistry,
-    descriptor_sets: str,
-    starting: dict[str, Offsets],
-) -> DataFrame:
+def _planned_result(spark: SparkSession, plan: DaggerPlan, starting: dict[str, Offsets]) -> DataFrame:
     """The dagger's result before its sinks: the streams as tables (those on Spark's Kafka connector
     starting at `starting`, by table), the SQL, the post-processors and the result's expectations."""
+    spec = plan.spec
 
     def register_streams(project: bool) -> None:
-        for stream in spec.streams:
-            frame = stream_frame(
-                spark, spec, stream, registry, descriptor_sets, project, starting.get(stream.table)
-            )
-            if counted_again_for_the_sql(stream):
+        for stream in plan.streams:
+            frame = stream_frame(spark, plan, stream, project, starting.get(stream.table))
+            if counted_again_for_the_sql(stream.config):
                 frame = counted(frame, ROWS_IN, SQL_STAGE, stream.table, enabled=spec.metrics.stage_rows)
             frame.createOrReplaceTempView(stream.table)
 
@@ -168,12 +160,12 @@ def _planned_result(
         register_streams(project=False)
         raise
     try:
-        result = _analysed_sql(spark, spec)
+        result = _analysed_sql(spark, plan)
     except (sql_stage.SqlError, OverViewError):
         # Analyse again over every field, so "did you mean" suggests the fields the projection left out.
         register_streams(project=False)
         try:
-            _analysed_sql(spark, spec)
+            _analysed_sql(spark, plan)
         except (sql_stage.SqlError, OverViewError) as error:
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
@@ -181,7 +173,7 @@ def _planned_result(
     post = spec.post_processors
     if post.reshapes_output or post.transformers:
         with processor_errors():
-            context = transform_context(spark, spec, registry, "post_processors", POST_TABLE)
+            context = transform_context(spark, plan, "post_processors", POST_TABLE)
             result = apply_post_processors(result, post, context)
     try:
         where = f"dagger {spec.name}: the result"
@@ -196,48 +188,25 @@ def _planned_result(
     return result
 
 
-def _analysed_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
+def _analysed_sql(spark: SparkSession, plan: DaggerPlan) -> DataFrame:
     """The SQL stage's result over the registered streams (a Flink query's OVER views registered first)."""
-    register_over_views(spark, spec.over_views)
-    return sql_stage.analyse(spark, spec.prepared_sql)
+    register_over_views(spark, plan.over_views)
+    return sql_stage.analyse(spark, plan.sql)
 
 
-def _result_from_broker(
-    spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, descriptor_sets: str, result: DataFrame
-) -> DataFrame:
+def _result_from_broker(spark: SparkSession, plan: DaggerPlan, result: DataFrame) -> DataFrame:
     """`result`, planned again if any stream is on Spark's Kafka connector, from where the broker says it
     starts (the Python source asks at the same moment, as its query starts)."""
     starting = {}
-    for stream in spec.streams:
+    for stream in plan.spec.streams:
         if isinstance(stream, KafkaStream) and stream.connector == "spark":
             try:
-                starting[stream.table] = starting_offsets(stream, descriptor_sets, spec.rowtime_column)
+                starting[stream.table] = starting_offsets(
+                    stream, plan.descriptor_sets, plan.spec.rowtime_column
+                )
             except KafkaSourceError as error:
-                raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
-    return _planned_result(spark, spec, registry, descriptor_sets, starting) if starting else result
-
-
-def _with_chosen_connectors(spec: DaggerSpec, spark_connect: bool) -> DaggerSpec:
-    """The spec with every Kafka stream's and sink's `connector` set (see their `connector` keys)."""
-    real_time = spec.execution == "real_time"
-    streams = [
-        stream.with_chosen_connector(spark_connect, real_time) if isinstance(stream, KafkaStream) else stream
-        for stream in spec.streams
-    ]
-    sinks = [
-        sink.with_chosen_connector(spark_connect) if isinstance(sink, KafkaSink) else sink
-        for sink in spec.sinks
-    ]
-    for index, stream in enumerate(streams):
-        if isinstance(stream, KafkaStream):
-            log.info(
-                "dagger %s: streams[%d] (%s) reads through connector %r",
-                spec.name,
-                index,
-                stream.table,
-                stream.connector,
-            )
-    return spec.model_copy(update={"streams": streams, "sinks": sinks})
+                raise DaggerBuildError(f"dagger {plan.name}: {error}") from None
+    return _planned_result(spark, plan, starting) if starting else result
 
 
 def _require_kafka_sink_logins(spec: DaggerSpec) -> None:
@@ -249,30 +218,6 @@ def _require_kafka_sink_logins(spec: DaggerSpec) -> None:
                 require_login(sink)
             except KafkaSinkError as error:
                 raise DaggerBuildError(f"dagger {spec.name}: sinks[{index}]: {error}") from None
-
-
-def _with_pinned_streams(spec: DaggerSpec) -> DaggerSpec:
-    """The spec with each stream's columns fixed as they are at start (see `jobs.codec.formats.pinned`)."""
-    streams = []
-    for stream in spec.streams:
-        try:
-            streams.append(pinned(stream))
-        except LookupError as error:
-            raise DaggerBuildError(f"dagger {spec.name}: {stream.describe()}: {error}") from None
-    return spec.model_copy(update={"streams": streams})
-
-
-def _function_names(spec: DaggerSpec) -> set[str] | None:
-    """The words of every SQL text the dagger analyses (the functions it calls are among them); None
-    (register every function) when a step may call any (user code)."""
-    steps = [step for stream in spec.streams for step in stream.pre_processors]
-    # The views' texts are the translator's, written from the query's tree: their words are the names.
-    named = [
-        sql_stage.named_words(spec.prepared_sql),
-        *(words(view.source_sql) for view in spec.over_views),
-        *(step.sql_words() for step in (*steps, *spec.post_processors.transformers)),
-    ]
-    return None if None in named else set().union(*named)
 
 
 def _require_deployment_keys(spec: DaggerSpec) -> None:

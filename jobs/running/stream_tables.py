@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 
 from pyspark.errors import AnalysisException
@@ -19,7 +18,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from jobs.codec.formats import column_names
 from jobs.engine.connect import is_spark_connect
 from jobs.engine.kafka_java_client import JavaClientSettingError
 from jobs.engine.object_store import s3a_settings
@@ -27,12 +25,11 @@ from jobs.engine.spark import register_data_source
 from jobs.expectations.config import Expectation
 from jobs.expectations.query import ExpectationError, apply_expectations
 from jobs.metrics.stages import INVALID_RECORDS_METRIC
-from jobs.model import sql as sql_stage
 from jobs.model.errors import DaggerBuildError
+from jobs.model.plan import DaggerPlan, StreamPlan
 from jobs.model.registry import STREAM_KINDS
 from jobs.model.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.model.spec import DaggerSpec
-from jobs.model.sql import PreparedSql
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.transformers import apply_transformer
 from jobs.sources.config import StreamConfig
@@ -78,75 +75,34 @@ def stream_view_schema(spec: DaggerSpec, stream: StreamConfig, registry: SchemaR
     )
 
 
-@dataclass(frozen=True)
-class _ColumnsRead:
-    """What a stream's source must produce: the message fields to decode and the metadata columns to
-    emit (None: all of them)."""
-
-    fields: list[str] | None = None
-    metadata: list[str] | None = None
-
-
-def _columns_read(descriptor_sets: str, sql: PreparedSql, stream: StreamConfig) -> _ColumnsRead:
-    """Only the columns the query and the stream's pre-processors may read are built and passed to Spark."""
-    fields = column_names(stream, descriptor_sets)
-    metadata = STREAM_KINDS[stream.kind].data_source_class().reader_class.metadata_schema.names
-    names = [*fields, *metadata]
-    # A computed column reads the record's fields as an expectation's condition does.
-    conditions = [*stream.computed_columns.values(), *(rule.condition for rule in stream.expectations)]
-    read = sql_stage.referenced_fields(sql, names)
-    for condition in conditions:
-        read_by_condition = sql_stage.referenced_fields(f"SELECT {condition}", names)
-        read = None if read is None or read_by_condition is None else [*read, *read_by_condition]
-    for step in stream.pre_processors:
-        read_by_step = step.columns_read(names)
-        if read is None or read_by_step is None:
-            return _ColumnsRead()
-        read = [*read, *read_by_step]
-    if read is None:
-        return _ColumnsRead()
-    event_time = stream.event_time_field.split(".")[0]
-    return _ColumnsRead(
-        fields=[name for name in fields if name in read or name == event_time],
-        metadata=[name for name in metadata if name in read],
-    )
-
-
 def stream_frame(
-    spark: SparkSession,
-    spec: DaggerSpec,
-    stream: StreamConfig,
-    registry: SchemaRegistry,
-    descriptor_sets: str,
-    project: bool,
-    starting: Offsets | None,
+    spark: SparkSession, plan: DaggerPlan, planned: StreamPlan, project: bool, starting: Offsets | None
 ) -> DataFrame:
-    """The rows of `stream` as its table in the SQL: read, judged, pre-processed and checked by its
-    expectations; `project` reads only the fields the SQL does. A stream on Spark's Kafka connector starts
-    at `starting` (`jobs.sources.kafka.spark_connector.starting_offsets`): without it, the frame is only
-    good for analysis."""
+    """The rows of a stream as its table in the SQL: read, judged, pre-processed and checked by its
+    expectations; `project` reads only the fields the plan says the SQL does. A stream on Spark's Kafka
+    connector starts at `starting` (`jobs.sources.kafka.spark_connector.starting_offsets`): without it,
+    the frame is only good for analysis."""
+    spec, stream = plan.spec, planned.config
+    # The names of `sql` as written: a Flink query's translation reads no field its text does not name.
+    fields, metadata = (_listed(planned.fields), _listed(planned.metadata)) if project else (None, None)
     data_source = STREAM_KINDS[stream.kind].data_source_class()
-    try:  # message, event-time field and column names are checked here, not in a failing task
-        # The names of `sql` as written: a Flink query's translation reads no field its text does not name.
-        columns = _columns_read(descriptor_sets, spec.prepared_sql, stream) if project else _ColumnsRead()
+    try:  # event-time field and column names are checked here, not in a failing task
         layout = data_source.reader_class(
-            stream, descriptor_sets, spec.rowtime_column, columns.fields, columns.metadata
+            stream, plan.descriptor_sets, spec.rowtime_column, fields, metadata, records=planned.records
         ).layout
     except (LookupError, ValueError) as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
     if isinstance(stream, KafkaStream) and stream.connector == "spark":
-        frame = _jvm_kafka_frame(spark, spec, stream, layout, starting)
+        frame = _jvm_kafka_frame(spark, spec, stream, planned, layout, starting)
     else:
-        frame = _python_source_frame(spark, spec, stream, descriptor_sets, columns)
+        frame = _python_source_frame(spark, plan, planned, fields, metadata)
     frame = _without_flags(spec, stream, frame)
-    position = spec.streams.index(stream)
+    position = plan.streams.index(planned)
     for index, step in enumerate(stream.pre_processors):
         key = f"streams[{position}].pre_processors[{index}]"
         with processor_errors():
-            frame = apply_transformer(
-                frame, step, transform_context(spark, spec, registry, key, stream.table)
-            )
+            frame = apply_transformer(frame, step, transform_context(spark, plan, key, stream.table))
     dead_letters = None
     if is_spark_connect(spark) and any(rule.action == "dead_letter" for rule in stream.expectations):
         raise DaggerBuildError(
@@ -171,8 +127,17 @@ def stream_frame(
         raise DaggerBuildError(str(error)) from None
 
 
+def _listed(names: tuple[str, ...] | None) -> list[str] | None:
+    return None if names is None else list(names)
+
+
 def _jvm_kafka_frame(
-    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream, layout: StreamLayout, starting: Offsets | None
+    spark: SparkSession,
+    spec: DaggerSpec,
+    stream: KafkaStream,
+    planned: StreamPlan,
+    layout: StreamLayout,
+    starting: Offsets | None,
 ) -> DataFrame:
     if is_spark_connect(spark):
         raise DaggerBuildError(
@@ -181,24 +146,30 @@ def _jvm_kafka_frame(
         )
     try:
         return kafka_connector.stream_frame(
-            spark, stream, layout, spec.resolved_checkpoint_location, starting
+            spark, stream, planned.records, layout, spec.resolved_checkpoint_location, starting
         )
     except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
 
 
 def _python_source_frame(
-    spark: SparkSession, spec: DaggerSpec, stream: StreamConfig, descriptor_sets: str, columns: _ColumnsRead
+    spark: SparkSession,
+    plan: DaggerPlan,
+    planned: StreamPlan,
+    fields: list[str] | None,
+    metadata: list[str] | None,
 ) -> DataFrame:
+    spec, stream = plan.spec, planned.config
     data_source = STREAM_KINDS[stream.kind].data_source_class()
     register_data_source(spark, data_source)
     return (
         spark.readStream.format(data_source.name())
         .option("stream", stream.model_dump_json())
-        .option("descriptor_sets", descriptor_sets)
+        .option("records", planned.records.to_json())
+        .option("descriptor_sets", plan.descriptor_sets)
         .option("rowtime_column", spec.rowtime_column)
-        .option("fields", json.dumps(columns.fields))
-        .option("metadata", json.dumps(columns.metadata))
+        .option("fields", json.dumps(fields))
+        .option("metadata", json.dumps(metadata))
         .option("checkpoint", spec.resolved_checkpoint_location)
         .option("object_store", json.dumps(s3a_settings(spark)))
         .option("bounded_end", spec.resolved_bounded_end)
@@ -251,12 +222,11 @@ def _with_computed_columns(spec: DaggerSpec, stream: StreamConfig, frame: DataFr
     return frame
 
 
-def transform_context(
-    spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, key: str, table: str
-) -> TransformContext:
+def transform_context(spark: SparkSession, plan: DaggerPlan, key: str, table: str) -> TransformContext:
     """What a processor at `key` (in the dagger file) over `table` gets to work with."""
+    spec = plan.spec
     return TransformContext(
-        spark, spec.name, key, table, spec.rowtime_column, registry, count_rows=spec.metrics.stage_rows
+        spark, spec.name, key, table, spec.rowtime_column, plan.registry, count_rows=spec.metrics.stage_rows
     )
 
 

@@ -39,7 +39,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from jobs.codec.formats import RecordDecoder, check_event_time_field, record_decoder
+from jobs.codec.formats import (
+    RecordDecoder,
+    RecordFormat,
+    check_event_time_field,
+    record_decoder,
+    record_format,
+)
 from jobs.codec.protobuf import ProtoDecoder, column_at_path
 from jobs.codec.protobuf_dagger_layout import DaggerRowLayout
 from jobs.engine.arrow_values import scalar
@@ -192,6 +198,7 @@ class StreamReader(DataSourceStreamReader):
         metadata: list[str] | None = None,
         checkpoint: str | None = None,
         object_store: dict[str, str] | None = None,
+        records: RecordFormat | None = None,
     ) -> None:
         self.stream = stream
         self.descriptor_sets = descriptor_sets
@@ -202,6 +209,9 @@ class StreamReader(DataSourceStreamReader):
         self.object_store = object_store or {}
         """The session's `fs.s3a.*` settings, for `s3a://` files and checkpoints
         (`jobs.engine.object_store`)."""
+        self.records = records
+        """How the records decode, as the dagger's plan resolved it (None: resolved from `stream` when
+        the layout is first asked for, by a reader built without a plan)."""
         self.input_end: dict | None = None
         """In a bounded run that flushes, the offset of everything there was when it started (None:
         another run, see `FlushingReader`)."""
@@ -251,7 +261,8 @@ class StreamReader(DataSourceStreamReader):
 
     @property
     def layout(self) -> StreamLayout:
-        decoder = record_decoder(self.stream, self.descriptor_sets, self.fields)
+        records = self.records or record_format(self.stream)
+        decoder = record_decoder(records, self.descriptor_sets, self.fields)
         emitted = [
             field for field in self.metadata_schema if self.metadata is None or field.name in self.metadata
         ]
@@ -307,7 +318,8 @@ class StreamDataSource(DataSource):
     `checkpoint` (the query's checkpoint, where the batch's watermark is read) and `object_store` (JSON of
     the session's `fs.s3a.*` settings, for `s3a://` files and checkpoints) and `bounded_end` (`flush`: a
     bounded run ends its input with the row at `FINAL_ROWTIME`; `open`, the default: it ends as Spark's,
-    without `Trigger.AvailableNow`'s support, so Spark runs it as one micro-batch)."""
+    without `Trigger.AvailableNow`'s support, so Spark runs it as one micro-batch) and `records` (the
+    `RecordFormat` of the dagger's plan as JSON, so no task reads a schema again)."""
 
     stream_model: type[BaseModel]
     reader_class: type[StreamReader]
@@ -327,6 +339,7 @@ class StreamDataSource(DataSource):
             metadata,
             self.options.get("checkpoint"),
             json.loads(self.options.get("object_store", "{}")),
+            RecordFormat.from_json(self.options["records"]) if "records" in self.options else None,
         )
 
     def schema(self) -> StructType:

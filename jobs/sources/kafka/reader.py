@@ -30,6 +30,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from jobs.codec.formats import RecordFormat
 from jobs.engine.kafka_errors import PERMANENT_ERROR_CODES, ClientErrors
 from jobs.engine.python_workers import freeze_imported_objects
 from jobs.sources.kafka.config import KafkaStream
@@ -70,8 +71,11 @@ class KafkaStreamReader(StreamReader):
         metadata: list[str] | None = None,
         checkpoint: str | None = None,
         object_store: dict[str, str] | None = None,
+        records: RecordFormat | None = None,
     ) -> None:
-        super().__init__(stream, descriptor_sets, rowtime_column, fields, metadata, checkpoint, object_store)
+        super().__init__(
+            stream, descriptor_sets, rowtime_column, fields, metadata, checkpoint, object_store, records
+        )
         self._consumer: Consumer | None = None  # driver side only, created on first use
         self._client_errors = ClientErrors()  # what the consumer reported since the last call
         self._latest: Offsets | None = None

@@ -22,7 +22,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from jobs.codec.avro import NOT_WIRE_FORMAT
-from jobs.codec.formats import avro_schemas
+from jobs.codec.formats import RecordFormat
 from jobs.codec.jvm_protobuf import register_decoder
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.engine.kafka_java_client import java_client_settings
@@ -83,16 +83,17 @@ def connector_options(stream: KafkaStream, starting: Offsets | None) -> dict[str
 def stream_frame(
     spark: SparkSession,
     stream: KafkaStream,
+    records: RecordFormat,
     layout: StreamLayout,
     checkpoint: str,
     starting: Offsets | None,
 ) -> DataFrame:
-    """The stream's rows, in the columns of `layout.spark_schema`, read and decoded in the JVM from
-    `starting` (see `connector_options`); late records are judged by the watermark of `checkpoint`'s
-    running batch."""
+    """The stream's rows, in the columns of `layout.spark_schema`, read and decoded (as `records` says)
+    in the JVM from `starting` (see `connector_options`); late records are judged by the watermark of
+    `checkpoint`'s running batch."""
     raw = spark.readStream.format("kafka").options(**connector_options(stream, starting)).load()
     record_type = StructType(layout.spark_schema.fields[: len(layout.decoder.schema)])
-    record = _record_decoder(spark, stream, layout, record_type)
+    record = _record_decoder(spark, stream, records, layout, record_type)
     steps = dict(record.steps)
     if stream.late_records.action != "keep":  # once per record, however often the flags read it
         steps[_WATERMARK] = F.call_function(_register_batch_watermark(spark, stream, checkpoint))
@@ -127,12 +128,16 @@ class _RecordDecoder:
 
 
 def _record_decoder(
-    spark: SparkSession, stream: KafkaStream, layout: StreamLayout, record_type: StructType
+    spark: SparkSession,
+    stream: KafkaStream,
+    records: RecordFormat,
+    layout: StreamLayout,
+    record_type: StructType,
 ) -> _RecordDecoder:
     """Decoding in the JVM: protobuf by the project's codec (a function registered per stream), JSON by
     Spark's `from_json` in the columns of the stream's schema file, Avro by Spark's `from_avro`."""
     if stream.format == "avro":
-        return _avro_record_decoder(stream, record_type)
+        return _avro_record_decoder(stream, records, record_type)
     if stream.format == "json":
         return _json_record_decoder(record_type)
     decoder = layout.decoder
@@ -160,20 +165,22 @@ def _json_record_decoder(record_type: StructType) -> _RecordDecoder:
     )
 
 
-def _avro_record_decoder(stream: KafkaStream, record_type: StructType) -> _RecordDecoder:
+def _avro_record_decoder(
+    stream: KafkaStream, records: RecordFormat, record_type: StructType
+) -> _RecordDecoder:
     """Confluent wire-format Avro, each record read with the writer schema of its id and resolved to the
     reader schema (the stream's pinned version), as the Python decoder resolves them: a reader field its
     writer did not have is NULL.
 
-    The writer schemas are the subject's versions when the dagger starts. A record of another schema id
+    The writer schemas are the subject's versions when the dagger's plan is resolved, as it is built to
+    start (`jobs.model.plan`). A record of another schema id
     cannot be read in the JVM, so it stops the query whatever the invalid-record policy (it is not lost:
     a restart, which looks the versions up again, reads it); a record that is not in the wire format, or
     whose datum its schema cannot read, is invalid.
     """
-    assert stream.schema_registry_url and stream.schema_subject and stream.schema_version is not None
-    schemas = avro_schemas(stream.schema_registry_url)
-    reader = schemas.version(stream.schema_subject, stream.schema_version)
-    writers = schemas.subject_schemas(stream.schema_subject)
+    assert records.schema is not None
+    reader = json.loads(records.schema)
+    writers = {schema_id: json.loads(schema) for schema_id, schema in records.writer_schemas}
     framed = (F.length("value") >= 5) & (F.hex(F.substring("value", 1, 1)) == "00")
     schema_id = F.when(framed, F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long"))
     datum = F.expr("substring(value, 6)")
