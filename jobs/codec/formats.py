@@ -190,8 +190,8 @@ class RecordFormat:
     registry_url: str | None = None
     """avro: the registry that has each record's writer schema, by its id."""
     writer_schemas: tuple[tuple[int, str], ...] = ()
-    """avro read in the JVM (`with_writers`): {schema id: schema} of every version of the subject as the
-    dagger starts, as JSON text."""
+    """avro read in the JVM (`with_writers`): (schema id, schema) of every version of the subject as
+    the plan was resolved, the schemas as JSON text."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -224,17 +224,19 @@ def record_format(stream: StreamConfig, with_writers: bool = False) -> RecordFor
         document, where = stream.record_schema, "record_schema"
     else:
         document, where = _json_document(str(stream.schema_file)), f"schema_file {stream.schema_file}"
-    columns_of_schema(document, where)  # a document without columns is refused now, naming it
     return RecordFormat("json", schema=json.dumps(document), schema_source=where)
 
 
 def column_names(records: RecordFormat, descriptor_sets: str) -> list[str]:
-    """The columns the records give, in order."""
+    """The columns the records give, in order; raises naming the message or schema that has none."""
     if records.format == "protobuf":
         return [
             field.name for field in registry_from_option(descriptor_sets).message(str(records.message)).fields
         ]
-    return record_decoder(records, descriptor_sets).schema.names
+    assert records.schema is not None
+    if records.format == "avro":
+        return arrow_schema(json.loads(records.schema)).names
+    return columns_of_schema(json.loads(records.schema), records.schema_source).names
 
 
 _decoders: dict[tuple[RecordFormat, tuple[str, ...] | None], RecordDecoder] = {}
