@@ -65,8 +65,9 @@ from dagger_assets.time_partitions import (
     refuse_rerun_into_appending_sinks,
     time_partitions,
 )
+from jobs.model.plan import resolve_plan
 from jobs.model.registry import SINK_KINDS, STREAM_KINDS
-from jobs.model.schema_registry import SchemaRegistry, SchemaRegistryError
+from jobs.model.schema_registry import SchemaRegistryError
 from jobs.model.spec import DaggerConfigError, DaggerSpec
 from jobs.running.launch import configured_instance, open_session, spark_ui_url, start_run
 from jobs.running.progress import ProgressReport
@@ -177,14 +178,9 @@ def table_schema(schema: StructType) -> TableSchema:
 def _stream_columns(spec: DaggerSpec) -> dict[str, TableSchema]:
     """Column tables of the streams, by table name; empty when the descriptor sets cannot be read now
     (the code location still loads, and the run reports the registry's error)."""
-    registry_config = spec.schema_registry
     try:
-        registry = SchemaRegistry.load(
-            registry_config.descriptor_sets, registry_config.fetch_timeout.total_seconds()
-        )
-        return {
-            stream.table: table_schema(stream_view_schema(spec, stream, registry)) for stream in spec.streams
-        }
+        plan = resolve_plan(spec, spark_connect=False)  # the columns are the same on every session
+        return {stream.table: table_schema(stream_view_schema(plan, stream)) for stream in plan.streams}
     except (SchemaRegistryError, LookupError, ValueError) as error:
         log.warning("dagger %s: stream columns unknown until it runs: %s", spec.name, error)
         return {}

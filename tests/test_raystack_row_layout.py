@@ -12,6 +12,7 @@ import pyarrow as pa
 from jobs.codec.protobuf import ProtoDecoder
 from jobs.codec.protobuf_dagger_layout import DaggerRowLayout
 from jobs.codec.protobuf_encoding import ProtoEncoder
+from jobs.model.plan import resolve_plan
 from jobs.model.spec import parse_dagger
 from jobs.running.stream_tables import stream_view_schema
 from tests.conftest import message_class
@@ -120,7 +121,8 @@ def test_a_dagger_layout_stream_shows_dagger_columns_to_the_sql(registry, descri
             "sinks": [{"kind": "log"}],
         }
     )
-    schema = stream_view_schema(spec, spec.streams[0], registry)
+    plan = resolve_plan(spec, spark_connect=False, registry=registry)
+    schema = stream_view_schema(plan, plan.streams[0])
     fields = [field.name for field in registry.message(ALL_TYPES).fields]
     assert schema.names == [*fields, "__internal_validation_field__", "rowtime"]
     assert schema["event_time"].dataType.simpleString() == "struct<seconds:bigint,nanos:int>"

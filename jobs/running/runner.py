@@ -4,9 +4,10 @@ Stages, in the order data flows:
   streams (Kafka / Parquet data sources) -> invalid-record accounting -> event-time watermark
   -> temp views named after each stream's table -> the dagger's SQL -> sinks (fan-out per micro-batch)
 
-Everything that can be checked before the query starts is checked in `build_dagger` (descriptor sets,
-message names, event-time fields, SQL analysis), so a bad dagger fails with a message naming the cause
-instead of a failed query minutes later.
+`build_dagger` resolves the dagger once (`jobs.model.plan`: connectors, schemas, descriptor sets, the
+prepared SQL) and builds every stage from that plan. Everything that can be checked before the query
+starts is checked there (descriptor sets, message names, event-time fields, SQL analysis), so a bad dagger
+fails with a message naming the cause instead of a failed query minutes later.
 """
 
 from __future__ import annotations

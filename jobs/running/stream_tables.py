@@ -28,7 +28,6 @@ from jobs.metrics.stages import INVALID_RECORDS_METRIC
 from jobs.model.errors import DaggerBuildError
 from jobs.model.plan import DaggerPlan, StreamPlan
 from jobs.model.registry import STREAM_KINDS
-from jobs.model.schema_registry import SchemaRegistry, encode_descriptor_sets
 from jobs.model.spec import DaggerSpec
 from jobs.processors.context import ProcessorError, TransformContext
 from jobs.processors.transformers import apply_transformer
@@ -48,13 +47,13 @@ log = logging.getLogger(__name__)
 DAGGER_VALIDATION_COLUMN = "__internal_validation_field__"
 
 
-def stream_view_schema(spec: DaggerSpec, stream: StreamConfig, registry: SchemaRegistry) -> StructType:
-    """The columns the SQL sees for `stream`: every message field, the source's metadata, the rowtime."""
-    descriptor_sets = encode_descriptor_sets(registry.serialized_descriptor_sets)
+def stream_view_schema(plan: DaggerPlan, planned: StreamPlan) -> StructType:
+    """The columns the SQL sees for a stream: every message field, the source's metadata, the rowtime."""
+    stream = planned.config
     reader = (
         STREAM_KINDS[stream.kind]
         .data_source_class()
-        .reader_class(stream, descriptor_sets, spec.rowtime_column)
+        .reader_class(stream, plan.descriptor_sets, plan.spec.rowtime_column, records=planned.records)
     )
     if stream.row_layout == "dagger":  # Dagger shows its validity flag (always true once invalid rows stop)
         return StructType(
