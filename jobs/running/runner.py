@@ -74,8 +74,8 @@ class BuiltDagger:
     result: DataFrame
     """The query's result, checked; streams on Spark's Kafka connector start where `started_result` says."""
     sinks: list[SinkWriter]
-    started_result: Callable[[], DataFrame]
-    """The result to start (`_result_from_broker`)."""
+    started_result: Callable[[bool], DataFrame]
+    """The result to start (`_result_from_broker`), given whether the run is a bounded run that flushes."""
 
     @property
     def connector_sink(self) -> ConnectorRecords | None:
@@ -148,15 +148,16 @@ def _planned_result(
     registry: SchemaRegistry,
     descriptor_sets: str,
     starting: dict[str, Offsets],
+    flushing: bool = False,
 ) -> DataFrame:
     """The dagger's result before its sinks: the streams as tables (those on Spark's Kafka connector
-    starting at `starting`, by table), the SQL, the post-processors and the result's expectations."""
+    starting at `starting`, by table, and ending with the row at the end of time when `flushing`), the
+    SQL, the post-processors and the result's expectations."""
 
     def register_streams(project: bool) -> None:
         for stream in spec.streams:
-            frame = stream_frame(
-                spark, spec, stream, registry, descriptor_sets, project, starting.get(stream.table)
-            )
+            starts = starting.get(stream.table)
+            frame = stream_frame(spark, spec, stream, registry, descriptor_sets, project, starts, flushing)
             if counted_again_for_the_sql(stream):
                 frame = counted(frame, ROWS_IN, SQL_STAGE, stream.table, enabled=spec.metrics.stage_rows)
             frame.createOrReplaceTempView(stream.table)
@@ -203,10 +204,17 @@ def _analysed_sql(spark: SparkSession, spec: DaggerSpec) -> DataFrame:
 
 
 def _result_from_broker(
-    spark: SparkSession, spec: DaggerSpec, registry: SchemaRegistry, descriptor_sets: str, result: DataFrame
+    spark: SparkSession,
+    spec: DaggerSpec,
+    registry: SchemaRegistry,
+    descriptor_sets: str,
+    result: DataFrame,
+    flushing: bool,
 ) -> DataFrame:
     """`result`, planned again if any stream is on Spark's Kafka connector, from where the broker says it
-    starts (the Python source asks at the same moment, as its query starts)."""
+    starts (the Python source asks at the same moment, as its query starts), and, in a bounded run that
+    flushes (`flushing`), through the connector's source that ends the input with the row at the end of
+    time (`jobs.sources.kafka.spark_connector`)."""
     starting = {}
     for stream in spec.streams:
         if isinstance(stream, KafkaStream) and stream.connector == "spark":
@@ -214,7 +222,7 @@ def _result_from_broker(
                 starting[stream.table] = starting_offsets(stream, descriptor_sets, spec.rowtime_column)
             except KafkaSourceError as error:
                 raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
-    return _planned_result(spark, spec, registry, descriptor_sets, starting) if starting else result
+    return _planned_result(spark, spec, registry, descriptor_sets, starting, flushing) if starting else result
 
 
 def _with_chosen_connectors(spec: DaggerSpec, spark_connect: bool) -> DaggerSpec:
@@ -405,7 +413,7 @@ class DaggerRun:
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
-        result = self.built.started_result()
+        result = self.built.started_result(self.bounded and spec.resolved_bounded_end == "flush")
         _require_kafka_sink_logins(spec)
         self._progress.attach()
         connector = self.built.connector_sink

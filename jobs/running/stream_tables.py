@@ -120,11 +120,13 @@ def stream_frame(
     descriptor_sets: str,
     project: bool,
     starting: Offsets | None,
+    flushing: bool = False,
 ) -> DataFrame:
     """The rows of `stream` as its table in the SQL: read, judged, pre-processed and checked by its
     expectations; `project` reads only the fields the SQL does. A stream on Spark's Kafka connector starts
     at `starting` (`jobs.sources.kafka.spark_connector.starting_offsets`): without it, the frame is only
-    good for analysis."""
+    good for analysis; `flushing`: for a bounded run that flushes, it ends with the row at the end of time
+    (the Python sources end so in every bounded run of a dagger that flushes)."""
     data_source = STREAM_KINDS[stream.kind].data_source_class()
     try:  # message, event-time field and column names are checked here, not in a failing task
         # The names of `sql` as written: a Flink query's translation reads no field its text does not name.
@@ -136,7 +138,7 @@ def stream_frame(
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
     if isinstance(stream, KafkaStream) and stream.connector == "spark":
-        frame = _jvm_kafka_frame(spark, spec, stream, layout, starting)
+        frame = _jvm_kafka_frame(spark, spec, stream, layout, starting, flushing)
     else:
         frame = _python_source_frame(spark, spec, stream, descriptor_sets, columns)
     frame = _without_flags(spec, stream, frame)
@@ -172,7 +174,12 @@ def stream_frame(
 
 
 def _jvm_kafka_frame(
-    spark: SparkSession, spec: DaggerSpec, stream: KafkaStream, layout: StreamLayout, starting: Offsets | None
+    spark: SparkSession,
+    spec: DaggerSpec,
+    stream: KafkaStream,
+    layout: StreamLayout,
+    starting: Offsets | None,
+    flushing: bool,
 ) -> DataFrame:
     if is_spark_connect(spark):
         raise DaggerBuildError(
@@ -181,7 +188,7 @@ def _jvm_kafka_frame(
         )
     try:
         return kafka_connector.stream_frame(
-            spark, stream, layout, spec.resolved_checkpoint_location, starting
+            spark, stream, layout, spec.resolved_checkpoint_location, starting, flushing
         )
     except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
