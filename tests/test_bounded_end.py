@@ -158,23 +158,129 @@ def test_a_bounded_filter_writes_its_rows_and_no_other(spark, tmp_path, make_dag
     assert [row["order_id"] for row in logged(again.logged)] == ["o5", "o6"]
 
 
-def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagger, start_dagger):
-    topic = kafka.new_topic("bounded-end-orders")
+def produce_orders(kafka, registry, topic: str, numbers: range) -> None:
+    """Orders o<number> with amount = number, created `number` seconds after START, to partition 0."""
     order = message_class(registry, "dagger.testing.Order")
     payloads = []
-    for number, second in enumerate(range(25)):
+    for number in numbers:
         message = order(order_id=f"o{number}", amount=float(number))
-        message.created_at.FromDatetime(START + timedelta(seconds=second))
+        message.created_at.FromDatetime(START + timedelta(seconds=number))
         payloads.append(message.SerializeToString())
     kafka.produce(topic, payloads, partition=0)
-    stream = kafka_stream(
+
+
+def orders_topic_stream(kafka, topic: str, connector: str, **fields: object) -> dict:
+    return kafka_stream(
         kafka.bootstrap_servers, "orders", "dagger.testing.Order", "created_at", topics=[topic],
-        connector="python", max_records_per_batch=10,
+        connector=connector, max_records_per_batch=10, **fields,
     )  # fmt: skip
+
+
+def by_window(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda row: row["window_start"])
+
+
+def offset_log(spec) -> list[dict]:
+    """Each micro-batch's source offsets in the checkpoint's offset log, in batch order."""
+    folder = Path(spec.resolved_checkpoint_location) / "offsets"
+    entries = sorted((int(path.name), path) for path in folder.iterdir() if path.name.isdigit())
+    return [json.loads(path.read_text().splitlines()[2]) for _, path in entries]
+
+
+def test_a_bounded_run_over_kafka_writes_every_window(kafka, registry, make_dagger, start_dagger):
+    topic = kafka.new_topic("bounded-end-orders")
+    produce_orders(kafka, registry, topic, range(25))
+    stream = orders_topic_stream(kafka, topic, "python")
 
     rows = run_to_its_end(make_dagger, start_dagger, streams=[stream], sql=TUMBLE)
 
-    assert sorted(rows, key=lambda row: row["window_start"]) == TUMBLE_OF_ORDERS_0_TO_24
+    assert by_window(rows) == TUMBLE_OF_ORDERS_0_TO_24
+
+
+def test_a_bounded_run_through_sparks_connector_writes_every_window(
+    spark, kafka, registry, make_dagger, start_dagger
+):
+    topic = kafka.new_topic("bounded-end-orders")
+    produce_orders(kafka, registry, topic, range(25))
+    invalid_letters, late_letters = kafka.new_topic("invalid"), kafka.new_topic("late")
+    stream = orders_topic_stream(
+        kafka, topic, "spark",
+        invalid_records={"action": "dead_letter", "dead_letter_topic": invalid_letters},
+        late_records={"action": "dead_letter", "dead_letter_topic": late_letters},
+    )  # fmt: skip
+    spec = make_dagger(
+        streams=[stream], sql=TUMBLE, sinks=[{"kind": "log", "max_rows_per_batch": 1000}], bounded_end="flush"
+    )
+    running = start_dagger(spec, bounded=True)
+    assert running.run.wait(timeout_s=300) is True
+
+    # The input's last watermark (24 s - 1 s) closes the first two windows; the end of input [20, 30).
+    assert by_window(logged(running.logged)) == TUMBLE_OF_ORDERS_0_TO_24
+    # Three batches of at most 10 records, then one of the row that ends the input, and the batch
+    # without data in which its watermark closes the last window; the mark stays in the checkpoint.
+    assert [entry[topic] for entry in offset_log(spec)] == [
+        {"0": 10},
+        {"0": 20},
+        {"0": 25},
+        {"0": 25},
+        {"0": 25},
+    ]
+    assert ["final watermark" in entry for entry in offset_log(spec)] == [False, False, False, True, True]
+    assert closed_by_a_bounded_run(spark, spec)
+    # That row is no record: neither invalid nor late, in no dead-letter topic, and no query reads it.
+    reports = running.run.reports
+    assert sum(sum(report.invalid_records.values()) for report in reports) == 0
+    assert sum(sum(report.late_records.values()) for report in reports) == 0
+    assert kafka.read_all(invalid_letters) == [] and kafka.read_all(late_letters) == []
+
+
+def test_an_open_bounded_run_through_sparks_connector_leaves_the_last_window_open(
+    spark, kafka, registry, make_dagger, start_dagger
+):
+    topic = kafka.new_topic("bounded-end-orders")
+    produce_orders(kafka, registry, topic, range(25))
+    spec = make_dagger(
+        streams=[orders_topic_stream(kafka, topic, "spark")],
+        sql=TUMBLE,
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="open",
+    )
+    running = start_dagger(spec, bounded=True)
+    assert running.run.wait(timeout_s=300) is True
+
+    # Spark's own source: the windows the input's last watermark (24 s - 1 s) closes, and no more.
+    assert by_window(logged(running.logged)) == TUMBLE_OF_ORDERS_0_TO_24[:2]
+    assert not any("final watermark" in entry for entry in offset_log(spec))
+    assert not closed_by_a_bounded_run(spark, spec)
+
+
+def test_a_bounded_run_through_sparks_connector_goes_on_from_a_streaming_runs_checkpoint(
+    spark, kafka, registry, make_dagger, start_dagger
+):
+    topic = kafka.new_topic("bounded-end-orders")
+    produce_orders(kafka, registry, topic, range(15))
+    spec = make_dagger(
+        streams=[orders_topic_stream(kafka, topic, "spark")],
+        sql=TUMBLE,
+        sinks=[{"kind": "log", "max_rows_per_batch": 1000}],
+        bounded_end="flush",
+    )
+    streaming = start_dagger(spec, bounded=False)
+    streaming.process_available()
+    streaming.run.stop()
+    streamed = offset_log(spec)
+    assert streamed[-1][topic] == {"0": 15} and not any("final watermark" in entry for entry in streamed)
+    produce_orders(kafka, registry, topic, range(15, 25))
+
+    bounded = start_dagger(spec, bounded=True)
+    assert bounded.run.wait(timeout_s=300) is True
+
+    # Each window once, in one run or the other: the streaming run's watermark (14 s - 1 s) may have
+    # closed [0, 10) before it stopped; the bounded run, from its offsets, writes the rest.
+    assert by_window(logged(streaming.logged) + logged(bounded.logged)) == TUMBLE_OF_ORDERS_0_TO_24
+    assert {row["window_start"] for row in logged(bounded.logged)} >= {at(10), at(20)}
+    assert offset_log(spec)[-1] == {topic: {"0": 25}, "final watermark": {}}
+    assert closed_by_a_bounded_run(spark, spec)
 
 
 def test_a_later_run_of_a_checkpoint_a_bounded_window_run_closed_is_refused(

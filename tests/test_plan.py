@@ -138,7 +138,7 @@ def test_a_build_resolves_the_dagger_once_and_reads_each_schema_once(
     counted(monkeypatch, sql_stage, "prepare", calls)
 
     built = build_dagger(spark, spec)  # no registry given: the plan loads the descriptor sets
-    built.started_result()  # planned again, where the broker says the connector's streams start
+    built.started_result(False)  # planned again, where the broker says the connector's streams start
 
     assert calls == {"resolve_plan": 1, "record_format": 3, "_json_document": 1, "load": 1, "prepare": 1}
     assert avro_registry.asked == {"latest_version": 1, "version": 1, "subject_schemas": 1}

@@ -188,8 +188,7 @@ def _stages(definitions: Definitions) -> dict[AssetKey, tuple]:
 def test_a_job_config_in_the_daggers_folder_is_a_dagster_dagger_like_its_converted_yaml(
     kafka, registry, tmp_path, spark, monkeypatch
 ):
-    """A bounded materialization, so a stateless query: a bounded run over Spark's Kafka connector closes
-    only the windows its input's last watermark has passed (docs/limits.md)."""
+    """A bounded materialization of a stateless query."""
     monkeypatch.chdir(tmp_path)  # a job config has no checkpoint key: the default is under the cwd
     source = kafka.new_topic("raystack-dagster-bookings", partitions=2)
     produce_bookings(kafka, registry, source)

@@ -74,8 +74,8 @@ class BuiltDagger:
     result: DataFrame
     """The query's result, checked; streams on Spark's Kafka connector start where `started_result` says."""
     sinks: list[SinkWriter]
-    started_result: Callable[[], DataFrame]
-    """The result to start (`_result_from_broker`)."""
+    started_result: Callable[[bool], DataFrame]
+    """The result to start (`_result_from_broker`), given whether the run is a bounded run that flushes."""
 
     @property
     def spec(self) -> DaggerSpec:
@@ -142,14 +142,17 @@ def build_dagger(
     return built
 
 
-def _planned_result(spark: SparkSession, plan: DaggerPlan, starting: dict[str, Offsets]) -> DataFrame:
+def _planned_result(
+    spark: SparkSession, plan: DaggerPlan, starting: dict[str, Offsets], flushing: bool = False
+) -> DataFrame:
     """The dagger's result before its sinks: the streams as tables (those on Spark's Kafka connector
-    starting at `starting`, by table), the SQL, the post-processors and the result's expectations."""
+    starting at `starting`, by table, and ending with the row at the end of time when `flushing`), the
+    SQL, the post-processors and the result's expectations."""
     spec = plan.spec
 
     def register_streams(project: bool) -> None:
         for stream in plan.streams:
-            frame = stream_frame(spark, plan, stream, project, starting.get(stream.table))
+            frame = stream_frame(spark, plan, stream, project, starting.get(stream.table), flushing)
             if counted_again_for_the_sql(stream.config):
                 frame = counted(frame, ROWS_IN, SQL_STAGE, stream.table, enabled=spec.metrics.stage_rows)
             frame.createOrReplaceTempView(stream.table)
@@ -195,9 +198,13 @@ def _analysed_sql(spark: SparkSession, plan: DaggerPlan) -> DataFrame:
     return sql_stage.analyse(spark, plan.sql)
 
 
-def _result_from_broker(spark: SparkSession, plan: DaggerPlan, result: DataFrame) -> DataFrame:
+def _result_from_broker(
+    spark: SparkSession, plan: DaggerPlan, result: DataFrame, flushing: bool
+) -> DataFrame:
     """`result`, planned again if any stream is on Spark's Kafka connector, from where the broker says it
-    starts (the Python source asks at the same moment, as its query starts)."""
+    starts (the Python source asks at the same moment, as its query starts), and, in a bounded run that
+    flushes (`flushing`), through the connector's source that ends the input with the row at the end of
+    time (`jobs.sources.kafka.spark_connector`)."""
     starting = {}
     for stream in plan.spec.streams:
         if isinstance(stream, KafkaStream) and stream.connector == "spark":
@@ -207,7 +214,7 @@ def _result_from_broker(spark: SparkSession, plan: DaggerPlan, result: DataFrame
                 )
             except KafkaSourceError as error:
                 raise DaggerBuildError(f"dagger {plan.name}: {error}") from None
-    return _planned_result(spark, plan, starting) if starting else result
+    return _planned_result(spark, plan, starting, flushing) if starting else result
 
 
 def _require_kafka_sink_logins(spec: DaggerSpec) -> None:
@@ -351,7 +358,7 @@ class DaggerRun:
 
     def start(self) -> StreamingQuery:
         spec = self.built.spec
-        result = self.built.started_result()
+        result = self.built.started_result(self.bounded and spec.resolved_bounded_end == "flush")
         _require_kafka_sink_logins(spec)
         self._progress.attach()
         connector = self.built.connector_sink

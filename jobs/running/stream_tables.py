@@ -75,12 +75,18 @@ def stream_view_schema(plan: DaggerPlan, planned: StreamPlan) -> StructType:
 
 
 def stream_frame(
-    spark: SparkSession, plan: DaggerPlan, planned: StreamPlan, project: bool, starting: Offsets | None
+    spark: SparkSession,
+    plan: DaggerPlan,
+    planned: StreamPlan,
+    project: bool,
+    starting: Offsets | None,
+    flushing: bool = False,
 ) -> DataFrame:
     """The rows of a stream as its table in the SQL: read, judged, pre-processed and checked by its
     expectations; `project` reads only the fields the plan says the SQL does. A stream on Spark's Kafka
     connector starts at `starting` (`jobs.sources.kafka.spark_connector.starting_offsets`): without it,
-    the frame is only good for analysis."""
+    the frame is only good for analysis; `flushing`: for a bounded run that flushes, it ends with the row
+    at the end of time (the Python sources end so in every bounded run of a dagger that flushes)."""
     spec, stream = plan.spec, planned.config
     # The names of `sql` as written: a Flink query's translation reads no field its text does not name.
     fields, metadata = (_listed(planned.fields), _listed(planned.metadata)) if project else (None, None)
@@ -93,7 +99,7 @@ def stream_frame(
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None
     log.debug("stream %s columns: %s", stream.table, ", ".join(layout.schema.names))
     if isinstance(stream, KafkaStream) and stream.connector == "spark":
-        frame = _jvm_kafka_frame(spark, spec, stream, planned, layout, starting)
+        frame = _jvm_kafka_frame(spark, spec, stream, planned, layout, starting, flushing)
     else:
         frame = _python_source_frame(spark, plan, planned, fields, metadata)
     frame = _without_flags(spec, stream, frame)
@@ -137,6 +143,7 @@ def _jvm_kafka_frame(
     planned: StreamPlan,
     layout: StreamLayout,
     starting: Offsets | None,
+    flushing: bool,
 ) -> DataFrame:
     if is_spark_connect(spark):
         raise DaggerBuildError(
@@ -145,7 +152,7 @@ def _jvm_kafka_frame(
         )
     try:
         return kafka_connector.stream_frame(
-            spark, stream, planned.records, layout, spec.resolved_checkpoint_location, starting
+            spark, stream, planned.records, layout, spec.resolved_checkpoint_location, starting, flushing
         )
     except JavaClientSettingError as error:
         raise DaggerBuildError(f"dagger {spec.name}: stream {stream.table!r}: {error}") from None

@@ -18,7 +18,8 @@ batch that reaches it carries one more row, at `FINAL_ROWTIME`, after every reco
 stream's watermark past every window, OVER row and Top-N still waiting, so the no-data batch Spark runs
 next emits them all; the stream's table drops the row just after its watermark
 (`jobs.running.stream_tables`), so no query or sink sees it. The mark, in the checkpoint's offsets, makes
-a batch replayed after a crash carry the same row.
+a batch replayed after a crash carry the same row. Streams on Spark's Kafka connector end their input the
+same way, through the JVM module's wrapper of the connector's source (`jobs.sources.kafka.spark_connector`).
 """
 
 from __future__ import annotations

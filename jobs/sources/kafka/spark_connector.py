@@ -8,6 +8,12 @@ every later position in the checkpoint.
 
 Chosen per stream with `connector: spark`, for protobuf, JSON and Avro records. Invalid and late records
 are judged, counted and dead-lettered in the JVM too, by the same policies and with the same headers.
+
+A bounded run that flushes (`DaggerSpec.bounded_end` `flush`) reads through the JVM module's wrapper of the
+connector's source (`FlushingKafkaSource.java`), with the same options: once it has read what there was
+when the run started, it adds one micro-batch of one row, every column NULL, which the decoding here turns
+into the row at `FINAL_ROWTIME` that ends the input, as the Python sources' (`jobs.sources.stream_batches`):
+valid, not late, its record and metadata columns NULL. Every other run reads through Spark's source as is.
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ from jobs.engine.kafka_java_client import java_client_settings
 from jobs.sources.kafka.config import KafkaStream
 from jobs.sources.kafka.offsets import Offsets
 from jobs.sources.kafka.reader import KafkaStreamReader
-from jobs.sources.stream_batches import LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
+from jobs.sources.stream_batches import FINAL_ROWTIME, LATE_RECORD_COLUMN, VALID_RECORD_COLUMN, StreamLayout
 
 _RAW_RECORD = ("value", "key", "topic", "partition", "offset")
+_FLUSHING_SOURCE = "dagger.jobs.sources.kafka.FlushingKafkaSource"
 _WATERMARK = "__watermark"
 _METADATA_COLUMNS = {
     "kafka_topic": "topic",
@@ -87,11 +94,16 @@ def stream_frame(
     layout: StreamLayout,
     checkpoint: str,
     starting: Offsets | None,
+    flushing: bool = False,
 ) -> DataFrame:
     """The stream's rows, in the columns of `layout.spark_schema`, read and decoded (as `records` says)
     in the JVM from `starting` (see `connector_options`); late records are judged by the watermark of
-    `checkpoint`'s running batch."""
-    raw = spark.readStream.format("kafka").options(**connector_options(stream, starting)).load()
+    `checkpoint`'s running batch. `flushing`: the run is a bounded run that flushes, whose input ends
+    with the row at `FINAL_ROWTIME` (see the module's docstring)."""
+    source = _FLUSHING_SOURCE if flushing else "kafka"
+    raw = spark.readStream.format(source).options(**connector_options(stream, starting)).load()
+    # The wrapper's row that ends the input is the one without an offset: every record has one.
+    final = _FinalRow(F.col("offset").isNull() if flushing else None)
     record_type = StructType(layout.spark_schema.fields[: len(layout.decoder.schema)])
     record = _record_decoder(spark, stream, records, layout, record_type)
     steps = dict(record.steps)
@@ -100,21 +112,39 @@ def stream_frame(
     kept = ("value", *_METADATA_COLUMNS.values(), *steps)
     for name, step in steps.items():  # in order: a step may read the one before
         raw = raw.withColumn(name, step)
-    decoded = raw.select(record.value.alias("__record"), *map(F.col, kept))
-    columns = [F.col(f"__record.{field.name}").alias(field.name) for field in record_type]
+    decoded = raw.select(final.either(F.lit(None), record.value).alias("__record"), *map(F.col, kept))
+    # The record's own event-time column, when the source appends none, holds the final row's time.
+    columns = [
+        final.either(F.lit(FINAL_ROWTIME), F.col(f"__record.{field.name}")).alias(field.name)
+        if field.name == layout.event_time_field and layout.rowtime_column is None
+        else F.col(f"__record.{field.name}").alias(field.name)
+        for field in record_type
+    ]
     columns += [F.col(_METADATA_COLUMNS[name]).alias(name) for name in layout.metadata.names]
     # A computed event time is filled after the source (`StreamConfig.computes_event_time`), which keeps
     # every record (its late_records action is `keep`).
     rowtime = None if layout.event_time_field is None else _rowtime(record_type, layout.event_time_field)
+    late = F.lit(False) if rowtime is None else _late(spark, stream, rowtime)
     columns += [
-        _valid(spark, stream, record.error).alias(VALID_RECORD_COLUMN),
-        (F.lit(False) if rowtime is None else _late(spark, stream, rowtime)).alias(LATE_RECORD_COLUMN),
+        final.either(F.lit(True), _valid(spark, stream, record.error)).alias(VALID_RECORD_COLUMN),
+        final.either(F.lit(False), late).alias(LATE_RECORD_COLUMN),
     ]
     if layout.rowtime_column is not None:  # NULL for a computed event time, filled after the source
-        columns.append(
-            (F.lit(None).cast("timestamp") if rowtime is None else rowtime).alias(layout.rowtime_column)
-        )
+        rowtime = F.lit(None).cast("timestamp") if rowtime is None else rowtime
+        columns.append(final.either(F.lit(FINAL_ROWTIME), rowtime).alias(layout.rowtime_column))
     return decoded.select(*columns)
+
+
+@dataclass(frozen=True)
+class _FinalRow:
+    """Which row ends a flushing bounded run's input (None: the run has no such row)."""
+
+    condition: Column | None
+
+    def either(self, value: Column, column: Column) -> Column:
+        """`value` for the row that ends the input, else `column` (never evaluated for that row: it neither
+        decodes, judges nor dead-letters the row)."""
+        return column if self.condition is None else F.when(self.condition, value).otherwise(column)
 
 
 @dataclass(frozen=True)
