@@ -393,10 +393,11 @@ def test_an_unknown_table_function_is_named_before_anything_runs(spark):
             "SELECT CASE WHEN a > 0 THEN a END / words[2] FROM t",
             "SELECT FlinkDivide(CASE WHEN a > 0 THEN a END, try_element_at(words, 2)) FROM t",
         ),
-        (  # the forms these names take with other meanings keep them
+        (  # FLOOR(t TO unit) keeps its meaning; AVG(DISTINCT x) divides the set's sum (Flink's type too)
             "SELECT AVG(x), AVG(DISTINCT x), FLOOR(rowtime TO HOUR), CEIL(x), CEILING(x), SUM(x) FROM t",
-            "SELECT FlinkAvg(x), AVG(DISTINCT x), date_trunc('HOUR', rowtime), FlinkCeil(x), FlinkCeil(x), "
-            "FlinkSum(x) FROM t",
+            "SELECT FlinkAvg(x), FlinkDivide(aggregate(slice(collect_set(x), 2, size(collect_set(x))), "
+            "try_element_at(collect_set(x), 1), (total, element) -> total + element), size(collect_set(x))), "
+            "date_trunc('HOUR', rowtime), FlinkCeil(x), FlinkCeil(x), FlinkSum(x) FROM t",
         ),
     ],
 )
