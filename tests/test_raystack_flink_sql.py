@@ -393,10 +393,11 @@ def test_an_unknown_table_function_is_named_before_anything_runs(spark):
             "SELECT CASE WHEN a > 0 THEN a END / words[2] FROM t",
             "SELECT FlinkDivide(CASE WHEN a > 0 THEN a END, try_element_at(words, 2)) FROM t",
         ),
-        (  # the forms these names take with other meanings keep them
+        (  # FLOOR(t TO unit) keeps its meaning; AVG(DISTINCT x) divides the set's sum (Flink's type too)
             "SELECT AVG(x), AVG(DISTINCT x), FLOOR(rowtime TO HOUR), CEIL(x), CEILING(x), SUM(x) FROM t",
-            "SELECT FlinkAvg(x), AVG(DISTINCT x), date_trunc('HOUR', rowtime), FlinkCeil(x), FlinkCeil(x), "
-            "FlinkSum(x) FROM t",
+            "SELECT FlinkAvg(x), FlinkDivide(aggregate(slice(collect_set(x), 2, size(collect_set(x))), "
+            "try_element_at(collect_set(x), 1), (total, element) -> total + element), size(collect_set(x))), "
+            "date_trunc('HOUR', rowtime), FlinkCeil(x), FlinkCeil(x), FlinkSum(x) FROM t",
         ),
     ],
 )
@@ -496,3 +497,66 @@ def test_a_top_n_reads_its_view_from_the_operator():
         helpers=("__top_n_key_0", "__top_n_order_1", "rowtime"),
     )
     assert not translate("SELECT SUM(v) OVER (ORDER BY rowtime) AS s FROM orders").upserts
+
+
+def test_a_views_source_carries_the_with_clauses_it_reads():
+    """A script's views are WITH clauses of the query; an OVER or Top-N view's source is analysed alone,
+    so it carries the clauses it reads (and those they read), and no other."""
+    query = translate(
+        "WITH events AS (SELECT * FROM kafka WHERE event_type = 2), bid AS (SELECT * FROM events), "
+        "person AS (SELECT * FROM kafka WHERE event_type = 0), auction AS (SELECT * FROM kafka) "
+        "SELECT id, price FROM (SELECT A.*, B.price, B.rowtime AS bid_time, ROW_NUMBER() OVER (PARTITION "
+        "BY A.id ORDER BY B.price DESC, B.rowtime) AS n FROM auction A, bid B WHERE A.id = B.auction) "
+        "WHERE n <= 1"
+    )
+    [view] = query.over_views
+    assert view.source_sql == (
+        "WITH events AS (SELECT * FROM kafka WHERE event_type = 2), bid AS (SELECT * FROM events), "
+        "auction AS (SELECT * FROM kafka) SELECT A.*, B.price, B.rowtime AS bid_time FROM auction AS A, "
+        "bid AS B WHERE A.id = B.auction"
+    )
+    # The key and the orders are the columns that show them: `A.id` through `A.*`, `B.rowtime` as bid_time.
+    assert (view.keys, view.orders, view.helpers) == (("id",), ("price", "bid_time"), ())
+    [over] = translate(
+        "WITH paid AS (SELECT * FROM orders WHERE amount > 0), unused AS (SELECT 1 AS x) "
+        "SELECT k, SUM(amount) OVER (ORDER BY rowtime) AS total FROM (SELECT * FROM paid) AS p"
+    ).over_views
+    assert over.source_sql == (
+        "WITH paid AS (SELECT * FROM orders WHERE amount > 0) SELECT * FROM (SELECT * FROM paid) AS p"
+    )
+
+
+def test_aggregate_filters_and_distinct_aggregates_on_spark(spark):
+    """FILTER on each kind of aggregate, DISTINCT ones among them, with Flink's rows and types: the filter
+    on Spark's own aggregate (the set of a DISTINCT one), or inside a typed one's argument."""
+    query = translate(
+        "SELECT k, COUNT(*) FILTER (WHERE v > 1) AS n, COUNT(DISTINCT v) FILTER (WHERE v > 1) AS distinct_n, "
+        "SUM(v) FILTER (WHERE v < 4) AS total, SUM(DISTINCT v) AS distinct_total, AVG(DISTINCT v) "
+        "FILTER (WHERE v <> 2) AS distinct_mean, AVG(d) FILTER (WHERE v > 1) AS mean, "
+        "MAX(DISTINCT v) FILTER (WHERE v < 3) AS high FROM numbers GROUP BY k"
+    )
+    assert query.sql == (
+        "SELECT k, COUNT(*) FILTER(WHERE v > 1) AS n, CAST(size(collect_set(v) FILTER(WHERE v > 1)) AS "
+        "BIGINT) AS distinct_n, FlinkSum(CASE WHEN v < 4 THEN v END) AS total, "
+        "aggregate(slice(collect_set(v), 2, size(collect_set(v))), try_element_at(collect_set(v), 1), "
+        "(total, element) -> total + element) AS distinct_total, "
+        "FlinkDivide(aggregate(slice(collect_set(v) FILTER(WHERE v <> 2), 2, size(collect_set(v) "
+        "FILTER(WHERE v <> 2))), try_element_at(collect_set(v) FILTER(WHERE v <> 2), 1), (total, element) "
+        "-> total + element), size(collect_set(v) FILTER(WHERE v <> 2))) AS distinct_mean, "
+        "FlinkAvg(CASE WHEN v > 1 THEN d END) AS mean, MAX(v) FILTER(WHERE v < 3) AS high FROM numbers "
+        "GROUP BY k"
+    )
+    spark.sql(
+        "SELECT * FROM VALUES ('a', 1, 1.0D), ('a', 2, 2.0D), ('a', 2, 4.0D), ('a', 5, 6.0D), "
+        "('b', 2, 1.5D), ('b', NULL, 3.0D) AS numbers(k, v, d)"
+    ).createOrReplaceTempView("numbers")
+    result = spark.sql(query.sql)
+
+    assert [field.dataType.simpleString() for field in result.schema] == [
+        "string", "bigint", "bigint", "int", "int", "int", "double", "int",
+    ]  # fmt: skip
+    assert sorted(map(tuple, result.collect())) == [
+        # AVG(DISTINCT v) of a's 1 and 5 is 3; of b's no value, NULL. SUM(DISTINCT v): 1 + 2 + 5.
+        ("a", 3, 2, 5, 8, 3, 4.0, 2),
+        ("b", 1, 1, 2, 2, None, 1.5, 2),
+    ]

@@ -1,16 +1,21 @@
-"""Dagger's Split (as DaggerSplit) and ByteToString, and Flink's REGEXP_EXTRACT (as FlinkRegexpExtract):
-built-in expressions with Java's and Flink's semantics.
+"""Dagger's Split (as DaggerSplit) and ByteToString, and Flink's REGEXP_EXTRACT (as FlinkRegexpExtract),
+INITCAP (as FlinkInitcap) and SPLIT_INDEX (as FlinkSplitIndex): built-in expressions or JVM functions
+(`FlinkStringFunctions.java`) with Java's and Flink's semantics.
 
 Spark resolves its own `split` before any session function, so Dagger's Split cannot have its name: an
 unchanged `Split(text, regex)` runs Spark's, which keeps trailing empty strings, splits `''` into
 characters and returns NULL for NULL. `DaggerSplit` is Dagger's. Likewise Spark's `regexp_extract` gives
 '' where the pattern does not match, and Flink's NULL; the Flink-SQL translator calls
-`FlinkRegexpExtract`.
+`FlinkRegexpExtract`. Spark's `initcap` starts a word after white space only, Flink's after anything but
+an ASCII letter or digit; Spark's `split_part` counts from 1 and gives '' out of range, where Flink's
+SPLIT_INDEX counts from 0 and gives NULL.
 """
 
 from __future__ import annotations
 
 from jobs.udfs.registration import FunctionSet
+
+_FLINK_STRINGS = "dagger.jobs.udfs.FlinkStringFunctions"
 
 
 def java_split(parts: str) -> str:
@@ -38,4 +43,13 @@ def declare(functions: FunctionSet) -> None:
         "input STRING, pattern STRING, group_index INT",
         "STRING",
         "CASE WHEN input RLIKE pattern THEN regexp_extract(input, pattern, group_index) END",
+    )
+    functions.jvm("FlinkInitcap", f"{_FLINK_STRINGS}$InitCap", "string")
+    # A JVM function takes its arguments as Spark gives them: the SQL function casts the index to an INT.
+    functions.jvm("FlinkSplitIndexOfInt", f"{_FLINK_STRINGS}$SplitIndex", "string")
+    functions.sql(
+        "FlinkSplitIndex",
+        "input STRING, separator STRING, part INT",
+        "STRING",
+        "FlinkSplitIndexOfInt(input, separator, part)",
     )

@@ -160,6 +160,18 @@ FUNCTION_QUERIES: list[tuple[str, str]] = [
         "LAST_VALUE(order_id) AS last_order, LISTAGG(order_id, ',') AS listed, "
         "ARRAY_AGG(order_id) AS collected " + _window() + " GROUP BY window_start, window_end, customer_id",
     ),
+    (  # Nexmark q22's SPLIT_INDEX (from 0, NULL past the end, a literal separator), and INITCAP's words
+        "split_index_and_initcap",
+        "SELECT order_id, SPLIT_INDEX(CONCAT('https://shop.example/', customer_id, '/', order_id), '/', 3) "
+        "AS dir1, SPLIT_INDEX(CONCAT('https://shop.example/', customer_id, '/', order_id), '/', 5) AS "
+        "past_end, SPLIT_INDEX(CONCAT(order_id, '.x.'), '.', 2) AS empty_last, SPLIT_INDEX(order_id, 'o', 0) "
+        "AS empty_first, INITCAP(CONCAT(customer_id, '-NEW x_y 3RD éa')) AS title FROM orders",
+    ),
+    (  # NULL when any argument is NULL (Spark's skip NULLs)
+        "greatest_least_with_nulls",
+        "SELECT order_id, GREATEST(amount, CAST(5 AS DOUBLE)) AS at_least_five, LEAST(customer_id, 'c2') "
+        "AS first_name, GREATEST(order_id, customer_id, 'o5') AS last_name FROM orders",
+    ),
     (
         "percentile_aggregate",
         "SELECT window_start, PERCENTILE(amount, 0.5) AS median, PERCENTILE(amount, 0.9) AS high "
@@ -384,6 +396,23 @@ SHAPE_QUERIES: list[tuple[str, str]] = [
         "FROM items",
     ),
     ("unwindowed_distinct", "SELECT DISTINCT customer_id FROM orders WHERE customer_id <> ''"),
+    (  # Nexmark q15's shape: FILTER on every kind of aggregate, DISTINCT ones among them, no window
+        "unwindowed_aggregate_filters",
+        "SELECT customer_id, COUNT(*) AS n, COUNT(*) FILTER (WHERE amount > 5) AS big, "
+        "COUNT(DISTINCT order_id) FILTER (WHERE amount < 5) AS small_orders, "
+        "SUM(amount) FILTER (WHERE amount > 5) AS big_total, AVG(amount) FILTER (WHERE amount > 0) AS mean, "
+        "MAX(amount) FILTER (WHERE amount < 5) AS small_high, SUM(DISTINCT amount) AS distinct_total "
+        "FROM orders GROUP BY customer_id",
+    ),
+    (  # DISTINCT aggregates keep Flink's types: an INT column's AVG(DISTINCT) is an INT
+        "window_distinct_aggregates",
+        "SELECT window_start, AVG(DISTINCT int32_value) AS mean, MIN(DISTINCT double_value) AS low, "
+        "SUM(DISTINCT int64_value) FILTER (WHERE int32_value < 10) AS total, "
+        "AVG(int32_value) FILTER (WHERE int64_value > 0) AS positive_mean, "
+        "AVG(DISTINCT double_value) FILTER (WHERE id <> 'i3') AS real_mean "
+        + _window("items", 60)
+        + " GROUP BY window_start, window_end",
+    ),
 ]
 
 OVER_QUERIES: list[tuple[str, str]] = [
@@ -428,6 +457,12 @@ OVER_QUERIES: list[tuple[str, str]] = [
         "SELECT o.order_id, o.rowtime, SUM(o.amount * 2) OVER (PARTITION BY UPPER(o.customer_id) "
         "ORDER BY o.rowtime RANGE BETWEEN INTERVAL '30' SECOND PRECEDING AND CURRENT ROW) AS doubled "
         "FROM orders AS o",
+    ),
+    (  # the view's rows read a WITH clause of the query, as a script's CREATE VIEW becomes
+        "over_of_a_with_clause",
+        "WITH paid AS (SELECT * FROM orders WHERE amount > 0) SELECT order_id, rowtime, SUM(amount) OVER "
+        "(PARTITION BY customer_id ORDER BY rowtime ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS total "
+        "FROM paid",
     ),
 ]
 
@@ -474,5 +509,14 @@ TOP_N_QUERIES: list[tuple[str, str]] = [
         "deduplicate_keep_last",
         "SELECT order_id, customer_id, rowtime FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY customer_id "
         "ORDER BY rowtime DESC) AS row_num FROM orders) WHERE row_num = 1",
+    ),
+    (  # Nexmark q9's shape: the best refund of each order, over an interval join of two WITH clauses
+        "top_n_of_a_join_of_with_clauses",
+        "WITH sold AS (SELECT * FROM orders WHERE amount > 0), back AS (SELECT * FROM refunds) "
+        "SELECT order_id, customer_id, amount, refunded, refunded_at FROM (SELECT S.*, B.amount AS "
+        "refunded, B.rowtime AS refunded_at, ROW_NUMBER() OVER (PARTITION BY S.customer_id ORDER BY "
+        "B.amount DESC, B.rowtime ASC) AS place FROM sold S, back B WHERE S.order_id = B.order_id AND "
+        "B.rowtime BETWEEN S.rowtime - INTERVAL '5' SECOND AND S.rowtime + INTERVAL '30' SECOND) "
+        "WHERE place <= 1",
     ),
 ]

@@ -23,6 +23,12 @@ What changes:
 | `, LATERAL TABLE(fn(x)) AS T (a)`              | `, LATERAL fn(x) AS T (a)`                           |
 | `Split(s, regex)` (Dagger's, Java's split)     | `DaggerSplit(s, regex)` (Spark's `split` wins the name) |
 | `COUNT(DISTINCT x)` (no DISTINCT aggregates in Spark streams) | `CAST(size(collect_set(x)) AS BIGINT)` |
+| `SUM(DISTINCT x)`, `AVG(DISTINCT x)`          | the set's elements added, divided by its size |
+| `MIN(DISTINCT x)`, `MAX(DISTINCT x)`          | `MIN(x)`, `MAX(x)`                                   |
+| `AGG(DISTINCT x) FILTER (WHERE c)`             | the same over `collect_set(x) FILTER (WHERE c)`      |
+| `SUM(x) FILTER (WHERE c)` (AVG too)            | `FlinkSum(CASE WHEN c THEN x END)`                   |
+| `SPLIT_INDEX(s, sep, i)`, `INITCAP(s)`         | `FlinkSplitIndex(...)`, `FlinkInitcap(s)`            |
+| `GREATEST(a, b)`, `LEAST(a, b)` (NULL: any NULL) | `CASE WHEN a IS NULL OR b IS NULL THEN NULL ELSE ...` |
 | `REGEXP_EXTRACT(s, regex, n)` (NULL: no match)  | `FlinkRegexpExtract(s, regex, n)` (Spark's gives '')  |
 | `EXTRACT(SECOND FROM t)` (whole seconds)        | `CAST(FLOOR(EXTRACT(SECOND FROM t)) AS BIGINT)`      |
 | `EXTRACT(unit FROM t)`, `HOUR(t)`... (BIGINTs)  | `CAST(EXTRACT(unit FROM t) AS BIGINT)`, ...         |
@@ -31,6 +37,7 @@ What changes:
 | `a / b`, `AVG(x)`, `SUM(x)`, `FLOOR(x)`, `CEIL(x)` | `FlinkDivide(a, b)`, `FlinkAvg(x)`... (Flink's types) |
 | `SUM(x) OVER (PARTITION BY k ORDER BY rowtime ...)` | `__over_0`, a column of an OVER view (`over`)        |
 | `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
+| a WITH clause an OVER or Top-N view reads     | carried into the view's source (`view_sources`)      |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.

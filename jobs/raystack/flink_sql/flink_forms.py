@@ -9,9 +9,13 @@ from sqlglot import exp
 from jobs.model.sql_tree import call, cast
 from jobs.raystack.flink_sql.errors import UserText
 
-# Functions whose names Spark's built-ins take with other meanings: a Flink query means Dagger's function
-# (Split) or Flink's (REGEXP_EXTRACT, which gives NULL where nothing matches).
-_DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {"SPLIT": "DaggerSplit", "REGEXP_EXTRACT": "FlinkRegexpExtract"}
+# Functions whose names Spark's built-ins take with other meanings, or that Spark lacks: a Flink query
+# means Dagger's function (Split) or Flink's (REGEXP_EXTRACT, which gives NULL where nothing matches;
+# INITCAP, whose words are runs of letters and digits; SPLIT_INDEX), which jobs.udfs declares.
+_DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {
+    "SPLIT": "DaggerSplit", "REGEXP_EXTRACT": "FlinkRegexpExtract", "INITCAP": "FlinkInitcap",
+    "SPLIT_INDEX": "FlinkSplitIndex",
+}  # fmt: skip
 # Functions whose results have another type in Flink than Spark's of the same names: those of a time unit
 # give BIGINTs (Spark's INTs), ARRAY_POSITION an INT (Spark's a BIGINT).
 _BIGINT_TIME_FUNCTIONS = [
@@ -25,8 +29,11 @@ _TIMESTAMPS = {
 }  # fmt: skip
 
 
+_DISTINCT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+
+
 def rewrite_flink_forms(tree: exp.Expr, user: UserText) -> None:
-    """Types, shadowed functions, Flink's result types, FLOOR(t TO unit), subscripts, COUNT(DISTINCT x),
+    """Types, shadowed functions, Flink's result types, FLOOR(t TO unit), subscripts, DISTINCT aggregates,
     UNNEST and LATERAL TABLE, in place."""
     # Children first: a node is copied into its rewrite with its parts already rewritten.
     for node in reversed(list(tree.walk())):
@@ -45,14 +52,44 @@ def rewrite_flink_forms(tree: exp.Expr, user: UserText) -> None:
         elif isinstance(node, exp.Bracket):  # Flink counts array elements from 1, NULL past the end
             node.replace(call("try_element_at", node.this.copy(), *(key.copy() for key in node.expressions)))
         elif (
-            isinstance(node, exp.Count)
+            isinstance(node, _DISTINCT_AGGREGATES)
             and isinstance(node.this, exp.Distinct)
             and len(node.this.expressions) == 1
         ):
-            counted = call("size", call("collect_set", node.this.expressions[0].copy()))
-            node.replace(cast(counted, "BIGINT"))  # a BIGINT, as Flink's count
+            _distinct_aggregate(node)
         elif isinstance(node, exp.Unnest):
             _unnest(node, user)
+
+
+def _distinct_aggregate(node: exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max) -> None:
+    """`AGG(DISTINCT x) [FILTER (WHERE c)]` without a DISTINCT aggregate, which Spark's streams lack: over
+    the set of the (filtered) values, `collect_set(x) FILTER (WHERE c)`, a single aggregate Spark keeps
+    once however often the set is named. COUNT is the set's size (a BIGINT, as Flink's count); SUM adds its
+    elements from the first, so the total keeps their type (NULL for no values); AVG is that sum divided
+    by the size, a division the typed pass gives Flink's type (an INT column's average is an INT); MIN
+    and MAX are the same with or without DISTINCT."""
+    value = node.this.expressions[0]
+    if isinstance(node, exp.Min | exp.Max):
+        node.set("this", value)
+        return
+    filtered = node.parent if isinstance(node.parent, exp.Filter) else None
+    values: exp.Expr = call("collect_set", value.copy())
+    if filtered is not None:
+        values = exp.Filter(this=values, expression=filtered.expression.copy())
+    size = call("size", values)
+    if isinstance(node, exp.Count):
+        result: exp.Expr = cast(size, "BIGINT")
+    else:
+        total = exp.Lambda(
+            this=exp.Add(this=exp.column("total"), expression=exp.column("element")),
+            expressions=[exp.to_identifier("total"), exp.to_identifier("element")],
+        )
+        first = call("try_element_at", values.copy(), exp.Literal.number(1))
+        rest = call("slice", values.copy(), exp.Literal.number(2), size.copy())
+        result = call("aggregate", rest, first, total)
+        if isinstance(node, exp.Avg):
+            result = exp.Div(this=result, expression=size.copy())
+    (filtered or node).replace(result)
 
 
 def _spark_type(node: exp.DataType) -> None:
@@ -65,7 +102,12 @@ def _spark_type(node: exp.DataType) -> None:
 
 def _function(node: exp.Anonymous) -> None:
     name = node.name.upper()
-    if name in _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK:
+    if name in ("GREATEST", "LEAST"):  # Flink's are NULL when any argument is; Spark's skip NULLs
+        any_null = exp.or_(
+            *(exp.Is(this=argument.copy(), expression=exp.Null()) for argument in node.expressions)
+        )
+        node.replace(exp.Case(ifs=[exp.If(this=any_null, true=exp.Null())], default=node.copy()))
+    elif name in _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK:
         node.set("this", _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK[name])
     elif name in _FLINK_RESULT_TYPES:
         node.replace(cast(node.copy(), _FLINK_RESULT_TYPES[name]))

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from jobs.model.sql_tree import spark_text
 from jobs.raystack.flink_sql.errors import FlinkSqlError
 from jobs.raystack.flink_sql.intervals import IntervalLiteral
-from jobs.raystack.flink_sql.typed import rewrite_typed
+from jobs.raystack.flink_sql.view_sources import view_source_text
 
 UNBOUNDED = -1
 """`preceding` of an UNBOUNDED PRECEDING frame (FlinkOver.UNBOUNDED)."""
@@ -40,7 +39,7 @@ class OverView:
     """The view the query reads the aggregated rows from."""
     source_sql: str
     """The Spark SQL of the rows before the operator: the SELECT's FROM and WHERE, with the arguments
-    and keys as columns."""
+    and keys as columns (and the query's WITH clauses they read)."""
     keys: tuple[str, ...]
     time_column: str
     rows_frame: bool
@@ -113,7 +112,7 @@ def _rewrite(select: exp.Select, name: str, key: str) -> OverView:
     view = exp.Table(this=exp.to_identifier(name), alias=alias)
     select.set("from_", exp.From(this=view))
     return OverView(
-        name, spark_text(rewrite_typed(source)), tuple(keys), time_column, rows_frame, preceding,
+        name, view_source_text(source, select), tuple(keys), time_column, rows_frame, preceding,
         tuple(functions), tuple(arguments), tuple(outputs),
     )  # fmt: skip
 

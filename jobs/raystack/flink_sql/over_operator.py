@@ -45,6 +45,7 @@ def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView
 
     for view in views:
         source = sql_stage.analyse(spark, view.source_sql)
+        source = _one_event_time(source, view.orders if isinstance(view, TopNView) else (view.time_column,))
         try:
             if isinstance(view, TopNView):
                 descending = array(gateway.jvm.boolean, view.descending)
@@ -69,3 +70,19 @@ def _keeps_the_last_by_time(source: DataFrame, view: TopNView) -> bool:
     if view.limit != 1 or view.descending != (True,):
         return False
     return _WATERMARK_DELAY in source.schema[view.orders[0]].metadata
+
+
+def _one_event_time(source: DataFrame, preferred: Sequence[str]) -> DataFrame:
+    """`source` with one event-time column: the operators run as `transformWithState`, which takes one,
+    and a join's rows carry each side's (Nexmark q9's Top-N over a join of auctions and bids). The one
+    kept is the first of `preferred` that is one (the column the view orders by), else the first; the
+    others become plain timestamps, as a join's time attributes are to Flink's Top-N."""
+    timed = [field.name for field in source.schema if _WATERMARK_DELAY in field.metadata]
+    if len(timed) <= 1:
+        return source
+    kept = next((name for name in preferred if name in timed), timed[0])
+    for name in timed:
+        if name != kept:
+            metadata = source.schema[name].metadata
+            source = source.withMetadata(name, {k: v for k, v in metadata.items() if k != _WATERMARK_DELAY})
+    return source

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from jobs.model.sql_tree import spark_text
 from jobs.raystack.flink_sql.errors import FlinkSqlError
-from jobs.raystack.flink_sql.typed import rewrite_typed
+from jobs.raystack.flink_sql.view_sources import view_source_text
 
 _VIEW_PREFIX = "__flink_top_n_"
 _PATTERN = (
@@ -38,7 +37,8 @@ class TopNView:
 
     name: str
     source_sql: str
-    """The inner SELECT without its ROW_NUMBER(), with the keys and the ORDER BY as columns."""
+    """The inner SELECT without its ROW_NUMBER(), with the keys and the ORDER BY as columns (and the
+    query's WITH clauses it reads)."""
     keys: tuple[str, ...]
     orders: tuple[str, ...]
     descending: tuple[bool, ...]
@@ -72,18 +72,17 @@ def _rewrite(window: exp.Window, name: str, key: str) -> TopNView:
     source.set("expressions", [e for e in source.expressions if e.alias_or_name != rank_column])
     helpers: list[str] = []
 
-    shown = {projection.alias_or_name for projection in source.expressions}
-    shows_all = any(isinstance(projection, exp.Star) for projection in source.expressions)
-
     def helper(expression: exp.Expression, role: str) -> str:
-        """The column of the view's rows holding `expression`: itself, when the rows show it (a copy of
-        the rowtime would be a second event-time column), or one added and hidden."""
+        """The column of the view's rows holding `expression`: the one showing it, when the rows do (a
+        copy of the rowtime would be a second event-time column), or one added and hidden."""
         if isinstance(expression, exp.Column):
-            if shows_all or expression.name in shown:
+            shown = _shown_as(source.expressions, expression)
+            if shown is not None:
+                return shown
+            if not expression.table:  # its own name: nothing else in the rows has it
+                source.select(expression.copy(), copy=False)
+                helpers.append(expression.name)
                 return expression.name
-            source.select(expression.copy(), copy=False)
-            helpers.append(expression.name)
-            return expression.name
         helpers.append(f"__top_n_{role}_{len(helpers)}")
         source.select(expression.copy().as_(helpers[-1]), copy=False)
         return helpers[-1]
@@ -91,12 +90,27 @@ def _rewrite(window: exp.Window, name: str, key: str) -> TopNView:
     keys = [helper(expression, "key") for expression in window.args.get("partition_by") or []]
     orderings = window.args["order"].expressions
     orders = [helper(ordering.this, "order") for ordering in orderings]
+    source_sql = view_source_text(source, inner)  # while `inner` is in the query: the WITHs it sees
     subquery.replace(exp.Table(this=exp.to_identifier(name), alias=subquery.args.get("alias")))
     outer.set("where", exp.Where(this=exp.and_(*others)) if others else None)
     return TopNView(
-        name, spark_text(rewrite_typed(source)), tuple(keys), tuple(orders),
+        name, source_sql, tuple(keys), tuple(orders),
         tuple(bool(ordering.args.get("desc")) for ordering in orderings), limit, rank_column, tuple(helpers),
     )  # fmt: skip
+
+
+def _shown_as(projections: list[exp.Expression], column: exp.Column) -> str | None:
+    """The name under which the rows show `column`: a projection of it (`B.price`, `B.dateTime AS t`),
+    or a star that covers it (`*`, `A.*` for `A.id`); None when none does."""
+    for projection in projections:
+        shown = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(shown, exp.Star):
+            return column.name
+        if not isinstance(shown, exp.Column) or shown.table not in ("", column.table):
+            continue
+        if isinstance(shown.this, exp.Star) or shown.name == column.name:
+            return column.name if isinstance(shown.this, exp.Star) else projection.alias_or_name
+    return None
 
 
 def _limit(outer: exp.Select, rank_column: str, key: str) -> tuple[int, list[exp.Expression]]:

@@ -11,6 +11,8 @@ resolved their arguments' types:
 | `FLOOR`, `CEIL` of a DOUBLE are DOUBLEs | BIGINTs               | `FlinkFloor`... |
 | `LN(0)` is -Infinity, `LOG10` by `Math` | NULL, by `StrictMath` | `FlinkLn`...    |
 
+`SUM(x) FILTER (WHERE c)` and `AVG(x) FILTER (WHERE c)` become `FlinkSum(CASE WHEN c THEN x END)`...
+
 Each is Spark's own operator or function where the types agree (a DOUBLE divided, a DECIMAL summed), so
 every `/` and every call of these names is rewritten; the pass runs last, on the query and on each OVER or
 Top-N view, so it sees the other passes' rewrites as ordinary calls.
@@ -35,11 +37,23 @@ def rewrite_typed(tree: exp.Expr) -> exp.Expr:
     logarithms as their typed functions; the (maybe new) root."""
     for node in reversed(list(tree.walk())):  # children first: a rewrite holds its rewritten parts
         typed = _typed(node)
-        if typed is not None:
-            if node is tree:
-                tree = typed
-            node.replace(typed)
+        if typed is None:
+            continue
+        if isinstance(node, exp.Avg | exp.Sum) and isinstance(node.parent, exp.Filter):
+            node = node.parent
+            typed.set("expressions", [_only_where(node.expression.this, typed.expressions[0])])
+        if node is tree:
+            tree = typed
+        node.replace(typed)
     return tree
+
+
+def _only_where(condition: exp.Expr, value: exp.Expr) -> exp.Case:
+    """`AGG(x) FILTER (WHERE c)` of a typed aggregate as `FlinkAgg(CASE WHEN c THEN x END)`: SUM and AVG
+    skip NULLs, so the rows where `c` is not true count for nothing, as the FILTER would leave them out
+    (Spark takes a FILTER on its own aggregate functions only, and a typed one is an expression around
+    one)."""
+    return exp.Case(ifs=[exp.If(this=condition.copy(), true=value)])
 
 
 def _typed(node: exp.Expr) -> exp.Expr | None:
