@@ -14,6 +14,7 @@ import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * Spark's Kafka source (any micro-batch stream supporting {@code Trigger.AvailableNow}), ending a bounded
@@ -139,7 +140,9 @@ public final class FlushingMicroBatchStream
 
   /** {@code offset} as this stream's: Spark hands back what it read from the checkpoint as JSON too. */
   private FlushingOffset of(Offset offset) {
-    return offset instanceof FlushingOffset flushing ? flushing : FlushingOffset.parse(offset.json(), records);
+    return offset instanceof FlushingOffset flushing
+        ? flushing
+        : FlushingOffset.parse(offset.json(), records);
   }
 
   /** The task that emits the final row. */
@@ -150,12 +153,13 @@ public final class FlushingMicroBatchStream
 
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
-      return partition instanceof FinalRowPartition ? new FinalRowReader(width) : records.createReader(partition);
+      return partition instanceof FinalRowPartition
+          ? new FinalRowReader(width)
+          : records.createReader(partition);
     }
 
     @Override
-    public PartitionReader<org.apache.spark.sql.vectorized.ColumnarBatch> createColumnarReader(
-        InputPartition partition) {
+    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
       return records.createColumnarReader(partition);
     }
 
