@@ -5,7 +5,6 @@ import dagger.jobs.raystack.flink_sql.FlinkOver.Totals;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -164,7 +163,7 @@ public final class FlinkAggregate extends StatefulProcessor<Row, Row, Row> {
 
   /**
    * A group's aggregates so far, which rows add to and take away from: the row count, per aggregate the
-   * count of its non-NULL values, their sums, for MIN and MAX the count of each value, and the results
+   * count of its non-NULL values, their sums, for MIN and MAX the count of each value (in order), and the results
    * last emitted (null before the first).
    */
   static final class Group {
@@ -196,9 +195,15 @@ public final class FlinkAggregate extends StatefulProcessor<Row, Row, Row> {
         fields.add(DataTypes.createStructField("count_" + index, DataTypes.LongType, false));
         fields.add(DataTypes.createStructField("integer_sum_" + index, DataTypes.LongType, false));
         fields.add(DataTypes.createStructField("real_sum_" + index, DataTypes.DoubleType, false));
+        // (value, count) pairs: the state's encoding (Avro) takes no map keyed by other than strings
+        StructType counted =
+            DataTypes.createStructType(
+                List.of(
+                    DataTypes.createStructField("value", type, false),
+                    DataTypes.createStructField("count", DataTypes.LongType, false)));
         fields.add(
             DataTypes.createStructField(
-                "values_" + index, DataTypes.createMapType(type, DataTypes.LongType), false));
+                "values_" + index, DataTypes.createArrayType(counted, false), false));
         fields.add(
             DataTypes.createStructField("result_" + index, aggregates[index].resultType(), true));
       }
@@ -214,7 +219,9 @@ public final class FlinkAggregate extends StatefulProcessor<Row, Row, Row> {
         group.counts[index] = row.getLong(at);
         group.integerSums[index] = row.getLong(at + 1);
         group.realSums[index] = row.getDouble(at + 2);
-        group.values.get(index).putAll(row.<Object, Long>getJavaMap(at + 3));
+        for (Row counted : row.<Row>getList(at + 3)) {
+          group.values.get(index).put(counted.get(0), counted.getLong(1));
+        }
         if (group.emitted != null) {
           group.emitted[index] = row.get(at + 4);
         }
@@ -231,7 +238,9 @@ public final class FlinkAggregate extends StatefulProcessor<Row, Row, Row> {
         fields[at] = counts[index];
         fields[at + 1] = integerSums[index];
         fields[at + 2] = realSums[index];
-        fields[at + 3] = CollectionConverters.asScala(new HashMap<>(values.get(index)));
+        List<Row> counted = new ArrayList<>();
+        values.get(index).forEach((value, count) -> counted.add(RowFactory.create(value, count)));
+        fields[at + 3] = CollectionConverters.asScala(counted).toSeq();
         fields[at + 4] = emitted == null ? null : emitted[index];
       }
       return RowFactory.create(fields);
