@@ -240,7 +240,7 @@ def _dagger_rows(query: Query, folder: Path, make_dagger: Callable, start_dagger
         }
         for table in query.tables()
     ]
-    return _run_as_dagger(query, streams, make_dagger, start_dagger)
+    return _run_as_dagger(query, streams, make_dagger, start_dagger, query.upsert_key)
 
 
 def _run_as_dagger(

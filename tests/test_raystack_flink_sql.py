@@ -7,6 +7,7 @@ by hand (floor to the window, count)."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -14,7 +15,7 @@ from decimal import Decimal
 import pytest
 from pyspark.errors import AnalysisException
 
-from jobs.raystack.flink_sql import FlinkSqlError, OverView, TopNView, translate
+from jobs.raystack.flink_sql import AggregateView, FlinkSqlError, OverView, TopNView, translate
 
 EVENTS = [  # (seconds after 12:00:00, service type)
     (5, "GO_RIDE"),
@@ -560,3 +561,72 @@ def test_aggregate_filters_and_distinct_aggregates_on_spark(spark):
         ("a", 3, 2, 5, 8, 3, 4.0, 2),
         ("b", 1, 1, 2, 2, None, 1.5, 2),
     ]
+
+
+def test_an_aggregation_over_an_aggregation_reads_views_of_the_operator_passing_a_changelog():
+    query = translate(
+        "SELECT * FROM (SELECT Q.c, AVG(Q.top / 2) FROM (SELECT MAX(b.price) AS top, a.c FROM a, b "
+        "WHERE a.id = b.auction GROUP BY a.id, a.c) Q GROUP BY Q.c) AS r (k, mean)"
+    )
+    # The inner aggregation passes its changelog on (`__change`); the outer, the query's last, gives
+    # upserts; an unnamed result column gets Flink's name.
+    assert query.sql == (
+        "SELECT * FROM (SELECT __aggregate_key_0 AS c, __aggregate_0 AS `EXPR$1` FROM __flink_aggregate_1) "
+        "AS r(k, mean)"
+    )
+    assert query.upserts and query.updated_by == "aggregation over another aggregation's results"
+    assert query.over_views == (
+        AggregateView(
+            name="__flink_aggregate_0",
+            source_sql="SELECT a.id AS __aggregate_key_0, a.c AS __aggregate_key_1, b.price AS "
+            "__aggregate_argument_0 FROM a, b WHERE a.id = b.auction",
+            keys=("__aggregate_key_0", "__aggregate_key_1"),
+            functions=("MAX",),
+            arguments=("__aggregate_argument_0",),
+            outputs=("__aggregate_0",),
+            reads_changes=False,
+            upserts=False,
+        ),
+        AggregateView(
+            name="__flink_aggregate_1",
+            source_sql="SELECT Q.c AS __aggregate_key_0, FlinkDivide(Q.top, 2) AS __aggregate_argument_0, "
+            "__change FROM (SELECT __aggregate_0 AS top, __aggregate_key_1 AS c, __change "
+            "FROM __flink_aggregate_0) AS Q",
+            keys=("__aggregate_key_0",),
+            functions=("AVG",),
+            arguments=("__aggregate_argument_0",),
+            outputs=("__aggregate_0",),
+            reads_changes=True,
+            upserts=True,
+        ),
+    )
+    # One aggregation alone stays Spark's (its update mode); so does one over a window's rows.
+    assert not translate("SELECT k, COUNT(*) AS n FROM t GROUP BY k").over_views
+
+
+@pytest.mark.parametrize(
+    ("sql", "refused"),
+    [
+        (
+            "SELECT n, COUNT(*) AS c FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) GROUP BY n "
+            "HAVING COUNT(*) > 1",
+            "HAVING on an aggregation over another aggregation's results is not supported",
+        ),
+        (
+            "SELECT * FROM (SELECT n, COUNT(*) AS c FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) "
+            "GROUP BY n) WHERE c > 1",
+            "WHERE over an aggregation's updating results is not supported; only projections are",
+        ),
+        (
+            "SELECT n, COUNT(DISTINCT k) AS c FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) GROUP BY n",
+            "over another aggregation's results is not supported: COUNT, SUM, AVG, MIN and MAX are",
+        ),
+        (
+            "SELECT n, k, COUNT(*) AS c FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) GROUP BY n",
+            "k is neither a GROUP BY key nor in an aggregate",
+        ),
+    ],
+)
+def test_what_an_aggregation_over_an_aggregation_cannot_do_is_refused_by_name(sql: str, refused: str):
+    with pytest.raises(FlinkSqlError, match=re.escape(refused)):
+        translate(sql)

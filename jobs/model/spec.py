@@ -248,13 +248,14 @@ class DaggerSpec(_Model):
 
     @model_validator(mode="after")
     def _top_n_updates_go_to_sinks_that_upsert(self) -> DaggerSpec:
-        if self.sql_dialect != "flink" or not _flink_query(self.sql).upserts:
+        updated_by = _flink_query(self.sql).updated_by if self.sql_dialect == "flink" else ""
+        if not updated_by:
             return self
         for index, sink in enumerate(self.sinks):
             if not sink.takes_upserts():
                 raise ValueError(
-                    f"sinks[{index}] ({sink.describe()}): the query's Top-N (ROW_NUMBER()) gives updates, a "
-                    "row replacing the one of its key and row number; write them to a Kafka sink with a "
+                    f"sinks[{index}] ({sink.describe()}): the query's {updated_by} gives updates, a row "
+                    "replacing the one of its key; write them to a Kafka sink with a "
                     "key_proto_message, a continuous_table with a key, or a log"
                 )
         return self

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.flink.function_queries import (
+    CHANGELOG_QUERIES,
     CUMULATE_QUERIES,
     FUNCTION_QUERIES,
     OVER_QUERIES,
@@ -132,6 +133,8 @@ class Query:
     sql: str
     stream_settings: dict[str, Any] = field(default_factory=dict)
     """Keys set on the dagger's streams (e.g. a `late_records` policy)."""
+    upsert_key: tuple[str, ...] = ()
+    """The key of an updating query's rows: its final table, the last row of each key, is compared."""
 
     def tables(self) -> list[Table]:
         words = set(re.findall(r"\w+", self.sql))
@@ -433,6 +436,7 @@ QUERIES = [
             *CUMULATE_QUERIES,
         ]
     ),
+    *(Query(query_id, sql, upsert_key=upsert_key) for query_id, sql, upsert_key in CHANGELOG_QUERIES),
 ]
 
 KNOWN_DIFFERENCES: dict[str, str] = {

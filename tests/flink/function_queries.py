@@ -520,3 +520,24 @@ TOP_N_QUERIES: list[tuple[str, str]] = [
         "WHERE place <= 1",
     ),
 ]
+
+CHANGELOG_QUERIES: list[tuple[str, str, tuple[str, ...]]] = [
+    # --- aggregations over updating results (jobs/raystack/flink_sql/changelog.py), with the key of their
+    # final table: late_orders comes in four micro-batches, so the inner MAX and COUNT update and the outer
+    # aggregates retract their earlier values (MIN of the MAXes 2, then 8, then 32)
+    (
+        "aggregate_of_an_aggregate",
+        "SELECT CHAR_LENGTH(customer_id) > 2 AS long_name, COUNT(*) AS customers, SUM(top) AS total, "
+        "MIN(top) AS lowest, MAX(n) AS most, AVG(n) AS mean_orders FROM (SELECT customer_id, "
+        "MAX(amount) AS top, COUNT(*) AS n FROM late_orders GROUP BY customer_id) "
+        "GROUP BY CHAR_LENGTH(customer_id) > 2",
+        ("long_name",),
+    ),
+    (  # Nexmark q4's shape: the average of a per-key maximum over a regular join
+        "aggregate_of_a_join_aggregate",
+        "SELECT Q.customer_id, AVG(Q.top) AS mean_top, COUNT(*) AS orders FROM (SELECT MAX(r.amount) AS top, "
+        "o.customer_id FROM orders AS o, refunds AS r WHERE o.customer_id = r.customer_id "
+        "AND r.amount <= o.amount GROUP BY o.order_id, o.customer_id) AS Q GROUP BY Q.customer_id",
+        ("customer_id",),
+    ),
+]

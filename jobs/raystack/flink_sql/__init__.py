@@ -38,15 +38,18 @@ What changes:
 | `SUM(x) OVER (PARTITION BY k ORDER BY rowtime ...)` | `__over_0`, a column of an OVER view (`over`)        |
 | `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
 | a WITH clause an OVER or Top-N view reads     | carried into the view's source (`view_sources`)      |
+| `SELECT AVG(m) FROM (SELECT MAX(x) AS m ... GROUP BY k) GROUP BY c` | aggregate views (`changelog`)   |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_tvfs` (window table
 functions as group windows), `flink_forms` (types, functions, UNNEST and LATERAL TABLE), `group_windows`,
-`over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`), `top_n` (Top-N and
-deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result types, chosen by
-`FlinkTypes.java` once Spark knows the arguments'); then Dagger's functions (`jobs.model.sql`).
+`changelog` (aggregations over updating results as views of `FlinkAggregate.java`, which consume and
+emit a changelog), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`),
+`top_n` (Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result
+types, chosen by `FlinkTypes.java` once Spark knows the arguments'); then Dagger's functions
+(`jobs.model.sql`).
 Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, temporal joins, CUMULATE
 windows, processing time) are refused with the construct named, before anything starts, and so are calls
 of Flink's functions that Spark lacks or means otherwise (`functions`, a table: functions.toml).
@@ -61,6 +64,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from jobs.model.sql import PreparedSql, ReadNames, prepare_tree
 from jobs.model.sql_tree import parse_statements
+from jobs.raystack.flink_sql.changelog import AggregateView, extract_aggregate_views
 from jobs.raystack.flink_sql.dialect import FlinkDialect, Refused
 from jobs.raystack.flink_sql.errors import FlinkSqlError, UserText, parse_message
 from jobs.raystack.flink_sql.flink_forms import rewrite_flink_forms
@@ -70,7 +74,7 @@ from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import rewrite_typed
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
-__all__ = ["FlinkSqlError", "OverView", "SparkQuery", "TopNView", "translate"]
+__all__ = ["AggregateView", "FlinkSqlError", "OverView", "SparkQuery", "TopNView", "translate"]
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,10 @@ class SparkQuery:
     """An aggregation without a group window (its results change as rows arrive: Spark's update mode)."""
     output_columns: tuple[str, ...]
     """Names of the result's columns, `""` where the query leaves one unnamed."""
-    over_views: tuple[OverView | TopNView, ...] = ()
-    """The OVER aggregations and Top-Ns the query reads, in order: each a view to register (with the
-    project's operators, `jobs.raystack.flink_sql.over_operator`) before the query is analysed."""
+    over_views: tuple[OverView | TopNView | AggregateView, ...] = ()
+    """The OVER aggregations, Top-Ns and aggregations over updating results the query reads, in order: each
+    a view to register (with the project's operators, `jobs.raystack.flink_sql.over_operator`) before the
+    query is analysed."""
 
     @property
     def sql(self) -> str:
@@ -94,8 +99,16 @@ class SparkQuery:
 
     @property
     def upserts(self) -> bool:
-        """The result is an upsert stream (a Top-N's): a row replaces the earlier one of its key."""
-        return any(isinstance(view, TopNView) for view in self.over_views)
+        """The result is an upsert stream (a Top-N's, an aggregation's over updating results): a row replaces
+        the earlier one of its key."""
+        return bool(self.updated_by)
+
+    @property
+    def updated_by(self) -> str:
+        """What makes the result an upsert stream, as errors name it; `""` when it is not one."""
+        if any(isinstance(view, AggregateView) for view in self.over_views):
+            return "aggregation over another aggregation's results"
+        return "Top-N (ROW_NUMBER())" if any(isinstance(view, TopNView) for view in self.over_views) else ""
 
 
 def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
@@ -116,7 +129,7 @@ def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
     output_columns = tuple(expression.alias_or_name for expression in tree.selects)
     rewrite_flink_forms(tree, user)
     tree = rewrite_group_windows(tree, user)
-    over_views: tuple[OverView | TopNView, ...] = ()
+    over_views: tuple[OverView | TopNView | AggregateView, ...] = extract_aggregate_views(tree, key)
     if tree.find(exp.Window):
         aggregations = extract_over_views(tree, key)
         over_views = (*aggregations, *extract_top_n_views(tree, key))  # a Top-N may read an OVER view

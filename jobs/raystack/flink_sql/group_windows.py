@@ -159,27 +159,30 @@ def _wrap_for_window_time(select: exp.Select, rowtimes: list[str], number: int, 
 
 def has_unwindowed_aggregation(tree: exp.Expr) -> bool:
     """Whether a SELECT aggregates without a group window (its results change as rows arrive)."""
-    for select in tree.find_all(exp.Select):
-        group = select.args.get("group")
-        windowed = group is not None and any(
-            isinstance(node, exp.Anonymous) and node.name.upper() in GROUP_WINDOWS for node in group.walk()
-        )
-        if windowed:
-            continue
-        aggregates = any(
-            _is_aggregate(node) for projection in select.expressions for node in _own_nodes(projection)
-        )
-        if group is not None or aggregates or select.args.get("distinct") is not None:
-            return True
-    return False
+    return any(aggregates_without_window(select, GROUP_WINDOWS) for select in tree.find_all(exp.Select))
 
 
-def _own_nodes(expression: exp.Expr) -> Iterator[exp.Expr]:
+def aggregates_without_window(select: exp.Select, windows: tuple[str, ...]) -> bool:
+    """Whether `select` aggregates (GROUP BY, aggregate functions, SELECT DISTINCT) without one of the group
+    `windows` (Flink's names, or once rewritten Spark's `WINDOW` and `SESSION_WINDOW`) in its GROUP BY."""
+    group = select.args.get("group")
+    windowed = group is not None and any(
+        isinstance(node, exp.Anonymous) and node.name.upper() in windows for node in group.walk()
+    )
+    if windowed:
+        return False
+    aggregates = any(
+        is_aggregate(node) for projection in select.expressions for node in own_nodes(projection)
+    )
+    return group is not None or aggregates or select.args.get("distinct") is not None
+
+
+def own_nodes(expression: exp.Expr) -> Iterator[exp.Expr]:
     """The nodes of a SELECT's expression, without those of nested queries."""
     yield from expression.walk(prune=lambda node: isinstance(node, exp.Query | exp.Subquery))
 
 
-def _is_aggregate(node: exp.Expr) -> bool:
+def is_aggregate(node: exp.Expr) -> bool:
     if isinstance(node, exp.AggFunc):
         return True
     name = node.name.upper() if isinstance(node, exp.Anonymous) else ""

@@ -1,5 +1,6 @@
-"""Running a translated query's OVER views (`over.OverView`, `top_n.TopNView`): each view's rows, through
-the project's JVM operator (`FlinkOver.java`, `FlinkRank.java`), registered under the view's name for the
+"""Running a translated query's OVER views (`over.OverView`, `top_n.TopNView`, `changelog.AggregateView`):
+each view's rows, through the project's JVM operator (`FlinkOver.java`, `FlinkRank.java`,
+`FlinkAggregate.java`), registered under the view's name for the
 query to read. The rows stay in the JVM: Python passes only the view's description."""
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.model import sql as sql_stage
+from jobs.raystack.flink_sql.changelog import CHANGE_COLUMN, AggregateView
 from jobs.raystack.flink_sql.over import OverView
 from jobs.raystack.flink_sql.top_n import TopNView
 
 _OVER = "dagger.jobs.raystack.flink_sql.FlinkOver"
 _TOP_N = "dagger.jobs.raystack.flink_sql.FlinkRank"
+_AGGREGATE = "dagger.jobs.raystack.flink_sql.FlinkAggregate"
 _WATERMARK_DELAY = "spark.watermarkDelayMs"  # metadata Spark puts on a column with a watermark
 
 
@@ -22,7 +25,7 @@ class OverViewError(ValueError):
     """An OVER view that cannot run here, with the reason."""
 
 
-def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView]) -> None:
+def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView | AggregateView]) -> None:
     """Registers each view (innermost first, as translated) as a temporary view of `spark`."""
     if not views:
         return
@@ -52,6 +55,11 @@ def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView
                 rows = getattr(jvm, _TOP_N).apply(
                     source._jdf, strings(view.keys), strings(view.orders), descending, view.limit,
                     _keeps_the_last_by_time(source, view), strings(view.helpers), view.rank_column,
+                )  # fmt: skip
+            elif isinstance(view, AggregateView):
+                rows = getattr(jvm, _AGGREGATE).apply(
+                    source._jdf, strings(view.keys), strings(view.functions), strings(view.arguments),
+                    strings(view.outputs), CHANGE_COLUMN, view.upserts,
                 )  # fmt: skip
             else:
                 rows = getattr(jvm, _OVER).apply(

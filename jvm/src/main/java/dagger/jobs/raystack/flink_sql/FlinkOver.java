@@ -279,18 +279,21 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
     return CollectionConverters.asScala(Collections.<Row>emptyIterator());
   }
 
-  /** One aggregate of the OVER window: its function, its argument's column (-1: COUNT(*)) and type. */
+  /**
+   * One aggregate of an OVER window or a group ({@link FlinkAggregate}): its function, its argument's
+   * column (-1: COUNT(*)) and type.
+   */
   record Aggregate(String function, int argument, DataType argumentType) implements Serializable {
 
     Aggregate {
       if (!List.of("COUNT", "SUM", "AVG", "MIN", "MAX").contains(function)) {
         throw new IllegalArgumentException(
-            function + " is not an aggregate of OVER windows here: COUNT, SUM, AVG, MIN and MAX are");
+            function + " is not an aggregate the project's operators run: COUNT, SUM, AVG, MIN and MAX are");
       }
       boolean numeric = FlinkTypes.isInteger(argumentType) || isReal(argumentType);
       if ((function.equals("SUM") || function.equals("AVG")) && !numeric) {
         throw new IllegalArgumentException(
-            function + " OVER a window takes an integer or a floating-point number, not a "
+            function + " takes an integer or a floating-point number here, not a "
                 + argumentType.sql());
       }
     }
@@ -398,7 +401,7 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
     }
 
     /** An integer result in its column's type (narrowed as Java narrows), or a real one. */
-    private static Object number(long integer, double real, Aggregate aggregate) {
+    static Object number(long integer, double real, Aggregate aggregate) {
       DataType type = aggregate.argumentType();
       if (type instanceof ByteType) {
         return (byte) integer;

@@ -80,14 +80,15 @@ class FlinkOverTotalsTest {
   }
 
   @Test
-  void onlyTheAggregatesOfOverWindowsAreTaken() {
+  void onlyTheAggregatesTheOperatorsRunAreTaken() {
     IllegalArgumentException rank =
         assertThrows(IllegalArgumentException.class, () -> new Aggregate("RANK", 0, DataTypes.IntegerType));
     assertEquals(
-        "RANK is not an aggregate of OVER windows here: COUNT, SUM, AVG, MIN and MAX are", rank.getMessage());
+        "RANK is not an aggregate the project's operators run: COUNT, SUM, AVG, MIN and MAX are",
+        rank.getMessage());
     IllegalArgumentException text =
         assertThrows(IllegalArgumentException.class, () -> new Aggregate("SUM", 2, DataTypes.StringType));
     assertEquals(
-        "SUM OVER a window takes an integer or a floating-point number, not a STRING", text.getMessage());
+        "SUM takes an integer or a floating-point number here, not a STRING", text.getMessage());
   }
 }
