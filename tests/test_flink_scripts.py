@@ -201,11 +201,6 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
     ("script", "message"),
     [
         (
-            BLACKHOLE + f"CREATE FUNCTION count_char AS 'com.example.CountChar';\n{INSERT_AUCTIONS}",
-            "q.sql, line 2, CREATE FUNCTION count_char: functions declared by CREATE FUNCTION (a Java class) "
-            "cannot run here",
-        ),
-        (
             BLACKHOLE + "\nINSERT INTO outcome SELECT auction FROM (SELECT *, PROCTIME() AS p FROM bid)",
             "q.sql, line 3: processing time (PROCTIME()) is not supported",
         ),
@@ -230,7 +225,6 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
         ),
     ],
     ids=[
-        "java-function",
         "proctime",
         "unknown-option",
         "unknown-connector",

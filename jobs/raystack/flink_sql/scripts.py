@@ -1,11 +1,12 @@
-"""Flink SQL scripts as daggers: the `CREATE TABLE`, `CREATE VIEW` and `INSERT INTO` statements Flink users
-keep their jobs in, read into the dagger's own keys (streams, sinks, the query).
+"""Flink SQL scripts as daggers: the `CREATE TABLE`, `CREATE VIEW`, `CREATE FUNCTION` and `INSERT INTO`
+statements Flink users keep their jobs in, read into the dagger's own keys (streams, sinks, the query, the
+functions).
 
 Each file is parsed once, by the translator's dialect (`dialect`), after its `${NAME}` placeholders are
 filled from the dagger's `variables`. The INSERT's target table becomes the sink, the tables its query
 reads (through the views) the streams, and the views it reads become the query's WITH clause ahead of its
-own text, so the translator sees one Flink query. What has no counterpart (a connector, format or option,
-a Java function) is refused before anything starts, naming the file, line and statement.
+own text, so the translator sees one Flink query. What has no counterpart (a connector, format or option)
+is refused before anything starts, naming the file, line and statement.
 
 What maps to what (docs/flink-scripts.md has the whole table):
 
@@ -13,7 +14,9 @@ What maps to what (docs/flink-scripts.md has the whole table):
   `record_schema`; `name AS expression`: one of its `computed_columns`, translated to Spark SQL;
 - `WATERMARK FOR c AS c - INTERVAL 'n' SECOND`: `event_time_field` and `rowtime_column` c, and a
   `watermark_delay` of n seconds;
-- the INSERT's table: a `kafka`, `parquet` (`filesystem`), `log` (`print`) or `blackhole` sink.
+- the INSERT's table: a `kafka`, `parquet` (`filesystem`), `log` (`print`) or `blackhole` sink;
+- `CREATE FUNCTION f AS 'class'` (Java, `USING JAR`): one of `functions.java_udfs`; `... LANGUAGE PYTHON`
+  of a `package.module.function`: one of `functions.python_udfs.functions`.
 """
 
 from __future__ import annotations
@@ -77,8 +80,22 @@ class _Statement:
     """The statement's tokens, up to its `;`."""
 
     @property
+    def source(self) -> str:
+        """The statement's text, from its first token to its last."""
+        return self.text[self.tokens[0].start : self.tokens[-1].end + 1]
+
+    @property
+    def function(self) -> re.Match[str] | None:
+        """A `CREATE FUNCTION` statement's parts (sqlglot reads `USING JAR` as an opaque command)."""
+        return _FUNCTION.fullmatch(self.source)
+
+    @property
     def title(self) -> str:
         """The statement as errors name it: `CREATE TABLE kafka`, `INSERT INTO nexmark_q1`."""
+        if (function := self.function) is not None:
+            return f"CREATE FUNCTION {_function_name(function)}"
+        if isinstance(self.tree, exp.Command):  # a statement sqlglot keeps as text: its first words
+            return " ".join(self.source.split()[:3])
         target = self.tree.this
         name = (target.this if isinstance(target, exp.Schema) else target).sql(dialect=FlinkDialect)
         if isinstance(self.tree, exp.Insert):
@@ -125,11 +142,13 @@ class _Table:
 
 def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[str, Any]:
     """The dagger keys the script gives: `streams`, `sinks`, `sql` (Flink SQL), `sql_dialect`,
-    `rowtime_column` and `watermark_delay`."""
+    `rowtime_column` and `watermark_delay`; and `declared_functions`, the functions it declares, which the
+    dagger file's `functions` section takes in."""
     statements = [statement for file in files for statement in _statements(file, variables)]
     tables: dict[str, _Statement] = {}
     views: dict[str, _Statement] = {}
     inserts: list[_Statement] = []
+    functions = _Functions()
     for statement in statements:
         tree = statement.tree
         kind = tree.args.get("kind") if isinstance(tree, exp.Create) else None
@@ -137,11 +156,8 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
             tables[statement.name.lower()] = statement
         elif kind == "VIEW":
             views[statement.name.lower()] = statement
-        elif kind == "FUNCTION":
-            raise statement.fail(
-                "functions declared by CREATE FUNCTION (a Java class) cannot run here; register a Python "
-                "function in the dagger file's `functions`"
-            )
+        elif statement.function is not None:
+            _declare_function(statement, statement.function, functions)
         elif isinstance(tree, exp.Insert):
             inserts.append(statement)
         else:
@@ -178,7 +194,60 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
         "sql_dialect": "flink",
         "rowtime_column": streams[0].event_time if streams else "rowtime",
         "watermark_delay": f"{streams[0].delay_seconds}s" if streams else "0s",
+        "declared_functions": functions,
     }
+
+
+@dataclass
+class _Functions:
+    """The functions a script declares, by SQL name: Python ones (`package.module.function`), Java classes
+    and the jars those are loaded from."""
+
+    python: dict[str, str] = field(default_factory=dict)
+    java: dict[str, str] = field(default_factory=dict)
+    jars: list[str] = field(default_factory=list)
+
+    def added_to(self, functions: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The dagger file's `functions` section with these added (None when there is nothing)."""
+        if not (self.python or self.java) and functions is None:
+            return None
+        section = dict(functions or {})
+        python = dict(section.get("python_udfs") or {})
+        python["functions"] = {**(python.get("functions") or {}), **self.python}
+        java = dict(section.get("java_udfs") or {})
+        java["classes"] = {**(java.get("classes") or {}), **self.java}
+        java["jars"] = [*(java.get("jars") or []), *self.jars]
+        return {**section, "python_udfs": python, "java_udfs": java}
+
+
+_FUNCTION = re.compile(
+    r"CREATE\s+(?:TEMPORARY\s+(?:SYSTEM\s+)?)?FUNCTION\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<name>[\w.`]+)\s+"
+    r"AS\s+'(?P<class>[^']*)'(?:\s+LANGUAGE\s+(?P<language>\w+))?(?:\s+USING\s+(?P<jars>.*))?",
+    re.IGNORECASE | re.DOTALL,
+)
+_JAR = re.compile(r"JAR\s+'([^']*)'", re.IGNORECASE)
+
+
+def _function_name(function: re.Match[str]) -> str:
+    return function.group("name").split(".")[-1].strip("`")
+
+
+def _declare_function(statement: _Statement, function: re.Match[str], functions: _Functions) -> None:
+    """`CREATE FUNCTION name AS 'class' [LANGUAGE JAVA | SCALA | PYTHON] [USING JAR 'path', ...]`."""
+    name, target = _function_name(function), function.group("class")
+    language = (function.group("language") or "JAVA").upper()
+    jars = function.group("jars") or ""
+    if _JAR.sub("", jars).replace(",", "").strip():
+        raise statement.fail(f"USING {jars.strip()}: a function is loaded from jars only (USING JAR 'path')")
+    if language == "PYTHON":
+        if jars:
+            raise statement.fail("a Python function is imported from the environment, not from jars")
+        functions.python[name] = target
+    elif language in ("JAVA", "SCALA"):
+        functions.java[name] = target
+        functions.jars += [jar for jar in _JAR.findall(jars) if jar not in functions.jars]
+    else:
+        raise statement.fail(f"LANGUAGE {language}: a function is written in Java, Scala or Python")
 
 
 def fill_placeholders(file: ScriptFile, variables: dict[str, str]) -> str:
