@@ -136,6 +136,7 @@ def test_a_script_s_tables_view_and_insert_become_the_dagger_s_stream_query_and_
             "computed_columns": {
                 "dateTime": "CASE WHEN event_type = 0 THEN person.`dateTime` ELSE bid.`dateTime` END"
             },
+            "metadata_columns": False,
             "event_time_field": "dateTime",
             "topics": ["events"],
             "bootstrap_servers": "127.0.0.1:9092",
@@ -262,7 +263,7 @@ def test_keys_the_script_gives_are_not_given_twice(tmp_path):
     assert "'sql': given by the script, not by the dagger file" in message
 
 
-def _event(event_type: int, millis: int, **row: int) -> bytes:
+def _event(event_type: int, millis: int, **row: int | str) -> bytes:
     at = f"2026-12-01 10:00:{millis // 1000:02d}.{millis % 1000:03d}"
     name = "person" if event_type == 0 else "bid"
     return json.dumps({"event_type": event_type, name: {**row, "dateTime": at}}).encode()
@@ -321,4 +322,30 @@ def test_a_script_s_window_closes_on_the_watermark_of_its_computed_event_time(tm
     assert sorted(rows, key=lambda row: row["window_start"]) == [
         {"auction": 1, "bids": 2, "window_start": "2026-12-01T10:00:00+00:00"},
         {"auction": 1, "bids": 1, "window_start": "2026-12-01T10:00:10+00:00"},
+    ]
+
+
+def test_select_star_of_a_script_s_table_gives_its_declared_columns_only(tmp_path, kafka, start_dagger):
+    events = kafka.new_topic("events")
+    kafka.produce(
+        events, [_event(0, 1_500, id=7, name="Ann"), _event(1, 2_000, auction=1, bidder=7, price=5)]
+    )
+    everything = (
+        "CREATE TABLE seen (event_type INT, person ROW<id BIGINT, name VARCHAR, `dateTime` TIMESTAMP(3)>,\n"
+        "  bid ROW<auction BIGINT, bidder BIGINT, price BIGINT, `dateTime` TIMESTAMP(3)>,\n"
+        "  `dateTime` TIMESTAMP(3)) WITH ('connector' = 'print');\n"
+        "INSERT INTO seen SELECT * FROM events WHERE event_type = 0"
+    )
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "q.sql": everything}, variables)
+    running = start_dagger(spec)
+    running.process_available()
+    at = "2026-12-01T10:00:01.500000+00:00"
+    assert [json.loads(line.split(" | ", 1)[1]) for line in running.logged] == [
+        {
+            "event_type": 0,  # no kafka_topic, kafka_partition... after the declared columns
+            "person": {"id": 7, "name": "Ann", "dateTime": at},
+            "bid": None,
+            "dateTime": at,
+        }
     ]

@@ -253,7 +253,9 @@ class StreamReader(DataSourceStreamReader):
     def layout(self) -> StreamLayout:
         decoder = record_decoder(self.stream, self.descriptor_sets, self.fields)
         emitted = [
-            field for field in self.metadata_schema if self.metadata is None or field.name in self.metadata
+            field
+            for field in self.metadata_schema
+            if self.stream.metadata_columns and (self.metadata is None or field.name in self.metadata)
         ]
         return StreamLayout(
             decoder,

@@ -373,6 +373,7 @@ def _stream(statement: _Statement) -> _Stream:
         "bootstrap_servers": table.option("properties.bootstrap.servers"),
         "event_time_field": event_time,
         "computed_columns": computed,
+        "metadata_columns": False,  # a Flink table has the columns it declares, no more
         **_topics(table),
         **_kafka_start(table),
         **_stream_format(table, physical),
