@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -216,6 +218,17 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
             "q.sql, line 1, CREATE TABLE outcome: 'connector' = 'jdbc' has no sink here",
         ),
         (
+            "CREATE TABLE outcome (auction BIGINT) PARTITIONED BY (auction) WITH ('connector' = 'print');\n"
+            + INSERT_AUCTIONS,
+            "q.sql, line 1, CREATE TABLE outcome: PARTITIONED BY: a 'print' table is not partitioned",
+        ),
+        (
+            "CREATE TABLE outcome (auction BIGINT) PARTITIONED BY (auction) WITH ('connector' = "
+            "'filesystem', 'path' = '/lake', 'format' = 'parquet', 'partition.default-name' = 'none');\n"
+            + INSERT_AUCTIONS,
+            "q.sql, line 1, CREATE TABLE outcome: option(s) 'partition.default-name' of a 'filesystem' table",
+        ),
+        (
             BLACKHOLE
             + "INSERT INTO outcome SELECT auction FROM bid;\nINSERT INTO outcome SELECT bidder FROM bid",
             "a script runs one INSERT INTO statement (found: INSERT INTO outcome, INSERT INTO outcome)",
@@ -229,6 +242,8 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
         "proctime",
         "unknown-option",
         "unknown-connector",
+        "partitioned-print",
+        "partition-default-name",
         "two-inserts",
         "variable",
     ],
@@ -264,7 +279,7 @@ def test_keys_the_script_gives_are_not_given_twice(tmp_path):
 
 
 def _event(event_type: int, millis: int, **row: int | str) -> bytes:
-    at = f"2026-12-01 10:00:{millis // 1000:02d}.{millis % 1000:03d}"
+    at = (datetime(2026, 12, 1, 10) + timedelta(milliseconds=millis)).isoformat(" ", "milliseconds")
     name = "person" if event_type == 0 else "bid"
     return json.dumps({"event_type": event_type, name: {**row, "dateTime": at}}).encode()
 
@@ -349,3 +364,58 @@ def test_select_star_of_a_script_s_table_gives_its_declared_columns_only(tmp_pat
             "dateTime": at,
         }
     ]
+
+
+LOGGED_BIDS = """
+CREATE TABLE logged (auction BIGINT, price BIGINT, `dateTime` TIMESTAMP(3), dt STRING, hm STRING)
+PARTITIONED BY (dt, hm) WITH (
+  'connector' = 'filesystem',
+  'path' = 'file://${LAKE}',
+  'format' = 'parquet',
+  'sink.partition-commit.trigger' = 'partition-time',
+  'sink.partition-commit.delay' = '1 min',
+  'sink.partition-commit.policy.kind' = 'success-file',
+  'partition.time-extractor.timestamp-pattern' = '$dt $hm:00',
+  'sink.rolling-policy.rollover-interval' = '1min',
+  'sink.rolling-policy.check-interval' = '1min'
+);
+INSERT INTO logged
+SELECT auction, price, `dateTime`, DATE_FORMAT(`dateTime`, 'yyyy-MM-dd'), DATE_FORMAT(`dateTime`, 'HH:mm')
+FROM bid
+"""
+
+
+def test_a_partitioned_filesystem_table_is_written_in_flink_s_folders(tmp_path, kafka, start_dagger):
+    events, lake = kafka.new_topic("events"), tmp_path / "lake"
+    kafka.produce(
+        events,
+        [
+            _event(1, 1_000, auction=1, bidder=7, price=15),
+            _event(1, 2_500, auction=2, bidder=8, price=25),
+            _event(1, 63_000, auction=1, bidder=9, price=35),
+        ],
+    )
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
+    spec = load(
+        tmp_path,
+        {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": LOGGED_BIDS},
+        {**variables, "LAKE": str(lake)},
+    )
+    assert spec.sinks[0].model_dump(exclude_defaults=True) == {
+        "kind": "parquet",
+        "path": str(lake),
+        "partition_columns": ["dt", "hm"],
+    }
+    start_dagger(spec).process_available()
+    folders = {
+        str(file.parent.relative_to(lake)): pq.read_table(file).to_pylist()
+        for file in lake.rglob("part-*.parquet")
+    }
+    at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert folders == {  # ':' escaped as Flink names the folder; dt and hm in the folders, not the files
+        "dt=2026-12-01/hm=10%3A00": [
+            {"auction": 1, "price": 15, "dateTime": at.replace(second=1)},
+            {"auction": 2, "price": 25, "dateTime": at.replace(second=2, microsecond=500_000)},
+        ],
+        "dt=2026-12-01/hm=10%3A01": [{"auction": 1, "price": 35, "dateTime": at.replace(minute=1, second=3)}],
+    }

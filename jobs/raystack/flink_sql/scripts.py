@@ -385,12 +385,22 @@ def _stream(statement: _Statement) -> _Stream:
     return _Stream(config, event_time, delay)
 
 
-def _options(statement: _Statement) -> dict[str, str]:
+def _partition_columns(statement: _Statement) -> list[str]:
+    """The columns of the table's `PARTITIONED BY (...)`, if any."""
+    properties = statement.tree.args.get("properties")
+    partitioned = properties.find(exp.PartitionedByProperty) if properties else None
+    return [column.name for column in partitioned.this.expressions] if partitioned else []
+
+
+def _options(statement: _Statement, sink: bool = False) -> dict[str, str]:
+    """The table's `WITH` options; `PARTITIONED BY` is refused but on a `sink` (which checks it)."""
     properties = statement.tree.args.get("properties")
     options: dict[str, str] = {}
     for node in properties.expressions if properties else []:
         if isinstance(node, exp.PartitionedByProperty):
-            raise statement.fail("PARTITIONED BY has no counterpart in a dagger", node)
+            if not sink:
+                raise statement.fail("PARTITIONED BY has no counterpart in a dagger", node)
+            continue
         if not isinstance(node, exp.Property) or not isinstance(node.args.get("value"), exp.Literal):
             raise statement.fail(f"{node.sql(dialect=FlinkDialect)} is not a 'key' = 'value' option", node)
         options[node.name] = node.args["value"].name
@@ -513,8 +523,11 @@ def _sink(statement: _Statement) -> dict[str, Any]:
     keys = [part for part in parts if isinstance(part, exp.PrimaryKey)]
     if keys:
         raise statement.fail("a PRIMARY KEY (an upserting sink) has no counterpart in a dagger yet", keys[0])
-    table = _Table(statement, _options(statement))
+    table = _Table(statement, _options(statement, sink=True))
     connector = table.option("connector")
+    partitions = _partition_columns(statement)
+    if partitions and connector != "filesystem":
+        raise statement.fail(f"PARTITIONED BY: a '{connector}' table is not partitioned; 'filesystem' is")
     if connector == "blackhole":
         sink: dict[str, Any] = {"kind": "blackhole"}
     elif connector == "print":
@@ -522,9 +535,7 @@ def _sink(statement: _Statement) -> dict[str, Any]:
     elif connector == "kafka":
         sink = _kafka_sink(table)
     elif connector == "filesystem":
-        if table.option("format") != "parquet":
-            raise statement.fail("a 'filesystem' table is written as Parquet only ('format' = 'parquet')")
-        sink = {"kind": "parquet", "path": table.option("path").removeprefix("file://")}
+        sink = _filesystem_sink(table, partitions)
     else:
         raise statement.fail(
             f"'connector' = '{connector}' has no sink here; use 'kafka', 'filesystem', 'print' or 'blackhole'"
@@ -557,4 +568,26 @@ def _kafka_sink(table: _Table) -> dict[str, Any]:
             f"'format' = '{value_format}' cannot be written here; use 'json' or 'avro-confluent'"
         )
     sink["producer_config"] = _client_properties(table)
+    return sink
+
+
+_UNWRITTEN_FILESYSTEM_OPTIONS = (
+    "sink.partition-commit.",
+    "partition.time-extractor.",
+    "sink.rolling-policy.",
+)
+"""A filesystem sink's options that change no row: when a partition is announced (success files,
+a metastore), which time its name stands for, and when a file is rolled."""
+
+
+def _filesystem_sink(table: _Table, partitions: list[str]) -> dict[str, Any]:
+    """A `parquet` sink, partitioned as the table is: `dt=.../hm=...` folders of its columns' values."""
+    if table.option("format") != "parquet":
+        raise table.statement.fail("a 'filesystem' table is written as Parquet only ('format' = 'parquet')")
+    for key in [key for key in table.options if key.startswith(_UNWRITTEN_FILESYSTEM_OPTIONS)]:
+        del table.options[key]
+    table.options.pop("sink.shuffle-by-partition.enable", None)  # which task writes a row changes no row
+    sink: dict[str, Any] = {"kind": "parquet", "path": table.option("path").removeprefix("file://")}
+    if partitions:
+        sink["partition_columns"] = partitions
     return sink
