@@ -154,8 +154,10 @@ def test_a_script_s_tables_view_and_insert_become_the_dagger_s_stream_query_and_
     assert spec.output_mode == "append"
     assert spec.spark_sql == (
         "WITH `bid` AS (SELECT bid.auction, bid.bidder, bid.price, `dateTime` FROM events "
-        "WHERE event_type = 1) SELECT auction, bidder, price * 2 AS euros, `dateTime` FROM bid "
-        "WHERE price > 10"
+        "WHERE event_type = 1) SELECT CAST(`auction` AS BIGINT) AS `auction`, CAST(`bidder` AS BIGINT) "
+        "AS `bidder`, CAST(`euros` AS BIGINT) AS `euros`, CAST(`dateTime` AS TIMESTAMP) AS `dateTime` "
+        "FROM (SELECT auction, bidder, price * 2 AS euros, `dateTime` FROM bid WHERE price > 10) "
+        "AS `priced`(`auction`, `bidder`, `euros`, `dateTime`)"
     )
 
 
@@ -270,7 +272,32 @@ def test_a_source_option_or_format_without_a_counterpart_is_refused_naming_it(tm
 def test_the_query_s_columns_are_written_to_the_table_s_by_position_as_in_flink(tmp_path):
     script = BLACKHOLE + "INSERT INTO outcome SELECT bidder FROM bid"
     spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": script})
-    assert spec.spark_sql.endswith("SELECT * FROM (SELECT bidder FROM bid) AS `outcome`(`auction`)")
+    assert spec.spark_sql.endswith(
+        "SELECT CAST(`auction` AS BIGINT) AS `auction` FROM (SELECT bidder FROM bid) AS `outcome`(`auction`)"
+    )
+
+
+def test_the_query_s_columns_take_the_sink_table_s_declared_types(tmp_path, kafka, start_dagger):
+    events = kafka.new_topic("events")
+    kafka.produce(events, [_event(1, 1_000, auction=1, bidder=7, price=1_234_567)])
+    priced = (  # Nexmark q1's price: Spark's product is DECIMAL(24, 3), the table's DECIMAL(23, 3)
+        "CREATE TABLE priced (auction INT, price DECIMAL(23, 3), bidder VARCHAR, `dateTime` TIMESTAMP(3))\n"
+        "WITH ('connector' = 'print');\n"
+        "INSERT INTO priced SELECT auction, 0.908 * price, bidder, `dateTime` FROM bid"
+    )
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": priced}, variables)
+    running = start_dagger(spec)
+    assert [(field.name, field.dataType.simpleString()) for field in running.run.built.result.schema] == [
+        ("auction", "int"),
+        ("price", "decimal(23,3)"),
+        ("bidder", "string"),
+        ("dateTime", "timestamp"),
+    ]
+    running.process_available()
+    assert [json.loads(line.split(" | ", 1)[1]) for line in running.logged] == [
+        {"auction": 1, "price": "1120986.836", "bidder": "7", "dateTime": "2026-12-01T10:00:01+00:00"}
+    ]
 
 
 def test_keys_the_script_gives_are_not_given_twice(tmp_path):

@@ -183,10 +183,8 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
         raise ScriptError(
             f"the tables a dagger reads share one event-time column name and watermark delay ({described})"
         )
-    query = _positional(
-        insert.query_text(), _result_columns(insert, insert.query_text(), read_views), sink_table
-    )
-    sql = _with_views(query, read_views)
+    _checked(insert, _with_views(insert.query_text(), read_views))  # errors placed in the query as written
+    sql = _checked(insert, _with_views(_as_sink_columns(insert.query_text(), sink_table), read_views))
     return {
         "streams": [stream.config for stream in streams],
         "sinks": [_sink(sink_table)],
@@ -315,22 +313,29 @@ def _with_views(query: str, views: list[_Statement]) -> str:
     return f"WITH {definitions}\n{query}"
 
 
-def _positional(query: str, result_columns: tuple[str, ...], sink: _Statement) -> str:
-    """The query with its columns named as the sink table's: Flink writes them by position."""
+def _as_sink_columns(query: str, sink: _Statement) -> str:
+    """The query's columns as the sink table's: taken by position (Flink writes them so), named and cast
+    to the types the table declares, as Flink casts a query's column to its sink's."""
     schema = sink.tree.this
     parts = schema.expressions if isinstance(schema, exp.Schema) else []
-    columns = [column.name for column in parts if isinstance(column, exp.ColumnDef)]
-    if not columns or list(result_columns) == columns:
+    columns = [column for column in parts if isinstance(column, exp.ColumnDef) and column.args.get("kind")]
+    if not columns:
         return query
-    names = ", ".join(f"`{name}`" for name in columns)
-    return f"SELECT * FROM (\n{query}\n) AS `{sink.name}` ({names})"
+    names = ", ".join(f"`{column.name}`" for column in columns)
+    casts = ", ".join(
+        f"CAST(`{column.name}` AS {column.args['kind'].sql(dialect=FlinkDialect)}) AS `{column.name}`"
+        for column in columns
+    )
+    return f"SELECT {casts} FROM (\n{query}\n) AS `{sink.name}` ({names})"
 
 
-def _result_columns(insert: _Statement, query: str, views: list[_Statement]) -> tuple[str, ...]:
+def _checked(insert: _Statement, query: str) -> str:
+    """`query`, once the translator has taken it (its errors name the INSERT statement)."""
     try:
-        return translate(_with_views(query, views), key=insert.title).output_columns
+        translate(query, key=insert.title)
     except FlinkSqlError as error:
         raise insert.fail(str(error).removeprefix(f"{insert.title} ")) from None
+    return query
 
 
 @dataclass(frozen=True)
