@@ -281,7 +281,7 @@ def test_the_query_s_columns_take_the_sink_table_s_declared_types(tmp_path, kafk
     events = kafka.new_topic("events")
     kafka.produce(events, [_event(1, 1_000, auction=1, bidder=7, price=1_234_567)])
     priced = (  # Nexmark q1's price: Spark's product is DECIMAL(24, 3), the table's DECIMAL(23, 3)
-        "CREATE TABLE priced (auction INT, price DECIMAL(23, 3), bidder VARCHAR, `dateTime` TIMESTAMP(3))\n"
+        "CREATE TABLE priced (auction BIGINT, price DECIMAL(23, 3), bidder DOUBLE, `dateTime` TIMESTAMP(3))\n"
         "WITH ('connector' = 'print');\n"
         "INSERT INTO priced SELECT auction, 0.908 * price, bidder, `dateTime` FROM bid"
     )
@@ -289,14 +289,14 @@ def test_the_query_s_columns_take_the_sink_table_s_declared_types(tmp_path, kafk
     spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": priced}, variables)
     running = start_dagger(spec)
     assert [(field.name, field.dataType.simpleString()) for field in running.run.built.result.schema] == [
-        ("auction", "int"),
+        ("auction", "bigint"),
         ("price", "decimal(23,3)"),
-        ("bidder", "string"),
+        ("bidder", "double"),  # a BIGINT widened, as Flink casts it implicitly
         ("dateTime", "timestamp"),
     ]
     running.process_available()
     assert [json.loads(line.split(" | ", 1)[1]) for line in running.logged] == [
-        {"auction": 1, "price": "1120986.836", "bidder": "7", "dateTime": "2026-12-01T10:00:01+00:00"}
+        {"auction": 1, "price": "1120986.836", "bidder": 7.0, "dateTime": "2026-12-01T10:00:01+00:00"}
     ]
 
 
@@ -445,4 +445,25 @@ def test_a_partitioned_filesystem_table_is_written_in_flink_s_folders(tmp_path, 
             {"auction": 2, "price": 25, "dateTime": at.replace(second=2, microsecond=500_000)},
         ],
         "dt=2026-12-01/hm=10%3A01": [{"auction": 1, "price": 35, "dateTime": at.replace(minute=1, second=3)}],
+    }
+
+
+def test_a_partitioned_csv_table_is_written_as_flink_s_csv_text(tmp_path, kafka, start_dagger):
+    events, lake = kafka.new_topic("events"), tmp_path / "lake"
+    kafka.produce(
+        events,
+        [_event(1, 1_000, auction=1, bidder=7, price=15), _event(1, 62_500, auction=2, bidder=8, price=25)],
+    )
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
+    csv = LOGGED_BIDS.replace("'format' = 'parquet'", "'format' = 'csv'")  # as Nexmark's q10 writes
+    spec = load(
+        tmp_path,
+        {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": csv},
+        {**variables, "LAKE": str(lake)},
+    )
+    start_dagger(spec).process_available()
+    # Flink 2.3 writes these lines: a timestamp quoted (its space), its fraction without trailing zeros.
+    assert {str(file.relative_to(lake)): file.read_text() for file in lake.rglob("part-*.csv")} == {
+        "dt=2026-12-01/hm=10%3A00/part-b0000000000-t00000.csv": '1,15,"2026-12-01 10:00:01"\n',
+        "dt=2026-12-01/hm=10%3A01/part-b0000000000-t00000.csv": '2,25,"2026-12-01 10:01:02.5"\n',
     }

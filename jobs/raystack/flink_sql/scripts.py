@@ -586,13 +586,19 @@ a metastore), which time its name stands for, and when a file is rolled."""
 
 
 def _filesystem_sink(table: _Table, partitions: list[str]) -> dict[str, Any]:
-    """A `parquet` sink, partitioned as the table is: `dt=.../hm=...` folders of its columns' values."""
-    if table.option("format") != "parquet":
-        raise table.statement.fail("a 'filesystem' table is written as Parquet only ('format' = 'parquet')")
+    """A `parquet` sink (of Parquet or Flink's CSV files), partitioned as the table is: `dt=.../hm=...`
+    folders of its columns' values."""
+    file_format = table.option("format")
+    if file_format not in ("parquet", "csv"):
+        raise table.statement.fail(
+            f"'format' = '{file_format}': a 'filesystem' table is written as 'parquet' or 'csv' here"
+        )
     for key in [key for key in table.options if key.startswith(_UNWRITTEN_FILESYSTEM_OPTIONS)]:
         del table.options[key]
     table.options.pop("sink.shuffle-by-partition.enable", None)  # which task writes a row changes no row
     sink: dict[str, Any] = {"kind": "parquet", "path": table.option("path").removeprefix("file://")}
+    if file_format == "csv":
+        sink["file_format"] = "csv"
     if partitions:
         sink["partition_columns"] = partitions
     return sink

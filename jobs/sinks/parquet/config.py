@@ -28,6 +28,9 @@ class ParquetSink(SinkConfig):
     value's `"#%'*/:=?\\{}[]^` and control characters escaped as `%XX`, NULL or blank as
     `__DEFAULT_PARTITION__`. The files leave these columns out: the folders hold them."""
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+    file_format: Literal["parquet", "csv"] = "parquet"
+    """`csv`: the files are Flink's CSV text (`jobs.sinks.parquet.flink_csv`; integer, string, boolean and
+    timestamp columns), what a Flink SQL script's `filesystem` table with `'format' = 'csv'` writes."""
 
     def asset_metadata(self) -> dict[str, str | int]:
         return {"path": without_credentials(self.path)}

@@ -54,6 +54,7 @@ from pyspark.sql.types import (
 from jobs.engine.object_store import arrow_filesystem
 from jobs.sinks.base import SinkContext, Written
 from jobs.sinks.parquet.config import ParquetSink
+from jobs.sinks.parquet.flink_csv import csv_lines, writes_as_flink
 from jobs.sinks.partitions import write_partitions
 
 _MARKERS = "_dagger"
@@ -82,12 +83,13 @@ class ParquetPartitionWriter:
     """The session's `fs.s3a.*` settings, for a lake on `s3a://` (`jobs.engine.object_store`)."""
     partition_columns: tuple[str, ...] = ()
     """Columns whose values name the folders (instead of `time_column`), left out of the files."""
+    file_format: str = "parquet"
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> int:
         filesystem, root = arrow_filesystem(self.path, self.object_store)
         task = TaskContext.get()
-        file_name = f"{self.file_prefix}t{task.partitionId() if task else 0:05d}.parquet"
-        writers: dict[str, pq.ParquetWriter] = {}
+        file_name = f"{self.file_prefix}t{task.partitionId() if task else 0:05d}.{self.file_format}"
+        writers: dict[str, pq.ParquetWriter | _CsvWriter] = {}
         rows = 0
         try:
             for batch in batches:
@@ -95,11 +97,8 @@ class ParquetPartitionWriter:
                     writer = writers.get(folder)
                     if writer is None:
                         filesystem.create_dir(f"{root}/{folder}", recursive=True)
-                        writer = writers[folder] = pq.ParquetWriter(
-                            f"{root}/{folder}/.{file_name}.tmp",
-                            part.schema,
-                            filesystem=filesystem,
-                            compression=self.compression,
+                        writer = writers[folder] = self._open(
+                            filesystem, f"{root}/{folder}/.{file_name}.tmp", part.schema
                         )
                     writer.write_batch(part)
                     rows += part.num_rows
@@ -109,6 +108,13 @@ class ParquetPartitionWriter:
         for folder in writers:  # only complete files become visible
             filesystem.move(f"{root}/{folder}/.{file_name}.tmp", f"{root}/{folder}/{file_name}")
         return rows
+
+    def _open(
+        self, filesystem: pafs.FileSystem, path: str, schema: pa.Schema
+    ) -> pq.ParquetWriter | _CsvWriter:
+        if self.file_format == "csv":
+            return _CsvWriter(filesystem.open_output_stream(path))
+        return pq.ParquetWriter(path, schema, filesystem=filesystem, compression=self.compression)
 
     def _split_by_folder(self, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
         if self.partition_columns:
@@ -143,6 +149,19 @@ def partition_value(value: str | None) -> str:
     if value is None or not value.strip():
         return DEFAULT_PARTITION
     return "".join(f"%{ord(char):02X}" if char in _ESCAPED else char for char in value)
+
+
+class _CsvWriter:
+    """A file of Flink's CSV lines, written batch by batch."""
+
+    def __init__(self, stream: pa.NativeFile) -> None:
+        self.stream = stream
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self.stream.write(csv_lines(batch))
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 class ParquetSinkWriter:
@@ -197,6 +216,7 @@ class ParquetSinkWriter:
             self._batch_prefix(batch_id),
             self._object_store,
             tuple(self.sink.partition_columns),
+            self.sink.file_format,
         )
         written = write_partitions(batch, writer.write)
         self._write_marker(committed, {"rows": written.rows})
@@ -206,6 +226,18 @@ class ParquetSinkWriter:
     def _check_columns(self, schema: StructType) -> None:
         """The result has the columns that pick each row's folder, of types that can."""
         fields = {field.name: field.dataType for field in schema.fields}
+        if self.sink.file_format == "csv":
+            written = [name for name in fields if name not in self.sink.partition_columns]
+            other = [
+                f"{name} ({fields[name].simpleString()})"
+                for name in written
+                if not writes_as_flink(fields[name])
+            ]
+            if other:
+                raise ParquetSinkError(
+                    f"parquet sink {self.sink.path}: column(s) {', '.join(other)} cannot be written as "
+                    "Flink's CSV here (integer, string, boolean and timestamp columns can)"
+                )
         if self.sink.partition_columns:
             self._check_partition_columns(fields)
             return
