@@ -199,14 +199,15 @@ public final class EvalFunctions {
       types.add(argument.dataType());
     }
     Method eval;
+    Object function;
     try {
       eval = choose(name, type, evals, types);
+      function = function(new Call(type.getName(), eval.getParameterTypes()), arguments.size());
     } catch (IllegalArgumentException error) {
       throw EvalFunctions.<RuntimeException>analysisError(error.getMessage());
     }
-    Call call = new Call(type.getName(), eval.getParameterTypes());
     return new ScalaUDF(
-        function(call, arguments.size()),
+        function,
         SQL_TYPES.get(eval.getReturnType()),
         CollectionConverters.asScala(arguments).toList(),
         ScalaUDF.apply$default$4(),
@@ -217,8 +218,8 @@ public final class EvalFunctions {
   }
 
   /**
-   * Spark's analysis error for a call no eval takes, so the dagger reports it as any other error in its
-   * query, with its place. Scala's exceptions are unchecked but Java sees AnalysisException as checked: it is thrown as
+   * Spark's analysis error for a call no eval takes (or of more arguments than a UDF here takes), so the
+   * dagger reports it as any other error in its query, with its place. Scala's exceptions are unchecked but Java sees AnalysisException as checked: it is thrown as
    * {@code T}, which the caller makes a RuntimeException.
    */
   @SuppressWarnings("unchecked")
