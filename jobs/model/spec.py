@@ -139,6 +139,8 @@ def _script_keys(data: Any, info: ValidationInfo) -> Any:
         except (OSError, UnicodeDecodeError) as error:
             raise ValueError(f"script file {path}: {error}") from None
     keys = script_dagger(files, {str(k): str(v) for k, v in (data.get("variables") or {}).items()})
+    if (functions := keys.pop("declared_functions").added_to(data.get("functions"))) is not None:
+        keys["functions"] = functions
     if "output_mode" not in data:
         query = _flink_query(keys["sql"])
         keys["output_mode"] = "update" if query.unwindowed_aggregation or query.upserts else "append"

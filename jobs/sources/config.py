@@ -94,6 +94,10 @@ class StreamConfig(ConfigModel):
     Duration fields as STRUCT<seconds, nanos>, wrappers as STRUCT<value>, maps as ARRAY<STRUCT<key,
     value>>, no source metadata columns, and `__internal_validation_field__` before the rowtime."""
 
+    metadata_columns: bool = True
+    """false: the table has no source metadata columns (`kafka_topic`...), only its records' fields and
+    computed columns, as a Flink SQL script's table has exactly the columns it declares (`SELECT *`)."""
+
     _unique_expectations = field_validator("expectations")(unique_names)
 
     @field_validator("schema_file")

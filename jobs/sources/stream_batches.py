@@ -265,7 +265,9 @@ class StreamReader(DataSourceStreamReader):
         records = self.records or record_format(self.stream)
         decoder = record_decoder(records, self.descriptor_sets, self.fields)
         emitted = [
-            field for field in self.metadata_schema if self.metadata is None or field.name in self.metadata
+            field
+            for field in self.metadata_schema
+            if self.stream.metadata_columns and (self.metadata is None or field.name in self.metadata)
         ]
         return StreamLayout(
             decoder,

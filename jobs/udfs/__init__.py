@@ -1,9 +1,9 @@
 """Dagger's function library in Spark SQL: scalar functions, aggregates and table functions under
-Dagger's names, plus users' own Python functions.
+Dagger's names, plus users' own Python and Java functions.
 
 `register_functions` puts them on a session before a dagger's SQL is analysed: Dagger's functions the
-SQL names (registering one costs up to a second, and most queries call none), the user's Python
-functions always. Dagger's aggregates are not registered functions: `expand_aggregate_calls` expands
+SQL names (registering one costs up to a second, and most queries call none), the user's Python and
+Java functions always. Dagger's aggregates are not registered functions: `expand_aggregate_calls` expands
 their calls in a query's tree (see `jobs.udfs.aggregate`), which the SQL stage applies; the expanded query
 names the helpers they need.
 """
@@ -50,10 +50,11 @@ def register_functions(
 ) -> list[str]:
     """Register the Dagger functions among `names` (any case; words that are no Dagger function are
     ignored, so the words of the SQL will do: see `jobs.model.sql.named_words`), or every one when `names` is
-    None, then every Python function of `config`. Returns the Dagger functions registered now: a function
-    the session already has is kept, except those carrying the dagger's descriptor sets or dart store.
+    None, then every Python and Java function of `config`. Returns the Dagger functions registered now: a
+    function the session already has is kept, except those carrying the dagger's descriptor sets or dart
+    store.
     """
-    from jobs.udfs import python_udfs
+    from jobs.udfs import java_udfs, python_udfs
 
     config = config or FunctionsConfig()
     registered = declared_functions(registry, config).register(spark, names)
@@ -61,4 +62,8 @@ def register_functions(
         python_udfs.register(spark, config.python_udfs)
     except python_udfs.PythonUdfError as error:
         raise FunctionsError(f"functions.python_udfs: {error}") from None
+    try:  # every one too: loading a class checks that it and what it needs are there
+        java_udfs.register(spark, config.java_udfs)
+    except java_udfs.JavaUdfError as error:
+        raise FunctionsError(f"functions.java_udfs: {error}") from None
     return registered

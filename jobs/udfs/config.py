@@ -38,6 +38,10 @@ class PythonUdfsConfig(ConfigModel):
     requirements: str | None = None
     """A requirements file the functions need; checked against the environment before the dagger starts
     (install it into the project environment with pip, it is not installed at run time)."""
+    functions: dict[str, str] = Field(default_factory=dict)
+    """SQL name -> `package.module.function`: one function of an importable module under a name of its own
+    (a Flink SQL script's `CREATE FUNCTION name AS 'package.module.function' LANGUAGE PYTHON`). It declares
+    its type as a `modules` function does (PyFlink's `@udf(result_type=...)` too)."""
     arrow_batch_size: PositiveInt | None = None
     """Rows per Arrow batch handed to vectorized functions (Spark's arrow.maxRecordsPerBatch, 10000)."""
 
@@ -55,9 +59,46 @@ class PythonUdfsConfig(ConfigModel):
     @classmethod
     def _module_names(cls, values: list[str]) -> list[str]:
         for value in values:
-            if not all(part.isidentifier() for part in value.split(".")):
-                raise ValueError(f"{value!r} is not a module name (dotted Python identifiers)")
+            _check_dotted(value, "a module name")
         return values
+
+    @field_validator("functions")
+    @classmethod
+    def _function_paths(cls, values: dict[str, str]) -> dict[str, str]:
+        for name, path in values.items():
+            _check_dotted(name, "a function name")
+            _check_dotted(path, "a module's function (package.module.function)", parts=2)
+        return values
+
+
+class JavaUdfsConfig(ConfigModel):
+    """Users' Java functions: classes of public `eval` methods (Flink's ScalarFunction convention), called
+    in the JVM by reflection, with no Python (`jvm/.../udfs/EvalFunctions.java`)."""
+
+    jars: list[str] = Field(default_factory=list)
+    """Jars the classes (and what they need) are loaded from, added to the session (local paths)."""
+    classes: dict[str, str] = Field(default_factory=dict)
+    """SQL name -> class name (a Flink SQL script's `CREATE FUNCTION name AS 'class'`)."""
+
+    @field_validator("jars")
+    @classmethod
+    def _resolve_jars(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        return [resolve_path(value, info) for value in values]
+
+    @field_validator("classes")
+    @classmethod
+    def _class_names(cls, values: dict[str, str]) -> dict[str, str]:
+        for name, class_name in values.items():
+            _check_dotted(name, "a function name")
+            _check_dotted(class_name.replace("$", "_"), "a Java class name")
+        return values
+
+
+def _check_dotted(value: str, what: str, parts: int = 1) -> None:
+    """`value` is `parts` or more identifiers joined by dots, else refused as not `what`."""
+    names = value.split(".")
+    if len(names) < parts or not all(name.isidentifier() for name in names):
+        raise ValueError(f"{value!r} is not {what}")
 
 
 class FunctionsConfig(ConfigModel):
@@ -66,3 +107,4 @@ class FunctionsConfig(ConfigModel):
     darts: DartStoreConfig | None = None
     """The darts' store; without it, calling DartContains or DartGet is an error that says so."""
     python_udfs: PythonUdfsConfig = Field(default_factory=PythonUdfsConfig)
+    java_udfs: JavaUdfsConfig = Field(default_factory=JavaUdfsConfig)

@@ -6,6 +6,8 @@ Two ways in, both listed in the dagger file's `functions.python_udfs`:
   function named like the file, registered under that name in upper case (`multiply.py` -> MULTIPLY; SQL
   names are case-insensitive, so `multiply(...)` works as well).
 * `modules`: importable modules; each function decorated with `@dagger_function` is registered.
+* `functions`: one function of an importable module each, under the SQL name given (a Flink SQL script's
+  `CREATE FUNCTION name AS 'package.module.function' LANGUAGE PYTHON`).
 
 A function declares its SQL return type with `@dagger_function(returns="double")` (any Spark SQL type), a
 return annotation (`-> float`), or, in a file written for Dagger, PyFlink's
@@ -20,6 +22,7 @@ may read a data file next to it when it is imported, as `examples/python_udfs/sa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import hashlib
@@ -211,8 +214,11 @@ def _import_file(file: Path, module_path: tuple[str, ...]) -> Any:
 
 
 def _import_module(name: str) -> Any:
+    from jobs.udfs.pyflink_compat import pyflink_modules
+
     try:
-        return importlib.import_module(name)
+        with pyflink_modules():  # a module written for PyFlink declares its types with PyFlink's `udf`
+            return importlib.import_module(name)
     except Exception as error:
         raise PythonUdfError(f"modules: cannot import {name}: {type(error).__name__}: {error}") from None
 
@@ -276,6 +282,14 @@ def load_functions(config: PythonUdfsConfig) -> list[PythonFunction]:
         if not declared:
             raise PythonUdfError(f"modules: {name} has no function decorated with @dagger_function")
         functions += [describe(function, function.__name__, name) for function in declared]
+    for sql_name, path in config.functions.items():
+        module_name, _, function_name = path.rpartition(".")
+        function = getattr(_import_module(module_name), function_name, None)
+        if not inspect.isfunction(function):
+            raise PythonUdfError(
+                f"functions: {sql_name}: module {module_name} defines no function {function_name!r}"
+            )
+        functions.append(dataclasses.replace(describe(function, sql_name, path), sql_name=sql_name))
     seen: dict[str, str] = {}
     for function in functions:
         previous = seen.setdefault(function.sql_name.lower(), function.source)

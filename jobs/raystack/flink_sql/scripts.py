@@ -1,11 +1,12 @@
-"""Flink SQL scripts as daggers: the `CREATE TABLE`, `CREATE VIEW` and `INSERT INTO` statements Flink users
-keep their jobs in, read into the dagger's own keys (streams, sinks, the query).
+"""Flink SQL scripts as daggers: the `CREATE TABLE`, `CREATE VIEW`, `CREATE FUNCTION` and `INSERT INTO`
+statements Flink users keep their jobs in, read into the dagger's own keys (streams, sinks, the query, the
+functions).
 
 Each file is parsed once, by the translator's dialect (`dialect`), after its `${NAME}` placeholders are
 filled from the dagger's `variables`. The INSERT's target table becomes the sink, the tables its query
 reads (through the views) the streams, and the views it reads become the query's WITH clause ahead of its
-own text, so the translator sees one Flink query. What has no counterpart (a connector, format or option,
-a Java function) is refused before anything starts, naming the file, line and statement.
+own text, so the translator sees one Flink query. What has no counterpart (a connector, format or option)
+is refused before anything starts, naming the file, line and statement.
 
 What maps to what (docs/flink-scripts.md has the whole table):
 
@@ -13,7 +14,9 @@ What maps to what (docs/flink-scripts.md has the whole table):
   `record_schema`; `name AS expression`: one of its `computed_columns`, translated to Spark SQL;
 - `WATERMARK FOR c AS c - INTERVAL 'n' SECOND`: `event_time_field` and `rowtime_column` c, and a
   `watermark_delay` of n seconds;
-- the INSERT's table: a `kafka`, `parquet` (`filesystem`), `log` (`print`) or `blackhole` sink.
+- the INSERT's table: a `kafka`, `parquet` (`filesystem`), `log` (`print`) or `blackhole` sink;
+- `CREATE FUNCTION f AS 'class'` (Java, `USING JAR`): one of `functions.java_udfs`; `... LANGUAGE PYTHON`
+  of a `package.module.function`: one of `functions.python_udfs.functions`.
 """
 
 from __future__ import annotations
@@ -77,8 +80,22 @@ class _Statement:
     """The statement's tokens, up to its `;`."""
 
     @property
+    def source(self) -> str:
+        """The statement's text, from its first token to its last."""
+        return self.text[self.tokens[0].start : self.tokens[-1].end + 1]
+
+    @property
+    def function(self) -> re.Match[str] | None:
+        """A `CREATE FUNCTION` statement's parts (sqlglot reads `USING JAR` as an opaque command)."""
+        return _FUNCTION.fullmatch(self.source)
+
+    @property
     def title(self) -> str:
         """The statement as errors name it: `CREATE TABLE kafka`, `INSERT INTO nexmark_q1`."""
+        if (function := self.function) is not None:
+            return f"CREATE FUNCTION {_function_name(function)}"
+        if isinstance(self.tree, exp.Command):  # a statement sqlglot keeps as text: its first words
+            return " ".join(self.source.split()[:3])
         target = self.tree.this
         name = (target.this if isinstance(target, exp.Schema) else target).sql(dialect=FlinkDialect)
         if isinstance(self.tree, exp.Insert):
@@ -125,11 +142,13 @@ class _Table:
 
 def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[str, Any]:
     """The dagger keys the script gives: `streams`, `sinks`, `sql` (Flink SQL), `sql_dialect`,
-    `rowtime_column` and `watermark_delay`."""
+    `rowtime_column` and `watermark_delay`; and `declared_functions`, the functions it declares, which the
+    dagger file's `functions` section takes in."""
     statements = [statement for file in files for statement in _statements(file, variables)]
     tables: dict[str, _Statement] = {}
     views: dict[str, _Statement] = {}
     inserts: list[_Statement] = []
+    functions = _Functions()
     for statement in statements:
         tree = statement.tree
         kind = tree.args.get("kind") if isinstance(tree, exp.Create) else None
@@ -137,11 +156,8 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
             tables[statement.name.lower()] = statement
         elif kind == "VIEW":
             views[statement.name.lower()] = statement
-        elif kind == "FUNCTION":
-            raise statement.fail(
-                "functions declared by CREATE FUNCTION (a Java class) cannot run here; register a Python "
-                "function in the dagger file's `functions`"
-            )
+        elif statement.function is not None:
+            _declare_function(statement, statement.function, functions)
         elif isinstance(tree, exp.Insert):
             inserts.append(statement)
         else:
@@ -167,10 +183,8 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
         raise ScriptError(
             f"the tables a dagger reads share one event-time column name and watermark delay ({described})"
         )
-    query = _positional(
-        insert.query_text(), _result_columns(insert, insert.query_text(), read_views), sink_table
-    )
-    sql = _with_views(query, read_views)
+    _checked(insert, _with_views(insert.query_text(), read_views))  # errors placed in the query as written
+    sql = _checked(insert, _with_views(_as_sink_columns(insert.query_text(), sink_table), read_views))
     return {
         "streams": [stream.config for stream in streams],
         "sinks": [_sink(sink_table)],
@@ -178,7 +192,60 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
         "sql_dialect": "flink",
         "rowtime_column": streams[0].event_time if streams else "rowtime",
         "watermark_delay": f"{streams[0].delay_seconds}s" if streams else "0s",
+        "declared_functions": functions,
     }
+
+
+@dataclass
+class _Functions:
+    """The functions a script declares, by SQL name: Python ones (`package.module.function`), Java classes
+    and the jars those are loaded from."""
+
+    python: dict[str, str] = field(default_factory=dict)
+    java: dict[str, str] = field(default_factory=dict)
+    jars: list[str] = field(default_factory=list)
+
+    def added_to(self, functions: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The dagger file's `functions` section with these added (None when there is nothing)."""
+        if not (self.python or self.java) and functions is None:
+            return None
+        section = dict(functions or {})
+        python = dict(section.get("python_udfs") or {})
+        python["functions"] = {**(python.get("functions") or {}), **self.python}
+        java = dict(section.get("java_udfs") or {})
+        java["classes"] = {**(java.get("classes") or {}), **self.java}
+        java["jars"] = [*(java.get("jars") or []), *self.jars]
+        return {**section, "python_udfs": python, "java_udfs": java}
+
+
+_FUNCTION = re.compile(
+    r"CREATE\s+(?:TEMPORARY\s+(?:SYSTEM\s+)?)?FUNCTION\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<name>[\w.`]+)\s+"
+    r"AS\s+'(?P<class>[^']*)'(?:\s+LANGUAGE\s+(?P<language>\w+))?(?:\s+USING\s+(?P<jars>.*))?",
+    re.IGNORECASE | re.DOTALL,
+)
+_JAR = re.compile(r"JAR\s+'([^']*)'", re.IGNORECASE)
+
+
+def _function_name(function: re.Match[str]) -> str:
+    return function.group("name").split(".")[-1].strip("`")
+
+
+def _declare_function(statement: _Statement, function: re.Match[str], functions: _Functions) -> None:
+    """`CREATE FUNCTION name AS 'class' [LANGUAGE JAVA | SCALA | PYTHON] [USING JAR 'path', ...]`."""
+    name, target = _function_name(function), function.group("class")
+    language = (function.group("language") or "JAVA").upper()
+    jars = function.group("jars") or ""
+    if _JAR.sub("", jars).replace(",", "").strip():
+        raise statement.fail(f"USING {jars.strip()}: a function is loaded from jars only (USING JAR 'path')")
+    if language == "PYTHON":
+        if jars:
+            raise statement.fail("a Python function is imported from the environment, not from jars")
+        functions.python[name] = target
+    elif language in ("JAVA", "SCALA"):
+        functions.java[name] = target
+        functions.jars += [jar for jar in _JAR.findall(jars) if jar not in functions.jars]
+    else:
+        raise statement.fail(f"LANGUAGE {language}: a function is written in Java, Scala or Python")
 
 
 def fill_placeholders(file: ScriptFile, variables: dict[str, str]) -> str:
@@ -246,22 +313,29 @@ def _with_views(query: str, views: list[_Statement]) -> str:
     return f"WITH {definitions}\n{query}"
 
 
-def _positional(query: str, result_columns: tuple[str, ...], sink: _Statement) -> str:
-    """The query with its columns named as the sink table's: Flink writes them by position."""
+def _as_sink_columns(query: str, sink: _Statement) -> str:
+    """The query's columns as the sink table's: taken by position (Flink writes them so), named and cast
+    to the types the table declares, as Flink casts a query's column to its sink's."""
     schema = sink.tree.this
     parts = schema.expressions if isinstance(schema, exp.Schema) else []
-    columns = [column.name for column in parts if isinstance(column, exp.ColumnDef)]
-    if not columns or list(result_columns) == columns:
+    columns = [column for column in parts if isinstance(column, exp.ColumnDef) and column.args.get("kind")]
+    if not columns:
         return query
-    names = ", ".join(f"`{name}`" for name in columns)
-    return f"SELECT * FROM (\n{query}\n) AS `{sink.name}` ({names})"
+    names = ", ".join(f"`{column.name}`" for column in columns)
+    casts = ", ".join(
+        f"CAST(`{column.name}` AS {column.args['kind'].sql(dialect=FlinkDialect)}) AS `{column.name}`"
+        for column in columns
+    )
+    return f"SELECT {casts} FROM (\n{query}\n) AS `{sink.name}` ({names})"
 
 
-def _result_columns(insert: _Statement, query: str, views: list[_Statement]) -> tuple[str, ...]:
+def _checked(insert: _Statement, query: str) -> str:
+    """`query`, once the translator has taken it (its errors name the INSERT statement)."""
     try:
-        return translate(_with_views(query, views), key=insert.title).output_columns
+        translate(query, key=insert.title)
     except FlinkSqlError as error:
         raise insert.fail(str(error).removeprefix(f"{insert.title} ")) from None
+    return query
 
 
 @dataclass(frozen=True)
@@ -304,6 +378,7 @@ def _stream(statement: _Statement) -> _Stream:
         "bootstrap_servers": table.option("properties.bootstrap.servers"),
         "event_time_field": event_time,
         "computed_columns": computed,
+        "metadata_columns": False,  # a Flink table has the columns it declares, no more
         **_topics(table),
         **_kafka_start(table),
         **_stream_format(table, physical),
@@ -315,12 +390,22 @@ def _stream(statement: _Statement) -> _Stream:
     return _Stream(config, event_time, delay)
 
 
-def _options(statement: _Statement) -> dict[str, str]:
+def _partition_columns(statement: _Statement) -> list[str]:
+    """The columns of the table's `PARTITIONED BY (...)`, if any."""
+    properties = statement.tree.args.get("properties")
+    partitioned = properties.find(exp.PartitionedByProperty) if properties else None
+    return [column.name for column in partitioned.this.expressions] if partitioned else []
+
+
+def _options(statement: _Statement, sink: bool = False) -> dict[str, str]:
+    """The table's `WITH` options; `PARTITIONED BY` is refused but on a `sink` (which checks it)."""
     properties = statement.tree.args.get("properties")
     options: dict[str, str] = {}
     for node in properties.expressions if properties else []:
         if isinstance(node, exp.PartitionedByProperty):
-            raise statement.fail("PARTITIONED BY has no counterpart in a dagger", node)
+            if not sink:
+                raise statement.fail("PARTITIONED BY has no counterpart in a dagger", node)
+            continue
         if not isinstance(node, exp.Property) or not isinstance(node.args.get("value"), exp.Literal):
             raise statement.fail(f"{node.sql(dialect=FlinkDialect)} is not a 'key' = 'value' option", node)
         options[node.name] = node.args["value"].name
@@ -443,8 +528,11 @@ def _sink(statement: _Statement) -> dict[str, Any]:
     keys = [part for part in parts if isinstance(part, exp.PrimaryKey)]
     if keys:
         raise statement.fail("a PRIMARY KEY (an upserting sink) has no counterpart in a dagger yet", keys[0])
-    table = _Table(statement, _options(statement))
+    table = _Table(statement, _options(statement, sink=True))
     connector = table.option("connector")
+    partitions = _partition_columns(statement)
+    if partitions and connector != "filesystem":
+        raise statement.fail(f"PARTITIONED BY: a '{connector}' table is not partitioned; 'filesystem' is")
     if connector == "blackhole":
         sink: dict[str, Any] = {"kind": "blackhole"}
     elif connector == "print":
@@ -452,9 +540,7 @@ def _sink(statement: _Statement) -> dict[str, Any]:
     elif connector == "kafka":
         sink = _kafka_sink(table)
     elif connector == "filesystem":
-        if table.option("format") != "parquet":
-            raise statement.fail("a 'filesystem' table is written as Parquet only ('format' = 'parquet')")
-        sink = {"kind": "parquet", "path": table.option("path").removeprefix("file://")}
+        sink = _filesystem_sink(table, partitions)
     else:
         raise statement.fail(
             f"'connector' = '{connector}' has no sink here; use 'kafka', 'filesystem', 'print' or 'blackhole'"
@@ -487,4 +573,32 @@ def _kafka_sink(table: _Table) -> dict[str, Any]:
             f"'format' = '{value_format}' cannot be written here; use 'json' or 'avro-confluent'"
         )
     sink["producer_config"] = _client_properties(table)
+    return sink
+
+
+_UNWRITTEN_FILESYSTEM_OPTIONS = (
+    "sink.partition-commit.",
+    "partition.time-extractor.",
+    "sink.rolling-policy.",
+)
+"""A filesystem sink's options that change no row: when a partition is announced (success files,
+a metastore), which time its name stands for, and when a file is rolled."""
+
+
+def _filesystem_sink(table: _Table, partitions: list[str]) -> dict[str, Any]:
+    """A `parquet` sink (of Parquet or Flink's CSV files), partitioned as the table is: `dt=.../hm=...`
+    folders of its columns' values."""
+    file_format = table.option("format")
+    if file_format not in ("parquet", "csv"):
+        raise table.statement.fail(
+            f"'format' = '{file_format}': a 'filesystem' table is written as 'parquet' or 'csv' here"
+        )
+    for key in [key for key in table.options if key.startswith(_UNWRITTEN_FILESYSTEM_OPTIONS)]:
+        del table.options[key]
+    table.options.pop("sink.shuffle-by-partition.enable", None)  # which task writes a row changes no row
+    sink: dict[str, Any] = {"kind": "parquet", "path": table.option("path").removeprefix("file://")}
+    if file_format == "csv":
+        sink["file_format"] = "csv"
+    if partitions:
+        sink["partition_columns"] = partitions
     return sink
