@@ -48,7 +48,7 @@ def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView
 
     for view in views:
         source = sql_stage.analyse(spark, view.source_sql)
-        source = _one_event_time(source, view.orders if isinstance(view, TopNView) else (view.time_column,))
+        source = _one_event_time(source, _ordering_columns(view))
         try:
             if isinstance(view, TopNView):
                 descending = array(gateway.jvm.boolean, view.descending)
@@ -78,6 +78,13 @@ def _keeps_the_last_by_time(source: DataFrame, view: TopNView) -> bool:
     if view.limit != 1 or view.descending != (True,):
         return False
     return _WATERMARK_DELAY in source.schema[view.orders[0]].metadata
+
+
+def _ordering_columns(view: OverView | TopNView | AggregateView) -> Sequence[str]:
+    """The columns a view orders its rows by (an aggregation without a window orders by none)."""
+    if isinstance(view, TopNView):
+        return view.orders
+    return () if isinstance(view, AggregateView) else (view.time_column,)
 
 
 def _one_event_time(source: DataFrame, preferred: Sequence[str]) -> DataFrame:
