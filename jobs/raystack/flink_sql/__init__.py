@@ -59,11 +59,19 @@ from jobs.raystack.flink_sql.errors import FlinkSqlError, UserText, parse_messag
 from jobs.raystack.flink_sql.flink_forms import rewrite_flink_forms
 from jobs.raystack.flink_sql.group_windows import has_unwindowed_aggregation, rewrite_group_windows
 from jobs.raystack.flink_sql.over import OverView, extract_over_views
+from jobs.raystack.flink_sql.proctime import (
+    ProcTimeWindowView,
+    extract_proctime_views,
+    proctime_attributes,
+    refuse_proctime_uses,
+    rewrite_proctime_calls,
+    rewrite_temporal_joins,
+)
 from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import rewrite_typed
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
-__all__ = ["FlinkSqlError", "OverView", "SparkQuery", "TopNView", "translate"]
+__all__ = ["FlinkSqlError", "OverView", "ProcTimeWindowView", "SparkQuery", "TopNView", "translate"]
 
 
 @dataclass(frozen=True)
@@ -76,9 +84,10 @@ class SparkQuery:
     """An aggregation without a group window (its results change as rows arrive: Spark's update mode)."""
     output_columns: tuple[str, ...]
     """Names of the result's columns, `""` where the query leaves one unnamed."""
-    over_views: tuple[OverView | TopNView, ...] = ()
-    """The OVER aggregations and Top-Ns the query reads, in order: each a view to register (with the
-    project's operators, `jobs.raystack.flink_sql.over_operator`) before the query is analysed."""
+    over_views: tuple[OverView | TopNView | ProcTimeWindowView, ...] = ()
+    """The OVER aggregations, Top-Ns and processing-time windows the query reads, in order: each a view to
+    register (with the project's operators, `jobs.raystack.flink_sql.over_operator`) before the query is
+    analysed."""
 
     @property
     def sql(self) -> str:
@@ -91,8 +100,11 @@ class SparkQuery:
         return any(isinstance(view, TopNView) for view in self.over_views)
 
 
-def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
-    """The Spark SQL of a Flink query; `key` names the setting in errors.
+def translate(
+    flink_sql: str, key: str = "FLINK_SQL_QUERY", proctime_columns: frozenset[str] = frozenset()
+) -> SparkQuery:
+    """The Spark SQL of a Flink query; `key` names the setting in errors, `proctime_columns` the streams'
+    processing-time attributes (computed columns `PROCTIME()`; the query's own are found in it).
 
     The query is parsed once; the passes rewrite its tree in turn: window table functions become group
     windows, Flink's forms Spark's, group windows Spark's window columns, OVER aggregations and Top-Ns
@@ -104,15 +116,20 @@ def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
     user = UserText(flink_sql, key)
     tree = _parse(user)
     read = ReadNames.of(tree)
-    rewrite_window_tvfs(tree, user)
-    unwindowed_aggregation = has_unwindowed_aggregation(tree)
     output_columns = tuple(expression.alias_or_name for expression in tree.selects)
+    proctime = proctime_attributes(tree, proctime_columns)
+    rewrite_temporal_joins(tree, proctime, user)
+    proctime_windows = rewrite_window_tvfs(tree, user, proctime)
+    refuse_proctime_uses(tree, proctime, user)
+    rewrite_proctime_calls(tree, user)
+    unwindowed_aggregation = has_unwindowed_aggregation(tree)
     rewrite_flink_forms(tree, user)
     tree = rewrite_group_windows(tree, user)
-    over_views: tuple[OverView | TopNView, ...] = ()
+    over_views: tuple[OverView | TopNView | ProcTimeWindowView, ...] = ()
     if tree.find(exp.Window):
         aggregations = extract_over_views(tree, key)
         over_views = (*aggregations, *extract_top_n_views(tree, key))  # a Top-N may read an OVER view
+    over_views = (*extract_proctime_views(tree, proctime_windows), *over_views)
     return SparkQuery(
         prepared=prepare_tree(rewrite_typed(tree), flink_sql, read),
         unwindowed_aggregation=unwindowed_aggregation,

@@ -1,6 +1,7 @@
-"""Running a translated query's OVER views (`over.OverView`, `top_n.TopNView`): each view's rows, through
-the project's JVM operator (`FlinkOver.java`, `FlinkRank.java`), registered under the view's name for the
-query to read. The rows stay in the JVM: Python passes only the view's description."""
+"""Running a translated query's OVER views (`over.OverView`, `top_n.TopNView`, `proctime.ProcTimeWindowView`):
+each view's rows, through the project's JVM operator (`FlinkOver.java`, `FlinkRank.java`,
+`FlinkProcTimeWindow.java`), registered under the view's name for the query to read. The rows stay in the
+JVM: Python passes only the view's description."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.model import sql as sql_stage
 from jobs.raystack.flink_sql.over import OverView
+from jobs.raystack.flink_sql.proctime import ProcTimeWindowView
 from jobs.raystack.flink_sql.top_n import TopNView
 
 _OVER = "dagger.jobs.raystack.flink_sql.FlinkOver"
 _TOP_N = "dagger.jobs.raystack.flink_sql.FlinkRank"
+_PROCTIME_WINDOW = "dagger.jobs.raystack.flink_sql.FlinkProcTimeWindow"
 _WATERMARK_DELAY = "spark.watermarkDelayMs"  # metadata Spark puts on a column with a watermark
 
 
@@ -22,7 +25,9 @@ class OverViewError(ValueError):
     """An OVER view that cannot run here, with the reason."""
 
 
-def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView]) -> None:
+def register_over_views(
+    spark: SparkSession, views: Sequence[OverView | TopNView | ProcTimeWindowView]
+) -> None:
     """Registers each view (innermost first, as translated) as a temporary view of `spark`."""
     if not views:
         return
@@ -51,6 +56,11 @@ def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView
                 rows = getattr(jvm, _TOP_N).apply(
                     source._jdf, strings(view.keys), strings(view.orders), descending, view.limit,
                     _keeps_the_last_by_time(source, view), strings(view.helpers), view.rank_column,
+                )  # fmt: skip
+            elif isinstance(view, ProcTimeWindowView):
+                rows = getattr(jvm, _PROCTIME_WINDOW).apply(
+                    source._jdf, strings(view.keys), view.size_ms, strings(view.functions),
+                    strings(view.arguments), strings(view.outputs),
                 )  # fmt: skip
             else:
                 rows = getattr(jvm, _OVER).apply(
