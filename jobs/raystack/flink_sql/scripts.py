@@ -15,7 +15,7 @@ What maps to what (docs/flink-scripts.md has the whole table):
   `watermark_delay` of n seconds;
 - the INSERT's table: a `kafka`, `parquet` (`filesystem`), `log` (`print`) or `blackhole` sink;
 - a table only looked up in a temporal join (`FOR SYSTEM_TIME AS OF` a processing-time attribute), a CSV
-  file of Flink's legacy filesystem options: a common table expression reading the file (`csv.\`path\``),
+  file of Flink's legacy filesystem options: a common table expression reading the file (Spark's `csv.` path),
   the stream-static join's static side;
 - `p_time AS PROCTIME()`: a computed column `current_timestamp()`, the stream's processing-time attribute.
 """
