@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.model.errors import DaggerBuildError
 from jobs.model.spec import DaggerConfigError
 from jobs.raystack.flink_sql import FlinkSqlError, translate
 from tests.test_flink_scripts import BID_VIEW, EVENTS_TABLE, VARIABLES, load
@@ -100,6 +101,16 @@ def test_processing_time_windows_count_every_bid_once_and_close_on_the_wall_cloc
         for window in windows
     }
     assert by_window == {first: {7: 2, 8: 1}, second: {7: 1, 9: 1}}
+
+
+def test_a_bounded_run_of_a_processing_time_window_is_refused_as_it_would_never_end(
+    tmp_path, kafka, start_dagger
+):
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    scripts = {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": PER_BIDDER_WINDOWS}
+    spec = load(tmp_path, scripts, variables)
+    with pytest.raises(DaggerBuildError, match=r"a bounded run of a processing-time window .* never end"):
+        start_dagger(spec, bounded=True)
 
 
 SIDE_TABLE = """
