@@ -106,7 +106,8 @@ def test_processing_time_windows_count_every_bid_once_and_close_on_the_wall_cloc
 def test_a_bounded_run_of_a_processing_time_window_is_refused_as_it_would_never_end(
     tmp_path, kafka, start_dagger
 ):
-    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers}
+    events = kafka.new_topic("events")
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
     scripts = {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": PER_BIDDER_WINDOWS}
     spec = load(tmp_path, scripts, variables)
     with pytest.raises(DaggerBuildError, match=r"a bounded run of a processing-time window .* never end"):

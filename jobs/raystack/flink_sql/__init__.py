@@ -31,6 +31,9 @@ What changes:
 | `a / b`, `AVG(x)`, `SUM(x)`, `FLOOR(x)`, `CEIL(x)` | `FlinkDivide(a, b)`, `FlinkAvg(x)`... (Flink's types) |
 | `SUM(x) OVER (PARTITION BY k ORDER BY rowtime ...)` | `__over_0`, a column of an OVER view (`over`)        |
 | `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
+| `PROCTIME()` (a processing-time attribute)     | `current_timestamp()` (the micro-batch's time)        |
+| `TABLE(TUMBLE(TABLE t, DESCRIPTOR(p_time), size))` | a processing-time window view (`proctime`)       |
+| `JOIN s FOR SYSTEM_TIME AS OF b.p_time AS x`   | `JOIN s AS x` (a stream-static join; `proctime`)      |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
@@ -39,10 +42,13 @@ The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_
 functions as group windows), `flink_forms` (types, functions, UNNEST and LATERAL TABLE), `group_windows`,
 `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`), `top_n` (Top-N and
 deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result types, chosen by
-`FlinkTypes.java` once Spark knows the arguments'); then Dagger's functions (`jobs.model.sql`).
-Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, temporal joins, CUMULATE
-windows, processing time) are refused with the construct named, before anything starts, and so are calls
-of Flink's functions that Spark lacks or means otherwise (`functions`, a table: functions.toml).
+`FlinkTypes.java` once Spark knows the arguments'), with `proctime` (processing-time attributes, their
+TUMBLE windows as views of `FlinkProcTimeWindow.java`, lookup joins) before the window functions; then
+Dagger's functions (`jobs.model.sql`).
+Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, event-time temporal
+joins, processing time outside TUMBLE windows and lookup joins) are refused with the construct named,
+before anything starts, and so are calls of Flink's functions that Spark lacks or means otherwise
+(`functions`, a table: functions.toml).
 """
 
 from __future__ import annotations
