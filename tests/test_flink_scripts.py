@@ -207,7 +207,7 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
         ),
         (
             BLACKHOLE + "\nINSERT INTO outcome SELECT auction FROM (SELECT *, PROCTIME(1) AS p FROM bid)",
-            "q.sql, line 3, INSERT INTO outcome: at line 1, column 36: PROCTIME() takes no arguments",
+            "q.sql, line 3, INSERT INTO outcome: at line 4, column 32: PROCTIME() takes no arguments",
         ),
         (
             "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhole', 'rows' = '5');\n"
