@@ -206,8 +206,8 @@ BLACKHOLE = "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhol
     ("script", "message"),
     [
         (
-            BLACKHOLE + "\nINSERT INTO outcome SELECT auction FROM (SELECT *, PROCTIME() AS p FROM bid)",
-            "q.sql, line 3: processing time (PROCTIME()) is not supported",
+            BLACKHOLE + "\nINSERT INTO outcome SELECT auction FROM (SELECT *, PROCTIME(1) AS p FROM bid)",
+            "q.sql, line 3, INSERT INTO outcome: at line 4, column 32: PROCTIME() takes no arguments",
         ),
         (
             "CREATE TABLE outcome (auction BIGINT) WITH ('connector' = 'blackhole', 'rows' = '5');\n"

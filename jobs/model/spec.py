@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
@@ -35,7 +36,7 @@ from jobs.udfs.config import FunctionsConfig
 
 if TYPE_CHECKING:
     from jobs.model.sql import PreparedSql
-    from jobs.raystack.flink_sql import OverView, SparkQuery
+    from jobs.raystack.flink_sql import OverView, ProcTimeWindowView, SparkQuery, TopNView
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -107,11 +108,24 @@ class RestartPolicy(_Model):
 
 
 @functools.cache
-def _flink_query(flink_sql: str) -> SparkQuery:
+def _flink_query(flink_sql: str, proctime_columns: frozenset[str] = frozenset()) -> SparkQuery:
     # Imported here: the raystack package imports this module.
     from jobs.raystack.flink_sql import translate
 
-    return translate(flink_sql, key="sql")
+    return translate(flink_sql, key="sql", proctime_columns=proctime_columns)
+
+
+def _proctime_columns(computed_columns: Iterable[dict[str, str]]) -> frozenset[str]:
+    """The streams' processing-time attributes: computed columns of `current_timestamp()` (a script's
+    `PROCTIME()`), which a Flink query may window or look a side table up by."""
+    from jobs.raystack.flink_sql.proctime import PROCTIME_SQL  # imported here, as above
+
+    return frozenset(
+        name
+        for columns in computed_columns
+        for name, expression in columns.items()
+        if expression.strip().lower() == PROCTIME_SQL
+    )
 
 
 _SCRIPT_KEYS = ("streams", "sinks", "sql", "sql_dialect", "rowtime_column", "watermark_delay")
@@ -142,7 +156,8 @@ def _script_keys(data: Any, info: ValidationInfo) -> Any:
     if (functions := keys.pop("declared_functions").added_to(data.get("functions"))) is not None:
         keys["functions"] = functions
     if "output_mode" not in data:
-        query = _flink_query(keys["sql"])
+        proctime = _proctime_columns(stream.get("computed_columns", {}) for stream in keys["streams"])
+        query = _flink_query(keys["sql"], proctime)
         keys["output_mode"] = "update" if query.unwindowed_aggregation or query.upserts else "append"
     return {**data, **keys}
 
@@ -245,12 +260,18 @@ class DaggerSpec(_Model):
     @model_validator(mode="after")
     def _flink_sql_translates(self) -> DaggerSpec:
         if self.sql_dialect == "flink":
-            _flink_query(self.sql)  # a FlinkSqlError (a ValueError) names `sql` and the construct
+            _ = self._flink  # a FlinkSqlError (a ValueError) names `sql` and the construct
         return self
+
+    @property
+    def _flink(self) -> SparkQuery:
+        """The Flink query translated, knowing the streams' processing-time attributes."""
+        proctime = _proctime_columns(stream.computed_columns for stream in self.streams)
+        return _flink_query(self.sql, proctime)
 
     @model_validator(mode="after")
     def _top_n_updates_go_to_sinks_that_upsert(self) -> DaggerSpec:
-        updated_by = _flink_query(self.sql).updated_by if self.sql_dialect == "flink" else ""
+        updated_by = self._flink.updated_by if self.sql_dialect == "flink" else ""
         if not updated_by:
             return self
         for index, sink in enumerate(self.sinks):
@@ -265,13 +286,13 @@ class DaggerSpec(_Model):
     @property
     def spark_sql(self) -> str:
         """The query as Spark analyses it: `sql`, or its translation from Flink SQL."""
-        return _flink_query(self.sql).sql if self.sql_dialect == "flink" else self.sql
+        return self._flink.sql if self.sql_dialect == "flink" else self.sql
 
     @property
     def prepared_sql(self) -> PreparedSql:
         """The query parsed once and prepared for Spark (`jobs.model.sql`): a Flink query's translation."""
         if self.sql_dialect == "flink":
-            return _flink_query(self.sql).prepared
+            return self._flink.prepared
         from jobs.model.sql import prepare  # imported here: the SQL stage imports pyspark
 
         return prepare(self.sql)
@@ -284,9 +305,10 @@ class DaggerSpec(_Model):
         return "flush" if self.sql_dialect == "flink" else "open"
 
     @property
-    def over_views(self) -> tuple[OverView, ...]:
-        """The OVER aggregations of a Flink query, registered as views before the query is analysed."""
-        return _flink_query(self.sql).over_views if self.sql_dialect == "flink" else ()
+    def over_views(self) -> tuple[OverView | TopNView | ProcTimeWindowView, ...]:
+        """The OVER aggregations, Top-Ns and processing-time windows of a Flink query, registered as views
+        before the query is analysed."""
+        return self._flink.over_views if self.sql_dialect == "flink" else ()
 
     @model_validator(mode="after")
     def _unique_tables(self) -> DaggerSpec:

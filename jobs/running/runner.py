@@ -41,6 +41,7 @@ from jobs.model.schema_registry import SchemaRegistry
 from jobs.model.spec import DaggerSpec
 from jobs.processors.post import POST_TABLE, apply_post_processors
 from jobs.raystack.flink_sql.over_operator import OverViewError, register_over_views
+from jobs.raystack.flink_sql.proctime import ProcTimeWindowView
 from jobs.running.checkpoint_lock import CheckpointInUseError, CheckpointLock
 from jobs.running.closed_checkpoint import require_open_checkpoint
 from jobs.running.ordering import BatchWriter, OrderedOutput
@@ -139,7 +140,19 @@ def build_dagger(
         require_real_time_stages(spec, result, built.connector_sink is not None)
     require_streamable(result, spec, output_mode(spec, built.bounded))
     require_open_checkpoint(spark, spec, result)
+    _require_an_end(spec, built.bounded)
     return built
+
+
+def _require_an_end(spec: DaggerSpec, bounded: bool) -> None:
+    """A bounded run of a processing-time window is refused: Spark runs a batch at every trigger while a
+    processing-time operator is in the query (TransformWithStateExec asks for one): it would never end."""
+    if bounded and any(isinstance(view, ProcTimeWindowView) for view in spec.over_views):
+        raise DaggerBuildError(
+            f"dagger {spec.name}: a bounded run of a processing-time window (TUMBLE on PROCTIME()) would "
+            "never end on Spark, whose processing-time operator asks for a batch at every trigger; run it "
+            "unbounded (Flink's bounded run ends, dropping the windows the wall clock has not closed)"
+        )
 
 
 def _planned_result(
@@ -335,6 +348,7 @@ class DaggerRun:
         self.built = built
         self.on_progress = on_progress
         self.bounded = built.bounded if bounded is None else bounded
+        _require_an_end(built.spec, self.bounded)
         # The streams read their watermark from it: it is the spec's, fixed when the dagger is built.
         self.checkpoint_location = built.spec.resolved_checkpoint_location
         self.query: StreamingQuery | None = None

@@ -39,6 +39,9 @@ What changes:
 | `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
 | a WITH clause an OVER or Top-N view reads     | carried into the view's source (`view_sources`)      |
 | `SELECT AVG(m) FROM (SELECT MAX(x) AS m ... GROUP BY k) GROUP BY c` | aggregate views (`changelog`)   |
+| `PROCTIME()` (a processing-time attribute)     | `current_timestamp()` (the micro-batch's time)        |
+| `TABLE(TUMBLE(TABLE t, DESCRIPTOR(p_time), size))` | a processing-time window view (`proctime`)       |
+| `JOIN s FOR SYSTEM_TIME AS OF b.p_time AS x`   | `JOIN s AS x` (a stream-static join; `proctime`)      |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
@@ -48,11 +51,13 @@ functions as group windows), `flink_forms` (types, functions, UNNEST and LATERAL
 `changelog` (aggregations over updating results as views of `FlinkAggregate.java`, which consume and
 emit a changelog), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`),
 `top_n` (Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result
-types, chosen by `FlinkTypes.java` once Spark knows the arguments'); then Dagger's functions
-(`jobs.model.sql`).
-Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, temporal joins, CUMULATE
-windows, processing time) are refused with the construct named, before anything starts, and so are calls
-of Flink's functions that Spark lacks or means otherwise (`functions`, a table: functions.toml).
+types, chosen by `FlinkTypes.java` once Spark knows the arguments'), with `proctime` (processing-time
+attributes, their TUMBLE windows as views of `FlinkProcTimeWindow.java`, lookup joins) before the window
+functions; then Dagger's functions (`jobs.model.sql`).
+Constructs Spark streams cannot run (ranking functions over rows, MATCH_RECOGNIZE, event-time temporal
+joins, processing time outside TUMBLE windows and lookup joins) are refused with the construct named,
+before anything starts, and so are calls of Flink's functions that Spark lacks or means otherwise
+(`functions`, a table: functions.toml).
 """
 
 from __future__ import annotations
@@ -70,11 +75,25 @@ from jobs.raystack.flink_sql.errors import FlinkSqlError, UserText, parse_messag
 from jobs.raystack.flink_sql.flink_forms import rewrite_flink_forms
 from jobs.raystack.flink_sql.group_windows import has_unwindowed_aggregation, rewrite_group_windows
 from jobs.raystack.flink_sql.over import OverView, extract_over_views
+from jobs.raystack.flink_sql.proctime import (
+    ProcTimeWindowView,
+    extract_proctime_views,
+    proctime_attributes,
+    refuse_proctime_uses,
+    rewrite_proctime_calls,
+    rewrite_temporal_joins,
+)
 from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import rewrite_typed
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
-__all__ = ["AggregateView", "FlinkSqlError", "OverView", "SparkQuery", "TopNView", "translate"]
+__all__ = [
+    "AggregateView", "FlinkSqlError", "OperatorView", "OverView", "ProcTimeWindowView", "SparkQuery",
+    "TopNView", "translate",
+]  # fmt: skip
+
+OperatorView = OverView | TopNView | AggregateView | ProcTimeWindowView
+"""A view of the query that one of the project's JVM operators computes."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +106,10 @@ class SparkQuery:
     """An aggregation without a group window (its results change as rows arrive: Spark's update mode)."""
     output_columns: tuple[str, ...]
     """Names of the result's columns, `""` where the query leaves one unnamed."""
-    over_views: tuple[OverView | TopNView | AggregateView, ...] = ()
-    """The OVER aggregations, Top-Ns and aggregations over updating results the query reads, in order: each
-    a view to register (with the project's operators, `jobs.raystack.flink_sql.over_operator`) before the
-    query is analysed."""
+    over_views: tuple[OperatorView, ...] = ()
+    """The OVER aggregations, Top-Ns, aggregations over updating results and processing-time windows the
+    query reads, in order: each a view to register (with the project's operators,
+    `jobs.raystack.flink_sql.over_operator`) before the query is analysed."""
 
     @property
     def sql(self) -> str:
@@ -111,8 +130,11 @@ class SparkQuery:
         return "Top-N (ROW_NUMBER())" if any(isinstance(view, TopNView) for view in self.over_views) else ""
 
 
-def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
-    """The Spark SQL of a Flink query; `key` names the setting in errors.
+def translate(
+    flink_sql: str, key: str = "FLINK_SQL_QUERY", proctime_columns: frozenset[str] = frozenset()
+) -> SparkQuery:
+    """The Spark SQL of a Flink query; `key` names the setting in errors, `proctime_columns` the streams'
+    processing-time attributes (computed columns `PROCTIME()`; the query's own are found in it).
 
     The query is parsed once; the passes rewrite its tree in turn: window table functions become group
     windows, Flink's forms Spark's, group windows Spark's window columns, OVER aggregations and Top-Ns
@@ -124,15 +146,20 @@ def translate(flink_sql: str, key: str = "FLINK_SQL_QUERY") -> SparkQuery:
     user = UserText(flink_sql, key)
     tree = _parse(user)
     read = ReadNames.of(tree)
-    rewrite_window_tvfs(tree, user)
-    unwindowed_aggregation = has_unwindowed_aggregation(tree)
     output_columns = tuple(expression.alias_or_name for expression in tree.selects)
+    proctime = proctime_attributes(tree, proctime_columns)
+    rewrite_temporal_joins(tree, proctime, user)
+    proctime_windows = rewrite_window_tvfs(tree, user, proctime)
+    refuse_proctime_uses(tree, proctime, user)
+    rewrite_proctime_calls(tree, user)
+    unwindowed_aggregation = has_unwindowed_aggregation(tree)
     rewrite_flink_forms(tree, user)
     tree = rewrite_group_windows(tree, user)
-    over_views: tuple[OverView | TopNView | AggregateView, ...] = extract_aggregate_views(tree, key)
+    views: list[OperatorView] = [*extract_aggregate_views(tree, key)]
     if tree.find(exp.Window):
-        aggregations = extract_over_views(tree, key)
-        over_views = (*aggregations, *extract_top_n_views(tree, key))  # a Top-N may read an OVER view
+        views += extract_over_views(tree, key)
+        views += extract_top_n_views(tree, key)  # a Top-N may read an OVER view
+    over_views = (*extract_proctime_views(tree, proctime_windows), *views)
     return SparkQuery(
         prepared=prepare_tree(rewrite_typed(tree), flink_sql, read),
         unwindowed_aggregation=unwindowed_aggregation,

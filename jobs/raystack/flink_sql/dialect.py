@@ -10,8 +10,9 @@ every pass of the translator rewrites.
 - `LATERAL TABLE(fn(x))`: the lateral call of fn itself.
 - A script's DDL (`scripts`): `ROW<name type, ...>` (and `ROW(...)` in a column's type) is a STRUCT, and
   `WATERMARK FOR c AS expression` a `WatermarkColumnConstraint` of the table's schema.
+- `JOIN t FOR SYSTEM_TIME AS OF x AS a`: a `Version` of the table `t` (`proctime` reads it).
 - What Spark streams cannot run is refused by name at its token, before it is parsed (the parser would
-  fail on some without naming them): MATCH_RECOGNIZE, temporal joins, processing time, and Flink's
+  fail on some without naming them): MATCH_RECOGNIZE, the group windows' `..._PROCTIME()`, and Flink's
   functions that Spark lacks or means otherwise (`functions.toml`).
 """
 
@@ -56,7 +57,11 @@ class FlinkDialect(DaggerSpark):
 
     class Tokenizer(DaggerSpark.Tokenizer):
         STRING_ESCAPES: ClassVar[list[str]] = ["'"]
-        KEYWORDS: ClassVar[dict[str, TokenType]] = {**_KEYWORDS, "BYTES": TokenType.VARBINARY}
+        KEYWORDS: ClassVar[dict[str, TokenType]] = {
+            **_KEYWORDS,
+            "BYTES": TokenType.VARBINARY,
+            "FOR SYSTEM_TIME": TokenType.TIMESTAMP_SNAPSHOT,  # a temporal join's `FOR SYSTEM_TIME AS OF`
+        }
 
     class Parser(DaggerSpark.Parser):
         CONSTRAINT_PARSERS: ClassVar[dict[str, Callable]] = {
@@ -208,10 +213,6 @@ def _refuse_unsupported(tokens: list[Token]) -> None:
         reason = None
         if name == "MATCH_RECOGNIZE":
             reason = "MATCH_RECOGNIZE (row pattern matching) is not supported"
-        elif name == "FOR" and following is not None and following.text.upper() == "SYSTEM_TIME":
-            reason = "temporal table joins (FOR SYSTEM_TIME AS OF) are not supported"
-        elif name == "PROCTIME" and is_call:
-            reason = "processing time (PROCTIME()) is not supported: windows run on event time"
         elif (match := AUXILIARY.match(name)) and match.group(2) == "PROCTIME" and is_call:
             reason = f"{name} (processing time) is not supported: windows run on event time"
         elif is_call and token.token_type != TokenType.NUMBER:

@@ -1,7 +1,8 @@
-"""Running a translated query's OVER views (`over.OverView`, `top_n.TopNView`, `changelog.AggregateView`):
-each view's rows, through the project's JVM operator (`FlinkOver.java`, `FlinkRank.java`,
-`FlinkAggregate.java`), registered under the view's name for the
-query to read. The rows stay in the JVM: Python passes only the view's description."""
+"""Running a translated query's views of the project's JVM operators (`over.OverView`, `top_n.TopNView`,
+`changelog.AggregateView`, `proctime.ProcTimeWindowView`): each view's rows, through its operator
+(`FlinkOver.java`, `FlinkRank.java`, `FlinkAggregate.java`, `FlinkProcTimeWindow.java`), registered under
+the view's name for the query to read. The rows stay in the JVM: Python passes only the view's
+description."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.model import sql as sql_stage
 from jobs.raystack.flink_sql.changelog import CHANGE_COLUMN, AggregateView
 from jobs.raystack.flink_sql.over import OverView
+from jobs.raystack.flink_sql.proctime import ProcTimeWindowView
 from jobs.raystack.flink_sql.top_n import TopNView
 
 _OVER = "dagger.jobs.raystack.flink_sql.FlinkOver"
 _TOP_N = "dagger.jobs.raystack.flink_sql.FlinkRank"
 _AGGREGATE = "dagger.jobs.raystack.flink_sql.FlinkAggregate"
+_PROCTIME_WINDOW = "dagger.jobs.raystack.flink_sql.FlinkProcTimeWindow"
 _WATERMARK_DELAY = "spark.watermarkDelayMs"  # metadata Spark puts on a column with a watermark
 
 
@@ -25,7 +28,9 @@ class OverViewError(ValueError):
     """An OVER view that cannot run here, with the reason."""
 
 
-def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView | AggregateView]) -> None:
+def register_over_views(
+    spark: SparkSession, views: Sequence[OverView | TopNView | AggregateView | ProcTimeWindowView]
+) -> None:
     """Registers each view (innermost first, as translated) as a temporary view of `spark`."""
     if not views:
         return
@@ -61,6 +66,11 @@ def register_over_views(spark: SparkSession, views: Sequence[OverView | TopNView
                     source._jdf, strings(view.keys), strings(view.functions), strings(view.arguments),
                     strings(view.outputs), CHANGE_COLUMN, view.upserts,
                 )  # fmt: skip
+            elif isinstance(view, ProcTimeWindowView):
+                rows = getattr(jvm, _PROCTIME_WINDOW).apply(
+                    source._jdf, strings(view.keys), view.size_ms, strings(view.functions),
+                    strings(view.arguments), strings(view.outputs),
+                )  # fmt: skip
             else:
                 rows = getattr(jvm, _OVER).apply(
                     source._jdf, strings(view.keys), view.time_column, view.rows_frame, view.preceding,
@@ -80,11 +90,12 @@ def _keeps_the_last_by_time(source: DataFrame, view: TopNView) -> bool:
     return _WATERMARK_DELAY in source.schema[view.orders[0]].metadata
 
 
-def _ordering_columns(view: OverView | TopNView | AggregateView) -> Sequence[str]:
-    """The columns a view orders its rows by (an aggregation without a window orders by none)."""
+def _ordering_columns(view: OverView | TopNView | AggregateView | ProcTimeWindowView) -> Sequence[str]:
+    """The columns a view orders its rows by (an aggregation without a window, or on processing time, by
+    none)."""
     if isinstance(view, TopNView):
         return view.orders
-    return () if isinstance(view, AggregateView) else (view.time_column,)
+    return (view.time_column,) if isinstance(view, OverView) else ()
 
 
 def _one_event_time(source: DataFrame, preferred: Sequence[str]) -> DataFrame:

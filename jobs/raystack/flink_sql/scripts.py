@@ -17,6 +17,10 @@ What maps to what (docs/flink-scripts.md has the whole table):
 - the INSERT's table: a `kafka`, `parquet` (`filesystem`), `log` (`print`) or `blackhole` sink;
 - `CREATE FUNCTION f AS 'class'` (Java, `USING JAR`): one of `functions.java_udfs`; `... LANGUAGE PYTHON`
   of a `package.module.function`: one of `functions.python_udfs.functions`.
+- a table only looked up in a temporal join (`FOR SYSTEM_TIME AS OF` a processing-time attribute), a CSV
+  file of Flink's legacy filesystem options: a common table expression reading the file (Spark's `csv.` path),
+  the stream-static join's static side;
+- `p_time AS PROCTIME()`: a computed column `current_timestamp()`, the stream's processing-time attribute.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
@@ -170,21 +175,20 @@ def script_dagger(files: list[ScriptFile], variables: dict[str, str]) -> dict[st
     if sink_table is None:
         raise insert.fail(f"table {insert.name!r} is not created by the script (CREATE TABLE ... WITH (...))")
     read_views = _views_read(insert.tree.expression, views)
-    read_tables = {
-        name.lower()
-        for statement in [insert, *read_views]
-        for name in _names_read(statement.tree.expression)
-        if name.lower() in tables
-    }
-    streams = [_stream(tables[name]) for name in sorted(read_tables)]
+    queries = [statement.tree.expression for statement in [insert, *read_views]]
+    read_tables = {name.lower() for query in queries for name in _names_read(query) if name.lower() in tables}
+    looked_up = {name for name in read_tables if not any(name in _names_read(q, False) for q in queries)}
+    streams = [_stream(tables[name]) for name in sorted(read_tables - looked_up)]
+    side_tables = [_side_table(tables[name]) for name in sorted(looked_up)]
     event_times = {(stream.event_time, stream.delay_seconds) for stream in streams}
     if len(event_times) > 1:
         described = ", ".join(f"{s.config['table']}: {s.event_time} - {s.delay_seconds}s" for s in streams)
         raise ScriptError(
             f"the tables a dagger reads share one event-time column name and watermark delay ({described})"
         )
-    _checked(insert, _with_views(insert.query_text(), read_views))  # errors placed in the query as written
-    sql = _checked(insert, _with_views(_as_sink_columns(insert.query_text(), sink_table), read_views))
+    definitions = [*side_tables, *((view.name, view.query_text()) for view in read_views)]
+    _checked(insert, _with_views(insert.query_text(), definitions))  # errors placed in the query as written
+    sql = _checked(insert, _with_views(_as_sink_columns(insert.query_text(), sink_table), definitions))
     return {
         "streams": [stream.config for stream in streams],
         "sinks": [_sink(sink_table)],
@@ -282,10 +286,15 @@ def _statements(file: ScriptFile, variables: dict[str, str]) -> list[_Statement]
     return [_Statement(file, text, tree, span) for tree, span in zip(trees, spans, strict=True)]
 
 
-def _names_read(query: exp.Expr) -> set[str]:
-    """The tables and views a query reads (the window functions' `TABLE t` included), not its own CTEs."""
+def _names_read(query: exp.Expr, lookups: bool = True) -> set[str]:
+    """The tables and views a query reads (the window functions' `TABLE t` included), not its own CTEs;
+    with `lookups` False, not the tables it looks up in a temporal join (`FOR SYSTEM_TIME AS OF`)."""
     ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
-    return {table.name for table in query.find_all(exp.Table) if table.name.lower() not in ctes}
+    return {
+        table.name
+        for table in query.find_all(exp.Table)
+        if table.name.lower() not in ctes and (lookups or not table.args.get("version"))
+    }
 
 
 def _views_read(query: exp.Expr, views: dict[str, _Statement]) -> list[_Statement]:
@@ -303,11 +312,12 @@ def _views_read(query: exp.Expr, views: dict[str, _Statement]) -> list[_Statemen
     return ordered
 
 
-def _with_views(query: str, views: list[_Statement]) -> str:
-    """The INSERT's query as one Flink query: the views it reads as its first common table expressions."""
+def _with_views(query: str, views: list[tuple[str, str]]) -> str:
+    """The INSERT's query as one Flink query: the side tables and views it reads (name, query) as its
+    first common table expressions."""
     if not views:
         return query
-    definitions = ",\n".join(f"`{view.name}` AS (\n{view.query_text()}\n)" for view in views)
+    definitions = ",\n".join(f"`{name}` AS (\n{text}\n)" for name, text in views)
     if query[:4].upper() == "WITH":
         return f"WITH {definitions},\n{query[4:].lstrip()}"
     return f"WITH {definitions}\n{query}"
@@ -395,6 +405,39 @@ def _partition_columns(statement: _Statement) -> list[str]:
     properties = statement.tree.args.get("properties")
     partitioned = properties.find(exp.PartitionedByProperty) if properties else None
     return [column.name for column in partitioned.this.expressions] if partitioned else []
+
+
+def _side_table(statement: _Statement) -> tuple[str, str]:
+    """A table looked up in a temporal join (`FOR SYSTEM_TIME AS OF` a processing-time attribute): a CSV
+    file, as the query that reads it (its name and text), which Spark reads when the run starts. Flink 2.3
+    looks up such a table with its legacy options ('connector.type' = 'filesystem', 'format.type' =
+    'csv'); a 'filesystem' table of the current options is no lookup source there (Flink refuses the
+    join), and nor is it here."""
+    table = _Table(statement, _options(statement))
+    if table.options.get("connector.type") != "filesystem" or table.options.get("format.type") != "csv":
+        raise statement.fail(
+            "a table looked up FOR SYSTEM_TIME AS OF is a CSV file, as Flink looks one up: 'connector.type' "
+            "= 'filesystem', 'connector.path' and 'format.type' = 'csv'"
+        )
+    del table.options["connector.type"], table.options["format.type"]
+    path = table.option("connector.path")
+    table.refuse_left_over("CSV side table")
+    schema = statement.tree.this
+    parts = schema.expressions if isinstance(schema, exp.Schema) else []
+    other = [part for part in parts if not isinstance(part, exp.ColumnDef) or part.find(exp.ColumnConstraint)]
+    if other or not parts:
+        what = other[0].sql(dialect=FlinkDialect) if other else "no columns"
+        raise statement.fail(
+            f"a CSV side table has physical columns only: {what}", other[0] if other else None
+        )
+    local = path.removeprefix("file://")
+    if "`" in path or ("://" not in local and not Path(local).is_file()):
+        raise statement.fail(f"'connector.path' = '{path}': no such file")
+    columns = ", ".join(
+        f"CAST(_c{index} AS {column.args['kind'].sql(dialect=FlinkDialect)}) AS `{column.name}`"
+        for index, column in enumerate(parts)
+    )
+    return statement.name, f"SELECT {columns} FROM csv.`{path}`"
 
 
 def _options(statement: _Statement, sink: bool = False) -> dict[str, str]:

@@ -20,6 +20,8 @@ input gets a row per such end (`explode` of the ends, in microseconds, `__cumula
 aggregation groups by the TUMBLE of the period and that end. Its rows come out as the period's window
 closes (Flink emits each window as its own end passes): the same rows, later.
 
+A window aggregation on a processing-time attribute is a processing-time window (`proctime`).
+
 Refused by name: the SESSION table function (its sessions span every key unless partitioned; the SESSION
 group window says what it groups), an OFFSET, and a window table function outside a window aggregation
 (window joins, window Top-N, plain window assignment).
@@ -35,6 +37,7 @@ from jobs.model.sql_tree import call
 from jobs.raystack.flink_sql.dialect import WindowTableFunction
 from jobs.raystack.flink_sql.errors import UserText
 from jobs.raystack.flink_sql.intervals import window_length_ms
+from jobs.raystack.flink_sql.proctime import ProcTimeWindowView, is_proctime, rewrite_proctime_window
 
 _PARAMETERS = {
     "TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"),
@@ -51,13 +54,20 @@ _REFUSED = {
 }
 
 
-def rewrite_window_tvfs(tree: exp.Expr, user: UserText) -> None:
-    """Rewrites each window aggregation over a window table function as a group window, in place."""
+def rewrite_window_tvfs(tree: exp.Expr, user: UserText, proctime: frozenset[str]) -> list[ProcTimeWindowView]:
+    """Rewrites each window aggregation over a window table function as a group window, in place; one on a
+    processing-time attribute (`proctime`) as a processing-time window view's SELECT: those views."""
+    views = []
     for function in list(tree.find_all(WindowTableFunction)):
-        _window_aggregation(function, user)
+        view = _window_aggregation(function, user, proctime)
+        if view is not None:
+            views.append(view)
+    return views
 
 
-def _window_aggregation(function: WindowTableFunction, user: UserText) -> None:
+def _window_aggregation(
+    function: WindowTableFunction, user: UserText, proctime: frozenset[str]
+) -> ProcTimeWindowView | None:
     kind, text = function.name, function.text("text")
     if kind in _REFUSED:
         raise user.fail(function, _REFUSED[kind])
@@ -101,6 +111,8 @@ def _window_aggregation(function: WindowTableFunction, user: UserText) -> None:
     named = {_window_column(item): item for item in (group.expressions if group else [])}
     if "WINDOW_START" not in named or "WINDOW_END" not in named:
         raise user.fail(function, outside)
+    if is_proctime(time_column, proctime):
+        return rewrite_proctime_window(function, kind, arguments, data, group.expressions, user)
     function.replace(data)
     # The group window takes the place of window_start; window_end and window_time (Flink has a selected
     # window_time grouped too) go, but a cumulating window's end, which the group window does not give.
@@ -112,6 +124,7 @@ def _window_aggregation(function: WindowTableFunction, user: UserText) -> None:
     if "WINDOW_TIME" in named:
         named["WINDOW_TIME"].pop()
     _replace_window_columns(select, replacements, user)
+    return None
 
 
 def _with_cumulate_ends(
