@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     ArrayType,
@@ -132,7 +133,15 @@ class NexmarkScripts:
 
 
 def generate(bootstrap_servers: str, topic: str, config: NexmarkConfig) -> int:
-    """Writes `config`'s events into `topic` (one partition, in generation order); returns how many."""
+    """Writes `config`'s events into `topic`, made here, of one partition (in generation order); returns
+    how many. The topic keeps its records whatever their time: they carry their event times as Kafka
+    timestamps, 2015's with the generator's default base time, which a broker's retention by time (7 days
+    by default) would delete within a minute."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 3})
+    if topic in admin.list_topics(timeout=30).topics:
+        raise ValueError(f"topic {topic} exists: the oracle writes its events into a topic of its own")
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "-1"})]).values():
+        future.result(timeout=30)
     writer = KafkaEventWriter(bootstrap_servers, topic, partitions=1)
     for event in NexmarkGenerator(config).events():
         writer.write(event)
@@ -279,6 +288,8 @@ def verdict(flink: dict[str, Any], dagger: dict[str, Any]) -> str:
         return f"dagger: {dagger['error'].splitlines()[0]}"
     if "error" in flink:
         return f"Flink: {flink['error'].splitlines()[0][:200]}"
+    if not flink["rows"]:
+        return "compares nothing: no rows on Flink"
     return "identical" if flink == dagger else "different"
 
 
@@ -294,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--topic", default="nexmark", help="the topic (default nexmark, as Nexmark's DDL)")
     parser.add_argument(
         "--queries", type=Path, default=QUERIES_DIR, help="a folder of ddl_kafka.sql, ddl_views.sql, qN.sql"
+    )
+    parser.add_argument(
+        "--config", type=Path, help="YAML or JSON file of NexmarkConfig fields (the flags win)"
     )
     parser.add_argument("--only", help="comma-separated query ids (default: all 24)")
     parser.add_argument(
@@ -318,8 +332,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker = None if arguments.kafka else LocalKafka().start()
     try:
         bootstrap = arguments.kafka or broker.bootstrap_servers
-        config = NexmarkConfig(
-            num_events=arguments.events, first_event_rate=arguments.rate, next_event_rate=arguments.rate
+        fields = yaml.safe_load(arguments.config.read_text(encoding="utf-8")) if arguments.config else {}
+        config = NexmarkConfig.model_validate(
+            {
+                **fields,
+                "num_events": arguments.events,
+                "first_event_rate": arguments.rate,
+                "next_event_rate": arguments.rate,
+            }
         )
         print(f"{generate(bootstrap, arguments.topic, config)} events in {arguments.topic}", flush=True)
         scripts = NexmarkScripts(
@@ -329,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = spark_session(
             "local[2]", app_name="nexmark-oracle", extra_conf={"spark.sql.shuffle.partitions": "2"}
         )
+        outcomes: dict[str, Any] = {}
         try:
             for query in query_ids:
                 try:
@@ -337,7 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ours = {"error": f"refused: {error}"}
                 theirs = flink_rows(flink.result(query))
                 rows = f"{len(theirs.get('rows', []))} rows on Flink, {len(ours.get('rows', []))} as a dagger"
-                print(f"{query}: {verdict(theirs, ours)} ({rows})", flush=True)
+                outcomes[query] = {"verdict": verdict(theirs, ours), "flink": theirs, "dagger": ours}
+                print(f"{query}: {outcomes[query]['verdict']} ({rows})", flush=True)
+            (scripts.work_dir / "results.json").write_text(json.dumps(outcomes, indent=1))
+            print(f"both sides' rows: {scripts.work_dir / 'results.json'}")
         finally:
             flink.stop()
             spark.stop()
