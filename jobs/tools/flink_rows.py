@@ -1,8 +1,9 @@
-"""A Flink query's result as JSON-ready rows, for the oracles that compare Flink with daggers.
+"""Rows of Flink and of a dagger in one form, for the oracles that compare the two.
 
-Runs inside PyFlink's own virtualenv (build/flink-venv), not the project's: only the standard library and
-PyFlink (imported where used). `tests/flink/runner.py` (the oracle's corpus) and
-`jobs/tools/nexmark/flink_job.py` (the Nexmark oracle) share it.
+Flink's side (`tagged`, `run_query`) runs inside PyFlink's own virtualenv (build/flink-venv), not the
+project's: only the standard library and PyFlink (imported where used), for `tests/flink/runner.py` (the
+oracle's corpus) and `jobs/tools/nexmark/flink_job.py` (the Nexmark oracle). The dagger's side
+(`spark_tagged`, PySpark imported where used) tags the values of a dagger's log sink the same way.
 
 A query whose result is a changelog (an aggregation without a window) is reported as its final table.
 Values are tagged with their column's type (`int8`, `int16`, `int32`, `int64`, `float32`, `float64`,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -24,8 +25,8 @@ def kind_of(data_type: Any) -> str | None:
     from pyflink.table import types
 
     widths = {
-        types.TinyIntType: "int8", types.SmallIntType: "int16", types.IntType: "int32",
-        types.BigIntType: "int64", types.FloatType: "float32", types.DoubleType: "float64",
+        types.ByteType: "int8", types.ShortType: "int16", types.IntegerType: "int32",
+        types.LongType: "int64", types.FloatType: "float32", types.DoubleType: "float64",
     }  # fmt: skip
     if isinstance(data_type, types.DecimalType):
         return f"decimal({data_type.precision},{data_type.scale})"
@@ -83,3 +84,44 @@ def run_query(t_env: Any, sql: str) -> dict[str, Any]:
         "changelog": changelog,
         "seconds": round(time.monotonic() - started, 2),
     }
+
+
+def spark_tagged(value: Any, data_type: Any) -> Any:
+    """A value of a dagger's log sink (JSON) of Spark type `data_type`, tagged as `tagged` tags Flink's."""
+    from pyspark.sql import types
+
+    widths = {
+        types.ByteType: "int8", types.ShortType: "int16", types.IntegerType: "int32",
+        types.LongType: "int64", types.FloatType: "float32", types.DoubleType: "float64",
+    }  # fmt: skip
+    if value is None:
+        return None
+    if isinstance(data_type, types.BooleanType):
+        return ["bool", value]
+    if isinstance(
+        data_type,
+        types.ByteType
+        | types.ShortType
+        | types.IntegerType
+        | types.LongType
+        | types.FloatType
+        | types.DoubleType,
+    ):
+        return [
+            widths[type(data_type)],
+            float(value) if isinstance(data_type, types.FloatType | types.DoubleType) else value,
+        ]
+    if isinstance(data_type, types.DecimalType):
+        return [f"decimal({data_type.precision},{data_type.scale})", value]
+    if isinstance(data_type, types.TimestampType | types.TimestampNTZType):
+        instant = datetime.fromisoformat(value)
+        if instant.tzinfo is not None:
+            instant = instant.astimezone(UTC).replace(tzinfo=None)
+        return ["ts", instant.isoformat(timespec="milliseconds")]
+    if isinstance(data_type, types.DateType):
+        return ["date", value]
+    if isinstance(data_type, types.ArrayType):
+        return ["array", [spark_tagged(item, data_type.elementType) for item in value]]
+    if isinstance(data_type, types.StringType):
+        return ["str", value]
+    raise ValueError(f"no tag for {data_type.simpleString()}")

@@ -33,35 +33,19 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    TimestampNTZType,
-    TimestampType,
-)
 
 from jobs.model.errors import DaggerBuildError, DaggerQueryError
 from jobs.model.spec import DaggerConfigError, DaggerSpec, load_dagger
 from jobs.project import BUILD_DIR
 from jobs.running.runner import DaggerRun, build_dagger
 from jobs.sinks.log.config import LogSink
+from jobs.tools.flink_rows import spark_tagged
 from jobs.tools.nexmark.config import NexmarkConfig
 from jobs.tools.nexmark.generator import NexmarkGenerator
 from jobs.tools.nexmark.kafka_writer import KafkaEventWriter
@@ -212,39 +196,6 @@ class FlinkNexmark:
         self._process.wait()
 
 
-_WIDTHS: dict[type[DataType], str] = {
-    ByteType: "int8", ShortType: "int16", IntegerType: "int32", LongType: "int64", FloatType: "float32",
-    DoubleType: "float64",
-}  # fmt: skip
-
-
-def tagged(value: Any, data_type: DataType) -> Any:
-    """A value of a dagger's log sink (JSON) tagged as `jobs/tools/flink_rows.py` tags Flink's values."""
-    if value is None:
-        return None
-    if isinstance(data_type, BooleanType):
-        return ["bool", value]
-    if isinstance(data_type, ByteType | ShortType | IntegerType | LongType | FloatType | DoubleType):
-        return [
-            _WIDTHS[type(data_type)],
-            float(value) if isinstance(data_type, FloatType | DoubleType) else value,
-        ]
-    if isinstance(data_type, DecimalType):
-        return [f"decimal({data_type.precision},{data_type.scale})", value]
-    if isinstance(data_type, TimestampType | TimestampNTZType):
-        instant = datetime.fromisoformat(value)
-        if instant.tzinfo is not None:
-            instant = instant.astimezone(UTC).replace(tzinfo=None)
-        return ["ts", instant.isoformat(timespec="milliseconds")]
-    if isinstance(data_type, DateType):
-        return ["date", value]
-    if isinstance(data_type, ArrayType):
-        return ["array", [tagged(item, data_type.elementType) for item in value]]
-    if isinstance(data_type, StringType):
-        return ["str", value]
-    raise ValueError(f"no tag for {data_type.simpleString()}")
-
-
 def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
     """Rows as a sorted multiset, with their column names."""
     return {"columns": list(columns), "rows": [json.loads(row) for row in sorted(map(json.dumps, rows))]}
@@ -272,7 +223,7 @@ def dagger_rows(
     rows, last_of_key = [], {}
     for line in logged:
         values = json.loads(line.split(" | ", 1)[1])
-        rows.append([tagged(values[field.name], field.dataType) for field in fields])
+        rows.append([spark_tagged(values[field.name], field.dataType) for field in fields])
         last_of_key[tuple(values[name] for name in upsert_key)] = rows[-1]
     return comparable([field.name for field in fields], last_of_key.values() if upsert_key else rows)
 
