@@ -25,8 +25,8 @@ def kind_of(data_type: Any) -> str | None:
     from pyflink.table import types
 
     widths = {
-        types.ByteType: "int8", types.ShortType: "int16", types.IntegerType: "int32",
-        types.LongType: "int64", types.FloatType: "float32", types.DoubleType: "float64",
+        types.TinyIntType: "int8", types.SmallIntType: "int16", types.IntType: "int32",
+        types.BigIntType: "int64", types.FloatType: "float32", types.DoubleType: "float64",
     }  # fmt: skip
     if isinstance(data_type, types.DecimalType):
         return f"decimal({data_type.precision},{data_type.scale})"
