@@ -236,9 +236,9 @@ def flink_rows(result: dict[str, Any]) -> dict[str, Any]:
 def verdict(flink: dict[str, Any], dagger: dict[str, Any]) -> str:
     """`identical`, `different`, or which side could not run the query and why."""
     if "error" in dagger:
-        return f"dagger: {dagger['error'].splitlines()[0]}"
+        return f"dagger: {' '.join(dagger['error'].split())[:400]}"
     if "error" in flink:
-        return f"Flink: {flink['error'].splitlines()[0][:200]}"
+        return f"Flink: {' '.join(flink['error'].split())[:400]}"
     if not flink["rows"]:
         return "compares nothing: no rows on Flink"
     return "identical" if flink == dagger else "different"
