@@ -50,7 +50,7 @@ PROMETHEUS := /usr/bin/prometheus
 FLINK_VENV := build/flink-venv
 FLINK_STAMP := $(FLINK_VENV)/.installed
 # Flink's side of the benchmark suite (bench/flink/): its Kafka connector, protobuf format and protoc, resolved
-# by Maven from Maven Central (only for `bench`).
+# by Maven from Maven Central; the tests need the Kafka connector too (the Nexmark oracle's Flink reads Kafka).
 FLINK_BENCH_POM := bench/flink/pom.xml
 FLINK_BENCH_STAMP := build/flink-bench/.resolved
 # apt-get for the servers the tests need; one update per make run at most.
@@ -58,7 +58,7 @@ APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get inst
 
 # Everything the tests talk to, and what they read from the build.
 TEST_SETUP := $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) \
-	$(ELASTICSEARCH_STAMP) $(FLINK_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
+	$(ELASTICSEARCH_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
 PYTEST := $(BIN)/python -m pytest --numprocesses 3 --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test soak lint bench protos jvm s3a jvm-archive clean

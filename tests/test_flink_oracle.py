@@ -19,35 +19,20 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from jobs.project import PROJECT_ROOT
 from jobs.raystack.flink_sql import translate
 from jobs.raystack.flink_sql.functions import function_table
 from jobs.running.runner import DaggerBuildError, DaggerQueryError
+from jobs.tools.flink_rows import spark_tagged
 from tests.conftest import QUICK_COMPILER, REPORT_PROPERTY, kafka_stream, message_class
 from tests.flink.corpus import (
     FLUSH_CUTOFF,
@@ -184,39 +169,6 @@ def flink(oracle_input: Path, request: pytest.FixtureRequest) -> Iterator[FlinkO
         oracle.stop()
 
 
-_WIDTHS: dict[type[DataType], str] = {
-    ByteType: "int8", ShortType: "int16", IntegerType: "int32", LongType: "int64", FloatType: "float32",
-    DoubleType: "float64",
-}  # fmt: skip
-
-
-def _tagged(value: Any, data_type: DataType) -> Any:
-    """A value of the dagger's log sink (JSON) tagged as the Flink runner tags Flink's values."""
-    if value is None:
-        return None
-    if isinstance(data_type, BooleanType):
-        return ["bool", value]
-    if isinstance(data_type, ByteType | ShortType | IntegerType | LongType | FloatType | DoubleType):
-        return [
-            _WIDTHS[type(data_type)],
-            float(value) if isinstance(data_type, FloatType | DoubleType) else value,
-        ]
-    if isinstance(data_type, DecimalType):
-        return [f"decimal({data_type.precision},{data_type.scale})", value]
-    if isinstance(data_type, TimestampType | TimestampNTZType):
-        instant = datetime.fromisoformat(value)
-        if instant.tzinfo is not None:
-            instant = instant.astimezone(UTC).replace(tzinfo=None)
-        return ["ts", instant.isoformat(timespec="milliseconds")]
-    if isinstance(data_type, DateType):
-        return ["date", value]
-    if isinstance(data_type, ArrayType):
-        return ["array", [_tagged(item, data_type.elementType) for item in value]]
-    if isinstance(data_type, StringType):
-        return ["str", value]
-    raise AssertionError(f"no tag for {data_type.simpleString()}")
-
-
 def _from_flush(row: list[Any]) -> bool:
     return any(value is not None and value[0] == "ts" and value[1] >= FLUSH_CUTOFF for value in row)
 
@@ -278,7 +230,7 @@ def _run_as_dagger(
     last_of_key: dict[tuple, list[Any]] = {}
     for line in running.logged:
         values = json.loads(line.split(" | ", 1)[1])
-        rows.append([_tagged(values[field.name], field.dataType) for field in schema.fields])
+        rows.append([spark_tagged(values[field.name], field.dataType) for field in schema.fields])
         last_of_key[tuple(values[name] for name in upsert_key)] = rows[-1]
     kept = list(last_of_key.values()) if upsert_key else rows
     return _comparable(schema.fieldNames(), kept, before_flush=not bounded)

@@ -13,60 +13,20 @@ A bounded file ends with Flink's final watermark, which closes every window stil
 With `function_names` in the job, a last line (id `__functions__`) holds Flink's own list of its functions
 and which of the names it does not know (`functions`).
 
-A query whose result is a changelog (an aggregation without a window) is reported as its final table.
-Values are tagged with their column's type (`int8`, `int16`, `int32`, `int64`, `float32`, `float64`,
-`decimal(p,s)`, `str`, `bool`, `ts`, `date`, `array`) so that an INT and a BIGINT, or a DOUBLE, of the same
-value stay different; instants are cut to milliseconds, as Flink hands them to Python. Only the standard
-library and PyFlink are used: this runs outside the project's virtualenv.
+Each result is a query's final table, its values tagged with their type (`jobs/tools/flink_rows.py`).
+Only the standard library, PyFlink and that module are used: this runs outside the project's virtualenv.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
-from datetime import date, datetime
-from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-
-def kind_of(data_type: Any) -> str | None:
-    """The tag of a number column's values: its width or its decimal shape (None: the value decides)."""
-    from pyflink.table import types
-
-    widths = {
-        types.TinyIntType: "int8", types.SmallIntType: "int16", types.IntType: "int32",
-        types.BigIntType: "int64", types.FloatType: "float32", types.DoubleType: "float64",
-    }  # fmt: skip
-    if isinstance(data_type, types.DecimalType):
-        return f"decimal({data_type.precision},{data_type.scale})"
-    return widths.get(type(data_type))
-
-
-def tagged(value: Any, data_type: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return ["bool", value]
-    if isinstance(value, int | float | Decimal):
-        kind = kind_of(data_type)
-        return [kind, str(value) if isinstance(value, Decimal) else value]
-    if isinstance(value, datetime):
-        return ["ts", value.replace(tzinfo=None).isoformat(timespec="milliseconds")]
-    if isinstance(value, date):
-        return ["date", value.isoformat()]
-    if isinstance(value, list | tuple):
-        return ["array", [tagged(item, data_type.element_type) for item in value]]
-    return ["str", str(value)]
-
-
-def failure(error: Exception) -> str:
-    """The Java exception's own message where there is one (py4j's first line only says a call failed)."""
-    java = getattr(error, "java_exception", None)
-    if java is not None:
-        return f"{java.getClass().getName()}: {java.getMessage()}"
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+# Run as a script by PyFlink's interpreter: the project's root, for the row functions it shares.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from jobs.tools.flink_rows import failure, run_query
 
 
 def create_table(t_env: Any, table: dict[str, Any]) -> None:
@@ -78,32 +38,6 @@ def create_table(t_env: Any, table: dict[str, Any]) -> None:
         f"WITH ('connector' = 'filesystem', 'path' = '{table['path']}', 'format' = 'json', "
         "'scan.watermark.emit.strategy' = 'on-event')"
     )
-
-
-def run_query(t_env: Any, sql: str) -> dict[str, Any]:
-    from pyflink.common import RowKind
-
-    started = time.monotonic()
-    table = t_env.sql_query(sql)
-    schema = table.get_schema()
-    columns, types = schema.get_field_names(), schema.get_field_data_types()
-    final: list[tuple] = []
-    changelog = False
-    with table.execute().collect() as results:
-        for row in results:
-            kind = row.get_row_kind()
-            values = tuple(json.dumps(tagged(value, kind)) for value, kind in zip(row, types, strict=True))
-            if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
-                final.append(values)
-            else:
-                final.remove(values)
-            changelog = changelog or kind != RowKind.INSERT
-    return {
-        "columns": columns,
-        "rows": [[json.loads(value) for value in row] for row in final],
-        "changelog": changelog,
-        "seconds": round(time.monotonic() - started, 2),
-    }
 
 
 def main(job_path: str, results_path: str) -> int:

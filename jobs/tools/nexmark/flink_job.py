@@ -1,0 +1,118 @@
+"""Runs Nexmark's queries on Apache Flink over the generator's Kafka topic, and writes each one's rows.
+
+    build/flink-venv/bin/python jobs/tools/nexmark/flink_job.py <job.json> <results.jsonl>
+
+PyFlink's interpreter runs it (build/flink-venv): only the standard library, PyFlink and
+`jobs/tools/flink_rows.py`. The job (`oracle.flink_job`) names Flink's Kafka connector jars, the scripts
+(each query's files in order and their `${NAME}` values) and the name of the table over the topic. Each
+query gets a table environment of its own in one JVM, at parallelism 1 in streaming mode, UTC. Its
+statements run as Flink runs them, but for two changes that keep the data and the semantics: the Kafka
+table is made bounded (`'scan.bounded.mode' = 'latest-offset'`, so the job ends, with Flink's final
+watermark, at the records there are when it starts), and the `INSERT INTO` is run as its query, whose rows
+(a changelog's final table) are collected under the sink table's column names. A query Flink cannot run
+has its error as its result. Results are appended one JSON line a query (`{"id": ..., "result": ...}`) as
+each is known.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+# Run as a script by PyFlink's interpreter: the project's root, for the row functions it shares.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from jobs.tools.flink_rows import failure, run_query
+
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+`?(\w+)`?", re.IGNORECASE)
+_INSERT = re.compile(r"INSERT\s+INTO\s+(`[^`]+`|\S+)\s+(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def statements(text: str) -> list[str]:
+    """The script's statements: `--` comments dropped, split at each `;` outside a quoted string."""
+    found, current, quote = [], [], ""
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote:
+            current.append(char)
+            quote = "" if char == quote else quote
+        elif char in "'`":
+            quote = char
+            current.append(char)
+        elif text.startswith("--", index):
+            index = text.find("\n", index)
+            if index < 0:
+                break
+            continue
+        elif char == ";":
+            found.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        index += 1
+    found.append("".join(current))
+    return [statement.strip() for statement in found if statement.strip()]
+
+
+def filled(text: str, variables: dict[str, str]) -> str:
+    def value(match: re.Match[str]) -> str:
+        if match.group(1) not in variables:
+            raise ValueError(f"${{{match.group(1)}}} is not one of the job's variables")
+        return variables[match.group(1)]
+
+    return _PLACEHOLDER.sub(value, text)
+
+
+def run_script(job: dict[str, Any], script: dict[str, Any]) -> dict[str, Any]:
+    """One query's script on a table environment of its own: its final rows, named as its sink's."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    config = t_env.get_config()
+    config.set("parallelism.default", "1")
+    config.set("table.exec.resource.default-parallelism", "1")
+    config.set("table.local-time-zone", "UTC")
+    config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
+    insert = None
+    for path in script["files"]:
+        for statement in statements(filled(Path(path).read_text(encoding="utf-8"), script["variables"])):
+            match = _INSERT.match(statement)
+            if match is None:
+                t_env.execute_sql(statement)
+                created = _CREATE_TABLE.match(statement)
+                if created is not None and created.group(1) == job["table"]:
+                    t_env.execute_sql(
+                        f"ALTER TABLE `{job['table']}` SET ('scan.bounded.mode' = 'latest-offset')"
+                    )
+            elif insert is not None:
+                raise ValueError("the script has more than one INSERT INTO")
+            else:
+                insert = match
+    if insert is None:
+        raise ValueError("the script has no INSERT INTO")
+    sink, query = insert.group(1).strip("`"), insert.group(2)
+    result = run_query(t_env, query)
+    result["columns"] = t_env.from_path(sink).get_schema().get_field_names()
+    return result
+
+
+def main(job_path: str, results_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    with open(results_path, "a") as out:
+        for script in job["scripts"]:
+            try:
+                result = run_script(job, script)
+            except Exception as error:  # the query's own failure is a result to report
+                result = {"error": failure(error)}
+            out.write(json.dumps({"id": script["id"], "result": result}) + "\n")
+            out.flush()
+            print(f"flink: {script['id']}: {result.get('seconds', 'error')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,326 @@
+"""The Nexmark oracle: each Nexmark query on Apache Flink and as a dagger, over the same generated events in
+one Apache Kafka topic, and whether their rows are the same.
+
+    python -m jobs.tools.nexmark.oracle --events 3000 [--kafka BOOTSTRAP] [--queries DIR] [--only q0,q7]
+
+The pieces, which the tests (tests/test_nexmark_oracle.py) and the benchmarks use one by one:
+
+- `generate` writes the generator's events (`jobs.tools.nexmark`) into one topic of one partition, as
+  Nexmark's Kafka set-up has them;
+- `FlinkNexmark` runs the queries on Apache Flink 2.3 (PyFlink in build/flink-venv, with Flink's Kafka SQL
+  connector that `make test` resolves into build/flink-bench/libs), one process for all of them
+  (`flink_job.py`): each reads the topic to the records there when it starts and ends with Flink's final
+  watermark;
+- `NexmarkScripts` makes each query's dagger file (`script:` the DDL, the views and `qN.sql`), and
+  `dagger_rows` runs it bounded, on a given Spark session, through the dagger's own Kafka source, with its
+  sink swapped for a log sink whose rows it keeps;
+- `comparable` puts both sides' rows in one form: a sorted multiset, each value tagged with its type.
+
+A query whose rows update (an aggregation without a window, a Top-N) is compared as its final table: on
+Flink the changelog applied, on the dagger the last row of each key of `UPSERT_KEYS`. The query files are
+the project's own (`queries/`, the same queries as Nexmark's `nexmark-flink/src/main/resources/queries`,
+written anew); `--queries DIR` runs Nexmark's own files instead (its `ddl_kafka.sql` reads the topic
+`nexmark`, the default here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import SparkSession
+
+from jobs.model.errors import DaggerBuildError, DaggerQueryError
+from jobs.model.spec import DaggerConfigError, DaggerSpec, load_dagger
+from jobs.project import BUILD_DIR
+from jobs.running.runner import DaggerRun, build_dagger
+from jobs.sinks.log.config import LogSink
+from jobs.tools.flink_rows import spark_tagged
+from jobs.tools.nexmark.config import NexmarkConfig
+from jobs.tools.nexmark.generator import NexmarkGenerator
+from jobs.tools.nexmark.kafka_writer import KafkaEventWriter
+
+QUERIES_DIR = Path(__file__).resolve().parent / "queries"
+QUERY_IDS = tuple(f"q{number}" for number in range(24))
+DDL_FILES = ("ddl_kafka.sql", "ddl_views.sql")
+TABLE = "kafka"
+"""The table over the topic, as Nexmark's DDL names it (its views read `${NEXMARK_TABLE}`)."""
+FLINK_PYTHON = BUILD_DIR / "flink-venv" / "bin" / "python"
+FLINK_JOB = Path(__file__).resolve().parent / "flink_job.py"
+FLINK_KAFKA_LIBS = BUILD_DIR / "flink-bench" / "libs"
+"""Flink's Kafka SQL connector (flink-sql-connector-kafka 5.0.0-2.2, built for Flink 2.2, runs on 2.3)."""
+
+UPSERT_KEYS: dict[str, tuple[str, ...]] = {
+    "q4": ("id",),
+    "q9": ("id",),
+    "q15": ("day",),
+    "q16": ("channel", "day"),
+    "q17": ("auction", "day"),
+    "q18": ("auction", "bidder"),
+    "q19": ("auction", "rank_number"),
+}
+"""The key of each query whose rows update: its final table holds the last row of each key."""
+
+
+@dataclass(frozen=True)
+class NexmarkScripts:
+    """Where the queries' files are, the topic they read and the folder their dagger files go to."""
+
+    bootstrap_servers: str
+    topic: str
+    work_dir: Path
+    queries_dir: Path = QUERIES_DIR
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """The scripts' `${NAME}` values (Nexmark's own files use the first two, and `NEXMARK_DIR` in q10
+        and q13 for the files they write and read)."""
+        return {
+            "BOOTSTRAP_SERVERS": self.bootstrap_servers,
+            "NEXMARK_TABLE": TABLE,
+            "NEXMARK_TOPIC": self.topic,
+            "NEXMARK_DIR": str(self.work_dir),
+        }
+
+    def files(self, query_id: str) -> list[Path]:
+        """The query's script: the DDL, the views, then `qN.sql`."""
+        return [self.queries_dir / name for name in (*DDL_FILES, f"{query_id}.sql")]
+
+    def dagger_file(self, query_id: str) -> Path:
+        """The query's dagger file (written here), as a user would keep it: its script and variables."""
+        path = self.work_dir / f"nexmark-{query_id}.yaml"
+        document = {
+            "name": f"nexmark-{query_id}",
+            "script": [str(file) for file in self.files(query_id)],
+            "variables": self.variables,
+            "checkpoint_location": str(self.work_dir / "checkpoints" / query_id),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+
+    def dagger(self, query_id: str) -> DaggerSpec:
+        """The query as a dagger whose rows can be read back: its sink a log sink that keeps every row.
+        Raises `DaggerConfigError` when the dagger refuses the script (the reason names file and line)."""
+        spec = load_dagger(self.dagger_file(query_id))
+        return spec.model_copy(update={"sinks": [LogSink(kind="log", max_rows_per_batch=1_000_000)]})
+
+
+def generate(bootstrap_servers: str, topic: str, config: NexmarkConfig) -> int:
+    """Writes `config`'s events into `topic`, made here, of one partition (in generation order); returns
+    how many. The topic keeps its records whatever their time: they carry their event times as Kafka
+    timestamps, 2015's with the generator's default base time, which a broker's retention by time (7 days
+    by default) would delete within a minute."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 3})
+    if topic in admin.list_topics(timeout=30).topics:
+        raise ValueError(f"topic {topic} exists: the oracle writes its events into a topic of its own")
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "-1"})]).values():
+        future.result(timeout=30)
+    writer = KafkaEventWriter(bootstrap_servers, topic, partitions=1)
+    for event in NexmarkGenerator(config).events():
+        writer.write(event)
+    writer.close()
+    return writer.written
+
+
+class FlinkNexmark:
+    """The queries running on Flink in a process of their own, started at once: `result` waits for one
+    query's result, which Flink may still be computing."""
+
+    def __init__(self, scripts: NexmarkScripts, query_ids: Iterable[str], timeout_s: float = 1800) -> None:
+        if not FLINK_PYTHON.exists():
+            raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make test` makes it")
+        jars = sorted(str(jar) for jar in FLINK_KAFKA_LIBS.glob("flink-sql-connector-kafka-*.jar"))
+        if not jars:
+            raise FileNotFoundError(
+                f"Flink's Kafka connector is not in {FLINK_KAFKA_LIBS}: `make test` puts it"
+            )
+        folder = scripts.work_dir / "flink"
+        folder.mkdir(parents=True, exist_ok=True)
+        job = {
+            "jars": jars,
+            "table": TABLE,
+            "scripts": [
+                {
+                    "id": query,
+                    "files": [str(path) for path in scripts.files(query)],
+                    "variables": scripts.variables,
+                }
+                for query in query_ids
+            ],
+        }
+        (folder / "job.json").write_text(json.dumps(job))
+        self._results_file = folder / "results.jsonl"
+        self._results: dict[str, Any] = {}
+        self._log = folder / "flink.log"
+        # The JVM's quick compiler only, as the other oracle's Flink (tests/test_flink_oracle.py).
+        environment = {**os.environ, "JVM_ARGS": "-XX:TieredStopAtLevel=1"}
+        with open(self._log, "wb") as log:
+            self._process = subprocess.Popen(
+                [str(FLINK_PYTHON), str(FLINK_JOB), str(folder / "job.json"), str(self._results_file)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
+            )  # fmt: skip
+        self._deadline = time.monotonic() + timeout_s
+
+    def result(self, query_id: str) -> dict[str, Any]:
+        """Flink's result of the query: its columns and rows, or the error Flink gave."""
+        while query_id not in self._results:
+            ended = self._process.poll() is not None  # before reading: a line written just before the end
+            if self._results_file.exists():
+                for line in self._results_file.read_text().splitlines():
+                    entry = json.loads(line)
+                    self._results[entry["id"]] = entry["result"]
+            if query_id in self._results:
+                break
+            if ended or time.monotonic() > self._deadline:
+                tail = self._log.read_text(errors="replace")[-5000:]
+                raise RuntimeError(
+                    f"the Flink job ended or timed out without a result for {query_id}:\n{tail}"
+                )
+            time.sleep(0.2)
+        return self._results[query_id]
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+
+
+def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
+    """Rows as a sorted multiset, with their column names."""
+    return {"columns": list(columns), "rows": [json.loads(row) for row in sorted(map(json.dumps, rows))]}
+
+
+def dagger_rows(
+    spark: SparkSession, spec: DaggerSpec, upsert_key: Sequence[str] = (), timeout_s: float = 600
+) -> dict[str, Any]:
+    """The dagger's rows out of a bounded run (its final table by `upsert_key` when it has one), or
+    `{"error": ...}` when it cannot be built or its query fails."""
+    logged: list[str] = []
+    try:
+        run = DaggerRun(spark, build_dagger(spark, spec, log_emit=logged.append), bounded=True)
+    except DaggerBuildError as error:
+        return {"error": f"refused before the start: {error}"}
+    run.start()
+    try:
+        if not run.wait(timeout_s=timeout_s):
+            return {"error": f"the bounded run did not end in {timeout_s} s"}
+    except DaggerQueryError as error:
+        return {"error": f"failed while running: {error}"}
+    finally:
+        run.stop()
+    fields = run.built.result.schema.fields
+    rows, last_of_key = [], {}
+    for line in logged:
+        values = json.loads(line.split(" | ", 1)[1])
+        rows.append([spark_tagged(values[field.name], field.dataType) for field in fields])
+        last_of_key[tuple(values[name] for name in upsert_key)] = rows[-1]
+    return comparable([field.name for field in fields], last_of_key.values() if upsert_key else rows)
+
+
+def flink_rows(result: dict[str, Any]) -> dict[str, Any]:
+    """Flink's result in `comparable`'s form (its error as it is)."""
+    return result if "error" in result else comparable(result["columns"], result["rows"])
+
+
+def verdict(flink: dict[str, Any], dagger: dict[str, Any]) -> str:
+    """`identical`, `different`, or which side could not run the query and why."""
+    if "error" in dagger:
+        return f"dagger: {' '.join(dagger['error'].split())[:400]}"
+    if "error" in flink:
+        return f"Flink: {' '.join(flink['error'].split())[:400]}"
+    if not flink["rows"]:
+        return "compares nothing: no rows on Flink"
+    return "identical" if flink == dagger else "different"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.tools.nexmark.oracle", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--events", type=int, default=3000, help="events to generate (default 3000)")
+    parser.add_argument("--rate", type=int, default=100, help="events per second of event time (default 100)")
+    parser.add_argument(
+        "--kafka", metavar="BOOTSTRAP", help="a Kafka cluster (default: a local node started here)"
+    )
+    parser.add_argument("--topic", default="nexmark", help="the topic (default nexmark, as Nexmark's DDL)")
+    parser.add_argument(
+        "--queries", type=Path, default=QUERIES_DIR, help="a folder of ddl_kafka.sql, ddl_views.sql, qN.sql"
+    )
+    parser.add_argument(
+        "--config", type=Path, help="YAML or JSON file of NexmarkConfig fields (the flags win)"
+    )
+    parser.add_argument("--only", help="comma-separated query ids (default: all 24)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=BUILD_DIR / "nexmark-oracle",
+        help="dagger files, checkpoints, Flink's results",
+    )
+    arguments = parser.parse_args(argv)
+    query_ids = arguments.only.split(",") if arguments.only else list(QUERY_IDS)
+    missing = [
+        str(path)
+        for query in query_ids
+        for path in NexmarkScripts("", "", Path(), arguments.queries).files(query)
+        if not path.exists()
+    ]
+    if missing:
+        parser.error(f"no such query file(s): {', '.join(missing)}")
+    from jobs.engine.spark import spark_session
+    from jobs.tools.broker import LocalKafka
+
+    broker = None if arguments.kafka else LocalKafka().start()
+    try:
+        bootstrap = arguments.kafka or broker.bootstrap_servers
+        fields = yaml.safe_load(arguments.config.read_text(encoding="utf-8")) if arguments.config else {}
+        config = NexmarkConfig.model_validate(
+            {
+                **fields,
+                "num_events": arguments.events,
+                "first_event_rate": arguments.rate,
+                "next_event_rate": arguments.rate,
+            }
+        )
+        print(f"{generate(bootstrap, arguments.topic, config)} events in {arguments.topic}", flush=True)
+        scripts = NexmarkScripts(
+            bootstrap, arguments.topic, arguments.work_dir.resolve(), arguments.queries.resolve()
+        )
+        flink = FlinkNexmark(scripts, query_ids)
+        spark = spark_session(
+            "local[2]", app_name="nexmark-oracle", extra_conf={"spark.sql.shuffle.partitions": "2"}
+        )
+        outcomes: dict[str, Any] = {}
+        try:
+            for query in query_ids:
+                try:
+                    ours = dagger_rows(spark, scripts.dagger(query), UPSERT_KEYS.get(query, ()))
+                except DaggerConfigError as error:
+                    ours = {"error": f"refused: {error}"}
+                theirs = flink_rows(flink.result(query))
+                rows = f"{len(theirs.get('rows', []))} rows on Flink, {len(ours.get('rows', []))} as a dagger"
+                outcomes[query] = {"verdict": verdict(theirs, ours), "flink": theirs, "dagger": ours}
+                print(f"{query}: {outcomes[query]['verdict']} ({rows})", flush=True)
+            (scripts.work_dir / "results.json").write_text(json.dumps(outcomes, indent=1))
+            print(f"both sides' rows: {scripts.work_dir / 'results.json'}")
+        finally:
+            flink.stop()
+            spark.stop()
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
