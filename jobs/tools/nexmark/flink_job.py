@@ -9,9 +9,9 @@ query gets a table environment of its own in one JVM, at parallelism 1 in stream
 statements run as Flink runs them, but for two changes that keep the data and the semantics: the Kafka
 table is made bounded (`'scan.bounded.mode' = 'latest-offset'`, so the job ends, with Flink's final
 watermark, at the records there are when it starts), and the `INSERT INTO` is run as its query, whose rows
-(a changelog's final table) are collected under the sink table's column names. A query Flink cannot run
-has its error as its result. Results are appended one JSON line a query (`{"id": ..., "result": ...}`) as
-each is known.
+(a changelog's final table) are collected with the sink table's column names and types. A query Flink
+cannot run has its error as its result. Results are appended one JSON line a query (`{"id": ...,
+"result": ...}`) as each is known.
 """
 
 from __future__ import annotations
@@ -95,9 +95,19 @@ def run_script(job: dict[str, Any], script: dict[str, Any]) -> dict[str, Any]:
     if insert is None:
         raise ValueError("the script has no INSERT INTO")
     sink, query = insert.group(1).strip("`"), insert.group(2)
-    result = run_query(t_env, query)
-    result["columns"] = t_env.from_path(sink).get_schema().get_field_names()
-    return result
+    return run_query(t_env, as_sink_columns(t_env, sink, query))
+
+
+def as_sink_columns(t_env: Any, sink: str, query: str) -> str:
+    """`query` with its columns as the `sink` table's: by position, named and cast to the table's types,
+    as an INSERT INTO writes them."""
+    with t_env.execute_sql(f"DESCRIBE `{sink}`").collect() as described:
+        columns = [(row[0], row[1]) for row in described]
+    positional = ", ".join(f"`_c{index}`" for index in range(len(columns)))
+    casts = ", ".join(
+        f"CAST(`_c{index}` AS {kind}) AS `{name}`" for index, (name, kind) in enumerate(columns)
+    )
+    return f"SELECT {casts} FROM ({query}) AS `_query` ({positional})"
 
 
 def main(job_path: str, results_path: str) -> int:

@@ -60,6 +60,10 @@ FLINK_JOB = Path(__file__).resolve().parent / "flink_job.py"
 FLINK_KAFKA_LIBS = BUILD_DIR / "flink-bench" / "libs"
 """Flink's Kafka SQL connector (flink-sql-connector-kafka 5.0.0-2.2, built for Flink 2.2, runs on 2.3)."""
 
+SIDE_INPUT_FILE = "side_input.txt"
+SIDE_INPUT_KEYS = 10_000
+"""q13's side table (`${NEXMARK_DIR}/side_input.txt`): a key and a value per line, keys 0 to 9,999."""
+
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {
     "q4": ("id",),
     "q9": ("id",),
@@ -80,6 +84,12 @@ class NexmarkScripts:
     topic: str
     work_dir: Path
     queries_dir: Path = QUERIES_DIR
+
+    def __post_init__(self) -> None:
+        # q13's side table, a CSV file both engines look up: one row per auction id modulo 10,000.
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        lines = (f"{key},side-{key}\n" for key in range(SIDE_INPUT_KEYS))
+        (self.work_dir / SIDE_INPUT_FILE).write_text("".join(lines), encoding="utf-8")
 
     @property
     def variables(self) -> dict[str, str]:
@@ -228,9 +238,18 @@ def dagger_rows(
     return comparable([field.name for field in fields], last_of_key.values() if upsert_key else rows)
 
 
-def flink_rows(result: dict[str, Any]) -> dict[str, Any]:
-    """Flink's result in `comparable`'s form (its error as it is)."""
-    return result if "error" in result else comparable(result["columns"], result["rows"])
+def flink_rows(result: dict[str, Any], upsert_key: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Flink's result in `comparable`'s form (its error as it is); with an `upsert_key`, the last row of
+    each key: Flink sends a Top-N that leaves its row number out as updates of its partition key alone
+    (UPDATE_AFTER without UPDATE_BEFORE), which replace the key's earlier row."""
+    if "error" in result:
+        return result
+    rows = result["rows"]
+    if upsert_key:
+        positions = [result["columns"].index(name) for name in upsert_key]
+        last_of_key = {json.dumps([row[position] for position in positions]): row for row in rows}
+        rows = list(last_of_key.values())
+    return comparable(result["columns"], rows)
 
 
 def verdict(flink: dict[str, Any], dagger: dict[str, Any]) -> str:
@@ -307,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ours = dagger_rows(spark, scripts.dagger(query), UPSERT_KEYS.get(query, ()))
                 except DaggerConfigError as error:
                     ours = {"error": f"refused: {error}"}
-                theirs = flink_rows(flink.result(query))
+                theirs = flink_rows(flink.result(query), UPSERT_KEYS.get(query, ()))
                 rows = f"{len(theirs.get('rows', []))} rows on Flink, {len(ours.get('rows', []))} as a dagger"
                 outcomes[query] = {"verdict": verdict(theirs, ours), "flink": theirs, "dagger": ours}
                 print(f"{query}: {outcomes[query]['verdict']} ({rows})", flush=True)
