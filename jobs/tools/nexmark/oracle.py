@@ -76,6 +76,11 @@ UPSERT_KEYS: dict[str, tuple[str, ...]] = {
 """The key of each query whose rows update: its final table holds the last row of each key."""
 
 
+def script_files(queries_dir: Path, query_id: str) -> list[Path]:
+    """A query's script in `queries_dir`: the DDL, the views, then `qN.sql`."""
+    return [queries_dir / name for name in (*DDL_FILES, f"{query_id}.sql")]
+
+
 @dataclass(frozen=True)
 class NexmarkScripts:
     """Where the queries' files are, the topic they read and the folder their dagger files go to."""
@@ -104,7 +109,7 @@ class NexmarkScripts:
 
     def files(self, query_id: str) -> list[Path]:
         """The query's script: the DDL, the views, then `qN.sql`."""
-        return [self.queries_dir / name for name in (*DDL_FILES, f"{query_id}.sql")]
+        return script_files(self.queries_dir, query_id)
 
     def dagger_file(self, query_id: str) -> Path:
         """The query's dagger file (written here), as a user would keep it: its script and variables."""
@@ -291,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [
         str(path)
         for query in query_ids
-        for path in NexmarkScripts("", "", Path(), arguments.queries).files(query)
+        for path in script_files(arguments.queries, query)
         if not path.exists()
     ]
     if missing:
