@@ -15,9 +15,6 @@ in the docs. The last test reports "N queries, N identical".
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -32,8 +29,9 @@ from jobs.project import PROJECT_ROOT
 from jobs.raystack.flink_sql import translate
 from jobs.raystack.flink_sql.functions import function_table
 from jobs.running.runner import DaggerBuildError, DaggerQueryError
+from jobs.tools.flink_process import FLINK_PYTHON, FlinkResults
 from jobs.tools.flink_rows import spark_tagged
-from tests.conftest import QUICK_COMPILER, REPORT_PROPERTY, kafka_stream, message_class
+from tests.conftest import REPORT_PROPERTY, kafka_stream, message_class
 from tests.flink.corpus import (
     FLUSH_CUTOFF,
     KNOWN_DIFFERENCES,
@@ -44,7 +42,6 @@ from tests.flink.corpus import (
     Table,
 )
 
-FLINK_PYTHON = PROJECT_ROOT / "build" / "flink-venv" / "bin" / "python"
 RUNNER = PROJECT_ROOT / "tests" / "flink" / "runner.py"
 ARTIFACT = PROJECT_ROOT / "test-artifacts" / "flink-oracle.json"
 FLINK_TIMEOUT_S = 1800
@@ -95,7 +92,7 @@ def oracle_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-class FlinkOracle:
+class FlinkOracle(FlinkResults):
     """The corpus running on Flink in a process of its own, started once per module: a test asks for its
     query's result, which Flink may still be computing, and waits for it meanwhile."""
 
@@ -114,41 +111,7 @@ class FlinkOracle:
             "queries": [{"id": query.id, "sql": query.sql} for query in queries],
             "function_names": sorted(function_table().functions),
         }
-        (folder / "job.json").write_text(json.dumps(job))
-        self._results_file = folder / "flink-results.jsonl"
-        self._results: dict[str, Any] = {}
-        self._log = folder / "flink-runner.log"
-        # Flink's JVM with its quick compiler only, as the tests' Spark JVMs (tests/conftest.py): the
-        # corpus took 62 CPU-seconds with it and 81 without, in the same 53 s, on an idle machine.
-        environment = {**os.environ, "JVM_ARGS": QUICK_COMPILER}
-        with open(self._log, "wb") as log:
-            self._process = subprocess.Popen(
-                [str(FLINK_PYTHON), str(RUNNER), str(folder / "job.json"), str(self._results_file)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
-            )  # fmt: skip
-        self._deadline = time.monotonic() + FLINK_TIMEOUT_S
-
-    def result(self, query_id: str) -> dict[str, Any]:
-        """Flink's result of the query: its columns and rows, or the error Flink gave."""
-        while query_id not in self._results:
-            ended = self._process.poll() is not None  # before reading: a line written just before the end
-            if self._results_file.exists():
-                for line in self._results_file.read_text().splitlines():
-                    entry = json.loads(line)
-                    self._results[entry["id"]] = entry["result"]
-            if query_id in self._results:
-                break
-            if ended or time.monotonic() > self._deadline:
-                tail = self._log.read_text(errors="replace")[-5000:]
-                how = f"ended ({self._process.returncode})" if ended else f"ran {FLINK_TIMEOUT_S}s"
-                raise AssertionError(f"the Flink runner {how} without a result for {query_id}:\n{tail}")
-            time.sleep(0.2)
-        return self._results[query_id]
-
-    def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait()
+        super().__init__(RUNNER, job, folder / "flink-runner", FLINK_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")

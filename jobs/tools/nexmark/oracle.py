@@ -27,10 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +42,7 @@ from jobs.model.spec import DaggerConfigError, DaggerSpec, load_dagger
 from jobs.project import BUILD_DIR
 from jobs.running.runner import DaggerRun, build_dagger
 from jobs.sinks.log.config import LogSink
+from jobs.tools.flink_process import FlinkResults
 from jobs.tools.flink_rows import spark_tagged
 from jobs.tools.nexmark.config import NexmarkConfig
 from jobs.tools.nexmark.generator import NexmarkGenerator
@@ -55,7 +53,6 @@ QUERY_IDS = tuple(f"q{number}" for number in range(24))
 DDL_FILES = ("ddl_kafka.sql", "ddl_views.sql")
 TABLE = "kafka"
 """The table over the topic, as Nexmark's DDL names it (its views read `${NEXMARK_TABLE}`)."""
-FLINK_PYTHON = BUILD_DIR / "flink-venv" / "bin" / "python"
 FLINK_JOB = Path(__file__).resolve().parent / "flink_job.py"
 FLINK_KAFKA_LIBS = BUILD_DIR / "flink-bench" / "libs"
 """Flink's Kafka SQL connector (flink-sql-connector-kafka 5.0.0-2.2, built for Flink 2.2, runs on 2.3)."""
@@ -148,20 +145,16 @@ def generate(bootstrap_servers: str, topic: str, config: NexmarkConfig) -> int:
     return writer.written
 
 
-class FlinkNexmark:
+class FlinkNexmark(FlinkResults):
     """The queries running on Flink in a process of their own, started at once: `result` waits for one
     query's result, which Flink may still be computing."""
 
     def __init__(self, scripts: NexmarkScripts, query_ids: Iterable[str], timeout_s: float = 1800) -> None:
-        if not FLINK_PYTHON.exists():
-            raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make test` makes it")
         jars = sorted(str(jar) for jar in FLINK_KAFKA_LIBS.glob("flink-sql-connector-kafka-*.jar"))
         if not jars:
             raise FileNotFoundError(
                 f"Flink's Kafka connector is not in {FLINK_KAFKA_LIBS}: `make test` puts it"
             )
-        folder = scripts.work_dir / "flink"
-        folder.mkdir(parents=True, exist_ok=True)
         job = {
             "jars": jars,
             "table": TABLE,
@@ -174,41 +167,7 @@ class FlinkNexmark:
                 for query in query_ids
             ],
         }
-        (folder / "job.json").write_text(json.dumps(job))
-        self._results_file = folder / "results.jsonl"
-        self._results: dict[str, Any] = {}
-        self._log = folder / "flink.log"
-        # The JVM's quick compiler only, as the other oracle's Flink (tests/test_flink_oracle.py).
-        environment = {**os.environ, "JVM_ARGS": "-XX:TieredStopAtLevel=1"}
-        with open(self._log, "wb") as log:
-            self._process = subprocess.Popen(
-                [str(FLINK_PYTHON), str(FLINK_JOB), str(folder / "job.json"), str(self._results_file)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
-            )  # fmt: skip
-        self._deadline = time.monotonic() + timeout_s
-
-    def result(self, query_id: str) -> dict[str, Any]:
-        """Flink's result of the query: its columns and rows, or the error Flink gave."""
-        while query_id not in self._results:
-            ended = self._process.poll() is not None  # before reading: a line written just before the end
-            if self._results_file.exists():
-                for line in self._results_file.read_text().splitlines():
-                    entry = json.loads(line)
-                    self._results[entry["id"]] = entry["result"]
-            if query_id in self._results:
-                break
-            if ended or time.monotonic() > self._deadline:
-                tail = self._log.read_text(errors="replace")[-5000:]
-                raise RuntimeError(
-                    f"the Flink job ended or timed out without a result for {query_id}:\n{tail}"
-                )
-            time.sleep(0.2)
-        return self._results[query_id]
-
-    def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait()
+        super().__init__(FLINK_JOB, job, scripts.work_dir / "flink", timeout_s)
 
 
 def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
