@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,16 @@ without, in the same 53 s, on an idle machine."""
 
 class FlinkResults:
     """`script` run by PyFlink's interpreter on `job` (written to `folder`/job.json); `result` waits for a
-    query's result, which Flink may still be computing, for at most `timeout_s` from the start."""
+    query's result, which Flink may still be computing, for at most `timeout_s` from the start.
 
-    def __init__(self, script: Path, job: dict[str, Any], folder: Path, timeout_s: float) -> None:
+    `lib_jars` (connectors) go on the Flink JVM's own class path, as a Flink installation's `lib/` folder
+    holds them: their classes load and compile once for every query of the process. Named in
+    `pipeline.jars` instead, they load again in each job's class loader, and each query reads its topic
+    through a fresh, interpreted copy of the Kafka connector."""
+
+    def __init__(
+        self, script: Path, job: dict[str, Any], folder: Path, timeout_s: float, lib_jars: Sequence[Path] = ()
+    ) -> None:
         if not FLINK_PYTHON.exists():
             raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make test` makes it")
         folder.mkdir(parents=True, exist_ok=True)
@@ -36,7 +44,7 @@ class FlinkResults:
         self._results: dict[str, Any] = {}
         self._log = folder / "flink.log"
         self._timeout_s = timeout_s
-        environment = {**os.environ, "JVM_ARGS": QUICK_COMPILER}
+        environment = {**os.environ, "JVM_ARGS": QUICK_COMPILER, **_flink_lib(folder / "lib", lib_jars)}
         with open(self._log, "wb") as log:
             self._process = subprocess.Popen(
                 [str(FLINK_PYTHON), str(script), str(folder / "job.json"), str(self._results_file)],
@@ -65,3 +73,17 @@ class FlinkResults:
         if self._process.poll() is None:
             self._process.kill()
         self._process.wait()
+
+
+def _flink_lib(folder: Path, jars: Sequence[Path]) -> dict[str, str]:
+    """The environment that starts PyFlink's JVM with `folder` as its `lib/`: PyFlink's own jars and
+    `jars`, linked. PyFlink reads `FLINK_LIB_DIR` only beside a `FLINK_HOME`."""
+    if not jars:
+        return {}
+    (pyflink,) = FLINK_PYTHON.parents[1].glob("lib/python3*/site-packages/pyflink")
+    folder.mkdir(parents=True, exist_ok=True)
+    for jar in [*(pyflink / "lib").glob("*.jar"), *jars]:
+        link = folder / jar.name
+        if not link.exists():
+            link.symlink_to(jar.resolve())
+    return {"FLINK_HOME": str(pyflink), "FLINK_LIB_DIR": str(folder)}

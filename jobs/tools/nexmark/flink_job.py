@@ -3,14 +3,16 @@
     build/flink-venv/bin/python jobs/tools/nexmark/flink_job.py <job.json> <results.jsonl>
 
 PyFlink's interpreter runs it (build/flink-venv): only the standard library, PyFlink and
-`jobs/tools/flink_rows.py`. The job (`oracle.flink_job`) names Flink's Kafka connector jars, the scripts
-(each query's files in order and their `${NAME}` values) and the name of the table over the topic. Each
-query gets a table environment of its own in one JVM, at parallelism 1 in streaming mode, UTC. Its
-statements run as Flink runs them, but for two changes that keep the data and the semantics: the Kafka
-table is made bounded (`'scan.bounded.mode' = 'latest-offset'`, so the job ends, with Flink's final
-watermark, at the records there are when it starts), and the `INSERT INTO` is run as its query, whose rows
-(a changelog's final table) are collected with the sink table's column names and types. A query Flink
-cannot run has its error as its result. Results are appended one JSON line a query (`{"id": ...,
+`jobs/tools/flink_rows.py`, with Flink's Kafka connector on its class path (`FlinkResults`' `lib_jars`).
+The job (`oracle.FlinkNexmark`) names the scripts (each query's files in order and their `${NAME}`
+values) and the table over the topic. The queries share one table environment, at parallelism 1 in
+streaming mode, UTC: a file a script names that an earlier script ran with the same values (the DDL and the
+views every query reads) is not run again, and each query's own file declares names of its own
+(`nexmark_qN`). The statements run as Flink runs them, but for two changes that keep the data and the
+semantics: the Kafka table is made bounded (`'scan.bounded.mode' = 'latest-offset'`, so the job ends,
+with Flink's final watermark, at the records there are when it starts), and the `INSERT INTO` is run as its
+query, whose rows (a changelog's final table) are collected with the sink table's column names and types.
+A query Flink cannot run has its error as its result. Results are appended one JSON line a query (`{"id": ...,
 "result": ...}`) as each is known.
 """
 
@@ -67,8 +69,8 @@ def filled(text: str, variables: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(value, text)
 
 
-def run_script(job: dict[str, Any], script: dict[str, Any]) -> dict[str, Any]:
-    """One query's script on a table environment of its own: its final rows, named as its sink's."""
+def table_environment() -> Any:
+    """The streaming table environment every query of the job runs in."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
@@ -76,12 +78,21 @@ def run_script(job: dict[str, Any], script: dict[str, Any]) -> dict[str, Any]:
     config.set("parallelism.default", "1")
     config.set("table.exec.resource.default-parallelism", "1")
     config.set("table.local-time-zone", "UTC")
-    config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
+    return t_env
+
+
+def run_script(t_env: Any, job: dict[str, Any], script: dict[str, Any], ran: set[str]) -> dict[str, Any]:
+    """One query's script: its final rows, named as its sink's. `ran` holds the files (with their values)
+    already run in `t_env`, whose statements are not run again."""
     insert = None
     for path in script["files"]:
-        for statement in statements(filled(Path(path).read_text(encoding="utf-8"), script["variables"])):
+        text = filled(Path(path).read_text(encoding="utf-8"), script["variables"])
+        key = json.dumps([path, script["variables"]], sort_keys=True)
+        for statement in statements(text):
             match = _INSERT.match(statement)
             if match is None:
+                if key in ran:
+                    continue
                 t_env.execute_sql(statement)
                 created = _CREATE_TABLE.match(statement)
                 if created is not None and created.group(1) == job["table"]:
@@ -92,6 +103,7 @@ def run_script(job: dict[str, Any], script: dict[str, Any]) -> dict[str, Any]:
                 raise ValueError("the script has more than one INSERT INTO")
             else:
                 insert = match
+        ran.add(key)
     if insert is None:
         raise ValueError("the script has no INSERT INTO")
     sink, query = insert.group(1).strip("`"), insert.group(2)
@@ -112,10 +124,11 @@ def as_sink_columns(t_env: Any, sink: str, query: str) -> str:
 
 def main(job_path: str, results_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
+    t_env, ran = table_environment(), set()
     with open(results_path, "a") as out:
         for script in job["scripts"]:
             try:
-                result = run_script(job, script)
+                result = run_script(t_env, job, script, ran)
             except Exception as error:  # the query's own failure is a result to report
                 result = {"error": failure(error)}
             out.write(json.dumps({"id": script["id"], "result": result}) + "\n")

@@ -150,13 +150,12 @@ class FlinkNexmark(FlinkResults):
     query's result, which Flink may still be computing."""
 
     def __init__(self, scripts: NexmarkScripts, query_ids: Iterable[str], timeout_s: float = 1800) -> None:
-        jars = sorted(str(jar) for jar in FLINK_KAFKA_LIBS.glob("flink-sql-connector-kafka-*.jar"))
+        jars = sorted(FLINK_KAFKA_LIBS.glob("flink-sql-connector-kafka-*.jar"))
         if not jars:
             raise FileNotFoundError(
                 f"Flink's Kafka connector is not in {FLINK_KAFKA_LIBS}: `make test` puts it"
             )
         job = {
-            "jars": jars,
             "table": TABLE,
             "scripts": [
                 {
@@ -167,7 +166,7 @@ class FlinkNexmark(FlinkResults):
                 for query in query_ids
             ],
         }
-        super().__init__(FLINK_JOB, job, scripts.work_dir / "flink", timeout_s)
+        super().__init__(FLINK_JOB, job, scripts.work_dir / "flink", timeout_s, lib_jars=jars)
 
 
 def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
