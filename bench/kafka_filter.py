@@ -19,9 +19,13 @@
    `bench.bookings` collection, schema in a throwaway PostgreSQL metadata database) on a topic of their
    own, and the same dagger reading them with `format: avro`, fresh and warmed. Target: its warmed steady
    state at least 60% of the protobuf dagger's in the same run.
-5. The cost of metrics: in another session, after a warm-up run, the dagger runs `--metrics-rounds` times
-   without metrics export and as often with every exporter on (a Prometheus endpoint and StatsD pushes),
-   alternating, and the medians of their steady states are compared. Target: metrics on within 5% of off.
+5. The cost of metrics: in another session, after a warm-up run, the dagger runs in rounds of one run
+   without metrics export and one with every exporter on (a Prometheus endpoint and StatsD pushes),
+   alternating which goes first; at least `--metrics-rounds` rounds, and more, up to `--max-cost-rounds`,
+   until the 95% interval of the rounds' on/off ratios is narrower than 5 points
+   (`bench.figures.paired_cost`). The cost of counting rows per stage the same way
+   (`--stage-rows-rounds`), on the filter and on the filter with a SQL pre-processor and a SQL transformer
+   (`STAGED`). Target: on within 5% of off, by the median of the rounds' ratios.
 
 Every output topic (baseline, fresh, warmed, the metrics runs, Avro, Flink) is read back and must hold
 exactly the GO_RIDE bookings of the input produced, once each, every field equal (`expected_output`,

@@ -28,8 +28,11 @@ Apache Kafka node, jobs/tools/broker.py) and Spark session, so one cannot warm u
                                        `--master`, the project shipped to the executors as the packed
                                        environment (jobs/tools/pack_environment.py); no Flink, no Avro
 
-The hand-written loops are one Python process each: confluent-kafka, the same native codec (ptars, only
-the fields read), pyarrow.compute, and a producer with the Kafka sink's settings.
+The throughput workloads (filter, window, join, filter-cluster) run `--repeats` times (full scale: 3), each
+in a fresh process; their rows show the medians of the runs with their range, and are judged on them
+(`bench.suite_rows`). The hand-written loops are one Python process each: confluent-kafka, the same
+native codec (ptars, only the fields read), pyarrow.compute, and a producer with the Kafka sink's
+settings.
 
 `--scale small` (50,000 records, a 15 s latency window) checks that everything runs; its figures mean
 little. Results: every workload's JSON, `suite.json` (with the machine and its load average at the start

@@ -22,8 +22,9 @@ the whole input minus 10 s (the windows still open then are never written, by ei
 read back and must hold exactly those windows of the input produced (`expected_windows`, computed with
 NumPy from the generated bookings), once each, the count equal and the cash total to 1e-9
 (`bench.checking.check_records`); Flink's, whose bounded input's end closes every window, all of them.
-Events/s are input records over time, as in bench/kafka_filter.py; the target is 100,000 events/s in
-steady state.
+Events/s are input records over time: the suite's cut for every engine runs from the first window written
+to the last, over the input each run read in between (`first_to_last_window`, `bench.figures.window_cut`);
+the target is 100,000 events/s and Flink's rate.
 """
 
 from __future__ import annotations
