@@ -110,7 +110,8 @@ SCALES: dict[str, dict[str, list[str]]] = {
             "--stage-rows-rounds", "2", "--max-cost-rounds", "2", "--flink", "--avro",
         ],
         "window": [
-            "--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000", "--flink",
+            "--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000",
+            "--baseline-read-chunk", "5000", "--flink",
         ],
         "join": [
             "--orders", "25000", "--minutes", "5", "--max-records-per-batch", "5000", "--flink",
