@@ -448,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{what} on: {cost['on_events_per_s']:,} events/s, off: {cost['off_events_per_s']:,} "
                 f"({cost['on_vs_off']:.1%}, rounds {cost['on_vs_off_min']:.1%}-{cost['on_vs_off_max']:.1%}, "
-                f"95% interval {cost['on_vs_off_mean_95']}; target {cost['target']}"
+                f"95% interval {cost['on_vs_off_mean_95'][0]:.1%}-{cost['on_vs_off_mean_95'][1]:.1%}; "
+                f"target {cost['target']}"
                 f"{'' if cost['resolved'] else ', UNRESOLVED'})"
             )
     write_summary(args.output, summary)
