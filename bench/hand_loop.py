@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Message
 
+from bench.figures import InputRead
 from bench.kafka_io import (
     consume_to_end,
     decode_chunk,
@@ -36,6 +37,8 @@ class BaselineResult:
     """Starting the clients, not counted in `seconds`."""
     cpu: dict[str, Any]
     """CPU used by this process (the loop) and the broker while the loop ran."""
+    reads: list[InputRead] = field(default_factory=list)
+    """Each consumed chunk: when its consume began, and its records (the window's cut counts them)."""
 
     @property
     def events_per_s(self) -> float:
@@ -48,6 +51,7 @@ class BaselineResult:
             "client_startup_seconds": round(self.startup_seconds, 3),
             "records_written": self.written,
             "cpu": self.cpu,
+            "reads": [[round(read.started_ms), read.records] for read in self.reads],
         }
 
 
@@ -146,6 +150,7 @@ def run_baseline(
     producer = warmed_sink_producer(bootstrap_servers, output_topic, output_message)
     consumer = fast_consumer(bootstrap_servers, output_topic)
     consumed = written = 0
+    reads: list[InputRead] = []
 
     def write(output: pa.Table | pa.RecordBatch) -> None:
         nonlocal written
@@ -156,7 +161,13 @@ def run_baseline(
     meter = CpuMeter()
     started = time.perf_counter()
     try:
-        for messages in consume_to_end(consumer, topics, read_chunk):
+        chunks = consume_to_end(consumer, topics, read_chunk)
+        while True:
+            began_ms = time.time() * 1000
+            messages = next(chunks, None)
+            if messages is None:
+                break
+            reads.append(InputRead(began_ms, len(messages)))
             consumed += len(messages)
             chunk = {
                 topic: _decode_topic(decoders[topic], topic, of_topic)
@@ -172,7 +183,7 @@ def run_baseline(
     cpu = meter.stop()
     if consumed != records:
         raise RuntimeError(f"baseline read {consumed} records, expected {records}")
-    return BaselineResult(consumed, written, seconds, started - startup, cpu)
+    return BaselineResult(consumed, written, seconds, started - startup, cpu, reads)
 
 
 def _by_topic(messages: Sequence[Message], topics: Sequence[str]) -> Iterator[tuple[str, Sequence[Message]]]:

@@ -19,9 +19,13 @@
    `bench.bookings` collection, schema in a throwaway PostgreSQL metadata database) on a topic of their
    own, and the same dagger reading them with `format: avro`, fresh and warmed. Target: its warmed steady
    state at least 60% of the protobuf dagger's in the same run.
-5. The cost of metrics: in another session, after a warm-up run, the dagger runs `--metrics-rounds` times
-   without metrics export and as often with every exporter on (a Prometheus endpoint and StatsD pushes),
-   alternating, and the medians of their steady states are compared. Target: metrics on within 5% of off.
+5. The cost of metrics: in another session, after a warm-up run, the dagger runs in rounds of one run
+   without metrics export and one with every exporter on (a Prometheus endpoint and StatsD pushes),
+   alternating which goes first; at least `--metrics-rounds` rounds, and more, up to `--max-cost-rounds`,
+   until the 95% interval of the rounds' on/off ratios is narrower than 5 points
+   (`bench.figures.paired_cost`). The cost of counting rows per stage the same way
+   (`--stage-rows-rounds`), on the filter and on the filter with a SQL pre-processor and a SQL transformer
+   (`STAGED`). Target: on within 5% of off, by the median of the rounds' ratios.
 
 Every output topic (baseline, fresh, warmed, the metrics runs, Avro, Flink) is read back and must hold
 exactly the GO_RIDE bookings of the input produced, once each, every field equal (`expected_output`,
@@ -61,6 +65,7 @@ from bench.common import (
     write_summary,
 )
 from bench.dagger_runs import KafkaDagger, kafka_stream, run_fresh_and_warm
+from bench.figures import paired_cost
 from bench.hand_loop import BaselineResult, run_baseline
 from bench.kafka_io import check_topic, first_to_last_output
 from bench.report import ThroughputTargets, print_throughput_summary, throughput_summary
@@ -180,14 +185,16 @@ def measure_cost(
     what: str,
     dagger: KafkaDagger,
     metrics: tuple[dict[str, Any], dict[str, Any]],
-    registry: SchemaRegistry,
     records: int,
-    rounds: int,
-    master: str,
-    conf: dict[str, str],
+    rounds: range,
+    session: tuple[SchemaRegistry, str, dict[str, str]],
 ) -> tuple[dict[str, Any], list[str]]:
-    """Steady-state events/s of the dagger with its `metrics` keys without and with `what`, alternating in
-    one warmed session; the summary and the output topics written."""
+    """Steady-state events/s of the dagger with its `metrics` keys without and with `what`, in rounds of
+    one run each, alternating which goes first, in one warmed session (`session`: the registry, the
+    master and the Spark settings): at least `rounds.start` rounds, and more, up to `rounds.stop`, until
+    the rounds tell a cost of 5% from none (`bench.figures.paired_cost`); the summary and the output
+    topics written."""
+    registry, master, conf = session
     without, with_ = (
         replace(dagger, name=f"{dagger.name}-{what}-{label}", settings={**dagger.settings, "metrics": keys})
         for label, keys in zip(("off", "on"), metrics, strict=True)
@@ -198,7 +205,9 @@ def measure_cost(
     try:
         print(f"{what} cost: warm-up run ...", flush=True)
         without.run(spark, registry, records, topics[0])
-        for round_ in range(rounds):
+        for round_ in range(rounds.stop):
+            if round_ >= max(rounds.start, 2) and paired_cost(rates["off"], rates["on"])["resolved"]:
+                break
             # Alternate which goes first, so a drifting machine does not favour one side.
             order = [("off", without), ("on", with_)]
             for label, candidate in order if round_ % 2 == 0 else order[::-1]:
@@ -210,15 +219,15 @@ def measure_cost(
     finally:
         spark.stop()
     off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
+    cost = paired_cost(rates["off"], rates["on"])
     summary = {
-        "rounds": rounds,
+        **cost,
         "metrics_off": metrics[0],
         "metrics_on": metrics[1],
         "off_events_per_s": round(off),
         "on_events_per_s": round(on),
-        "on_vs_off": round(on / off, 3),
-        "target": f">= {COST_TARGET:.0%} of {what} off",
-        "target_met": on >= COST_TARGET * off,
+        "target": f">= {COST_TARGET:.0%} of {what.split('-')[0]} off",
+        "target_met": cost["on_vs_off"] >= COST_TARGET,
         "runs_events_per_s": {label: [round(rate) for rate in values] for label, values in rates.items()},
     }
     return summary, topics
@@ -229,6 +238,25 @@ COSTS = {
     "stage_rows": ({"stage_rows": False}, {}),
 }
 """What each cost measurement compares: the dagger's `metrics` keys without, then with it."""
+STAGED = {
+    "pre_processors": [{"kind": "sql", "sql": "SELECT * FROM bookings WHERE order_number IS NOT NULL"}],
+    "post_processors": {
+        "transformers": [{"kind": "sql", "sql": "SELECT * FROM data_stream WHERE customer_id IS NOT NULL"}]
+    },
+}
+"""A SQL pre-processor and a SQL transformer that keep every row: the stage counts' cost measured where
+there are three stages to count (pre-processor, SQL, transformer), not the filter's one."""
+
+
+def staged_filter_dagger(dagger: KafkaDagger) -> KafkaDagger:
+    """The filter dagger with `STAGED`'s pre-processor on its stream and transformer after its SQL."""
+    [stream] = dagger.settings["streams"]
+    settings = {
+        **dagger.settings,
+        "streams": [{**stream, "pre_processors": STAGED["pre_processors"]}],
+        "post_processors": STAGED["post_processors"],
+    }
+    return replace(dagger, name=f"{dagger.name}-staged", settings=settings)
 
 
 FLINK_TOPIC = "bench-flink-out"
@@ -286,13 +314,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--produce-chunk", type=int, default=50_000, help="bookings per generated batch")
     parser.add_argument("--max-records-per-batch", type=int, default=200_000, help="dagger micro-batch size")
     parser.add_argument(
-        "--metrics-rounds", type=int, default=3, help="runs each without and with metrics export (0: skip)"
+        "--metrics-rounds",
+        type=int,
+        default=6,
+        help="at least this many rounds of a run without and one with metrics export (0: skip)",
     )
     parser.add_argument(
         "--stage-rows-rounds",
         type=int,
-        default=3,
-        help="runs each without and with the rows per stage counted (0: skip)",
+        default=6,
+        help="at least this many rounds of a run without and one with the rows per stage counted, on the "
+        "filter and on the filter with a pre-processor and a transformer (0: skip)",
+    )
+    parser.add_argument(
+        "--max-cost-rounds",
+        type=int,
+        default=30,
+        help="more rounds, up to this many, until a cost of 5%% is told from none",
     )
     parser.add_argument("--flink", action="store_true", help="also run the filter as Flink SQL")
     parser.add_argument(
@@ -300,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_run_arguments(parser, RESULTS)
     args = parser.parse_args(argv)
+    for option, rounds in (
+        ("--metrics-rounds", args.metrics_rounds),
+        ("--stage-rows-rounds", args.stage_rows_rounds),
+    ):
+        if rounds == 1 or rounds < 0:
+            parser.error(f"{option}: 0 (skip) or at least 2 rounds, to see their spread; not {rounds}")
     conf = spark_conf(args.conf)
     settings = {
         "master": args.master,
@@ -330,11 +374,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         costs: dict[str, dict[str, Any] | None] = {}
         cost_topics: list[str] = []
-        for what, rounds in (("metrics", args.metrics_rounds), ("stage_rows", args.stage_rows_rounds)):
+        measured = (
+            ("metrics", dagger, COSTS["metrics"], args.metrics_rounds),
+            ("stage_rows", dagger, COSTS["stage_rows"], args.stage_rows_rounds),
+            ("stage_rows-staged", staged_filter_dagger(dagger), COSTS["stage_rows"], args.stage_rows_rounds),
+        )
+        for what, candidate, keys, rounds in measured:
             costs[what] = None
             if rounds:
                 costs[what], topics = measure_cost(
-                    what, dagger, COSTS[what], registry, args.records, rounds, args.master, conf
+                    what,
+                    candidate,
+                    keys,
+                    args.records,
+                    range(rounds, max(rounds, args.max_cost_rounds)),
+                    (registry, args.master, conf),
                 )
                 cost_topics += topics
 
@@ -379,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     summary["metrics_cost"] = costs["metrics"]
     summary["stage_rows_cost"] = costs["stage_rows"]
+    summary["stage_rows_staged_cost"] = costs["stage_rows-staged"]
     summary["avro"] = avro
     flink.add_to_summary(summary, flink_result, spans)
     print_throughput_summary(summary)
@@ -392,7 +447,10 @@ def main(argv: list[str] | None = None) -> int:
         if cost is not None:
             print(
                 f"{what} on: {cost['on_events_per_s']:,} events/s, off: {cost['off_events_per_s']:,} "
-                f"({cost['on_vs_off']:.1%}; target {cost['target']})"
+                f"({cost['on_vs_off']:.1%}, rounds {cost['on_vs_off_min']:.1%}-{cost['on_vs_off_max']:.1%}, "
+                f"95% interval {cost['on_vs_off_mean_95'][0]:.1%}-{cost['on_vs_off_mean_95'][1]:.1%}; "
+                f"target {cost['target']}"
+                f"{'' if cost['resolved'] else ', UNRESOLVED'})"
             )
     write_summary(args.output, summary)
     return 0

@@ -28,8 +28,11 @@ Apache Kafka node, jobs/tools/broker.py) and Spark session, so one cannot warm u
                                        `--master`, the project shipped to the executors as the packed
                                        environment (jobs/tools/pack_environment.py); no Flink, no Avro
 
-The hand-written loops are one Python process each: confluent-kafka, the same native codec (ptars, only
-the fields read), pyarrow.compute, and a producer with the Kafka sink's settings.
+The throughput workloads (filter, window, join, filter-cluster) run `--repeats` times (full scale: 3), each
+in a fresh process; their rows show the medians of the runs with their range, and are judged on them
+(`bench.suite_rows`). The hand-written loops are one Python process each: confluent-kafka, the same
+native codec (ptars, only the fields read), pyarrow.compute, and a producer with the Kafka sink's
+settings.
 
 `--scale small` (50,000 records, a 15 s latency window) checks that everything runs; its figures mean
 little. Results: every workload's JSON, `suite.json` (with the machine and its load average at the start
@@ -48,17 +51,25 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import FRESH_SESSION, HAND_LOOP, WARMED_SESSION, machine_description, write_summary
-from bench.flink import FRESH_RUN as FLINK_FRESH_RUN
-from bench.flink import WARM_RUN as FLINK_WARM_RUN
+from bench.common import HAND_LOOP, machine_description, write_summary
 from bench.report import cpu_text
+from bench.suite_rows import (
+    BROKER_NAMES,
+    COST_ROWS,
+    Row,
+    cost_row,
+    events,
+    met_text,
+    phase_shares,
+    throughput_row,
+)
 from jobs.tools.pack_environment import ensure_packed
 from tests.servers.spark_cluster import SparkCluster
 
@@ -95,11 +106,12 @@ SCALES: dict[str, dict[str, list[str]]] = {
     },
     "small": {
         "filter": [
-            "--records", "50000", "--max-records-per-batch", "10000", "--metrics-rounds", "1",
-            "--flink", "--avro",
+            "--records", "50000", "--max-records-per-batch", "10000", "--metrics-rounds", "2",
+            "--stage-rows-rounds", "2", "--max-cost-rounds", "2", "--flink", "--avro",
         ],
         "window": [
-            "--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000", "--flink",
+            "--records", "50000", "--minutes", "5", "--max-records-per-batch", "10000",
+            "--baseline-read-chunk", "5000", "--flink",
         ],
         "join": [
             "--orders", "25000", "--minutes", "5", "--max-records-per-batch", "5000", "--flink",
@@ -137,48 +149,52 @@ LIVE_WORKLOADS = {"live", "live-micro-batch"}
 CLUSTER_WORKLOADS = {"filter-cluster": "filter"}
 """Workloads run on the suite's standalone cluster: the base workload's script and arguments, without the
 runs of other systems (Flink, Avro, metrics cost), whose figures the local row already gives."""
-_LOCAL_ONLY_OPTIONS = {"--flink": 0, "--avro": 0, "--metrics-rounds": 1}
-"""Options of a base workload left out on the cluster, and how many values each takes."""
+ONCE_OPTIONS = {"--avro": 0, "--metrics-rounds": 1, "--stage-rows-rounds": 1, "--max-cost-rounds": 1}
+"""The filter script's measurements besides its throughput (Avro input, the cost rounds) and how many
+values each option takes: made in its first run only, and never on the cluster (the local row gives
+them)."""
+NO_COSTS = ["--metrics-rounds", "0", "--stage-rows-rounds", "0"]
+REPEATED = {"filter", "window", "join", "filter-cluster"}
+"""The throughput workloads, whose rows are medians of repeated runs (`--repeats`)."""
+REPEATS = {"full": 3, "small": 1}
+"""Runs of each of `REPEATED` by default, per scale."""
 CLUSTER_WORKERS = 2
 WITHOUT_SPARK = {"collect"}
 """Workloads that start no Spark session: no `--master`."""
 
 
-@dataclass
-class Row:
-    workload: str
-    measure: str
-    dagger: str
-    loop: str
-    dagger_vs_loop: str
-    target: str
-    met: str
-    limit: str
-    """Where the dagger's time or memory goes, as measured."""
-    flink: str = "—"
-    dagger_vs_flink: str = "—"
-
-
-def cluster_arguments(arguments: list[str]) -> list[str]:
-    """A base workload's arguments without `_LOCAL_ONLY_OPTIONS`, and no metrics-cost runs."""
+def without_options(arguments: list[str], options: dict[str, int]) -> list[str]:
+    """`arguments` without `options` (option -> how many values it takes) and their values."""
     kept, index = [], 0
     while index < len(arguments):
-        values = _LOCAL_ONLY_OPTIONS.get(arguments[index])
+        values = options.get(arguments[index])
         if values is None:
             kept.append(arguments[index])
             index += 1
         else:
             index += 1 + values
-    return [*kept, "--metrics-rounds", "0"]
+    return kept
 
 
-def run_workload(name: str, scale: str, master: str, results: Path) -> dict[str, Any]:
+def workload_arguments(name: str, scale: str, repeat: int) -> list[str]:
+    """The arguments of a workload's run `repeat` (0: the first): on the cluster, the base workload's
+    without Flink and `ONCE_OPTIONS`; a repeat of a filter run without `ONCE_OPTIONS`."""
+    base = CLUSTER_WORKLOADS.get(name)
+    if base:
+        return [*without_options(SCALES[scale][base], {"--flink": 0, **ONCE_OPTIONS}), *NO_COSTS]
+    if repeat and SCRIPTS[name] == SCRIPTS["filter"]:
+        return [*without_options(SCALES[scale][name], ONCE_OPTIONS), *NO_COSTS]
+    return SCALES[scale][name]
+
+
+def run_workload(name: str, scale: str, master: str, results: Path, repeat: int = 0) -> dict[str, Any]:
+    """One run of a workload's script, its JSON in `results` (a repeat's with `-run<N>`)."""
     variant = name.split("-", 1)[1] if "-" in name else ""
-    output = results / f"{Path(SCRIPTS[name]).stem}{f'-{variant}' if variant else ''}.json"
+    run = f"-run{repeat + 1}" if repeat else ""
+    output = results / f"{Path(SCRIPTS[name]).stem}{f'-{variant}' if variant else ''}{run}.json"
     output.unlink(missing_ok=True)
     base = CLUSTER_WORKLOADS.get(name)
-    arguments = cluster_arguments(SCALES[scale][base]) if base else SCALES[scale][name]
-    command = [sys.executable, str(BENCH / SCRIPTS[name]), *arguments]
+    command = [sys.executable, str(BENCH / SCRIPTS[name]), *workload_arguments(name, scale, repeat)]
     if name not in WITHOUT_SPARK:
         command += ["--master", master]
     command += ["--output", str(output)]
@@ -197,59 +213,17 @@ def run_workload(name: str, scale: str, master: str, results: Path) -> dict[str,
     return {"command": command[1:], "returncode": completed.returncode, "seconds": seconds, "result": result}
 
 
-def _events(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def _met(met: bool | None) -> str:
-    return "—" if met is None else ("met" if met else "**missed**")
-
-
-def _shares(shares: dict[str, float], top: int = 2) -> str:
-    return ", ".join(f"{phase} {share:.0%}" for phase, share in list(shares.items())[:top])
-
-
-def _fresh_and_warm(rates: dict[str, float], fresh: str, warm: str, shown: Callable[[float], str]) -> str:
-    return f"{shown(rates[fresh])}; {shown(rates[warm])}"
-
-
-def throughput_row(workload: str, summary: dict[str, Any]) -> Row:
-    """Input events/s from the first output record to the last, the cut every engine gets (the window's:
-    from the first window written to the last), fresh (a new JVM) and warm (a second run in the same
-    one) for the dagger and Flink; the loop's by the same cut. Targets: the scripts' own, on the dagger's
-    warm steady state, and, where set, Flink's rate both fresh and warm."""
-    spans = summary["first_to_last_output_events_per_s"]
-    loop = spans[HAND_LOOP]
-    target, met = (
-        summary["targets"]["description"].replace("none", "—"),
-        summary["pipeline_warmed_session"]["targets_met"],
-    )
-    flink = summary.get("flink")
-    against_flink = {}
-    if flink is not None:
-        ratios = flink["dagger_vs_flink"]
-        against_flink = {
-            "flink": _fresh_and_warm(spans, FLINK_FRESH_RUN, FLINK_WARM_RUN, _events),
-            "dagger_vs_flink": _fresh_and_warm(ratios, FRESH_SESSION, WARMED_SESSION, "{:.0%}".format),
-        }
-        if summary["targets"].get("at_least_flink"):
-            target = ">= Flink" if target == "—" else f"{target}; >= Flink"
-            met = (met is not False) and all(ratio is not None and ratio >= 1 for ratio in ratios.values())
-    broker = BROKER_NAMES[summary["settings"].get("broker", "embedded")]
-    warm = summary["pipeline_warmed_session"]
-    return Row(
-        workload=f"{workload} ({broker}, {summary['settings'].get('connector', 'python')} connector)",
-        measure="events/s, first output to last (fresh; warm)",
-        dagger=_fresh_and_warm(spans, FRESH_SESSION, WARMED_SESSION, _events),
-        loop=_events(loop),
-        dagger_vs_loop=(
-            f"{spans[FRESH_SESSION] / loop:.0%}; {spans[WARMED_SESSION] / loop:.0%}" if loop else "—"
-        ),
-        target=target,
-        met=_met(met),
-        limit=f"micro-batch time: {_shares(warm['steady_state_time_shares'])}; {cpu_text(warm['cpu'])}",
-        **against_flink,
-    )
+def repeated_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A workload's runs as one (`table_rows`): the first run's command and result, every run in `runs`;
+    a failed run fails the workload, so that no row shows a median of fewer runs than it says."""
+    failed = next((run for run in runs if run["result"] is None), None)
+    return {
+        **runs[0],
+        "returncode": failed["returncode"] if failed else 0,
+        "seconds": round(sum(run["seconds"] for run in runs), 1),
+        "result": None if failed else runs[0]["result"],
+        "runs": runs,
+    }
 
 
 def _worker_name(command: str) -> str:
@@ -324,7 +298,7 @@ def live_rows(summary: dict[str, Any]) -> list[Row]:
     batch_note = (
         f"{batches['batches']} micro-batches of {batches['rows_per_batch_mean']:,} rows, p50 "
         f"{batches['duration_ms']['p50']:,.0f} ms, p99 {batches['duration_ms']['p99']:,.0f} ms; "
-        f"{_shares(batches['time_shares'])}"
+        f"{phase_shares(batches['time_shares'])}"
         if batches.get("batches")
         else "no micro-batch ended in the window"
     )
@@ -341,7 +315,7 @@ def live_rows(summary: dict[str, Any]) -> list[Row]:
             measure="p50 / p99 ms, input produced → sink write",
             dagger=latency(dagger),
             target=latency_target,
-            met=_met(latency_met and complete),
+            met=met_text(latency_met and complete),
             limit=f"{batch_note}; {cpu_text(dagger['cpu'])}; RSS {memory(dagger)} MiB"
             + ("" if complete else "; OUTPUT INCOMPLETE"),
             **beside(latency, p99_ms),
@@ -356,7 +330,7 @@ def live_rows(summary: dict[str, Any]) -> list[Row]:
             measure="MiB RSS summed over the process tree (PSS)",
             dagger=memory(dagger),
             target=rss_target,
-            met=_met(rss_met),
+            met=met_text(rss_met),
             limit=f"RSS by process: {kinds} MiB ({dagger['memory']['processes']} processes: {commands})",
             **beside(memory, rss_bytes),
         ),
@@ -365,7 +339,7 @@ def live_rows(summary: dict[str, Any]) -> list[Row]:
             measure="s",
             dagger=first_output(dagger),
             target=start_target,
-            met=_met(start_met),
+            met=met_text(start_met),
             limit=(
                 f"SparkContext up at {start_up['spark_context_started']} s, query started at "
                 f"{start_up['query_started']} s"
@@ -375,10 +349,6 @@ def live_rows(summary: dict[str, Any]) -> list[Row]:
     ]
 
 
-BROKER_NAMES = {"embedded": "embedded broker", "apache": "Apache Kafka"}
-"""Display names of a result's `broker` setting. Benchmarks run on Apache Kafka (jobs/tools/broker.py);
-"embedded" (the former tansu broker) is kept to read older results, as is the default for a result
-without the setting: those predate it and ran on the embedded broker."""
 WORKLOAD_TITLES = {
     "filter": "Stateless filter Kafka → Kafka",
     "window": "1-minute tumbling window: count(*), sum(cash) by service_type",
@@ -387,6 +357,7 @@ WORKLOAD_TITLES = {
 
 
 def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
+    """The table's rows of each workload (`repeated_runs`: its runs, the first one's result)."""
     rows: list[Row] = []
     for name, run in workloads.items():
         summary = run["result"]
@@ -404,9 +375,9 @@ def table_rows(workloads: dict[str, dict[str, Any]]) -> list[Row]:
         elif name in CLUSTER_WORKLOADS:
             title = WORKLOAD_TITLES[CLUSTER_WORKLOADS[name]]
             cores = f"standalone cluster, {CLUSTER_WORKERS} workers x 1 core, this machine"
-            rows.append(throughput_row(f"{title}, {cores}", summary))
+            rows.append(throughput_row(f"{title}, {cores}", [each["result"] for each in run["runs"]]))
         else:
-            rows.append(throughput_row(WORKLOAD_TITLES[name], summary))
+            rows.append(throughput_row(WORKLOAD_TITLES[name], [each["result"] for each in run["runs"]]))
             if summary.get("avro"):
                 rows.append(avro_input_row(WORKLOAD_TITLES[name], summary["avro"]))
             for key, what in COST_ROWS.items():
@@ -436,11 +407,11 @@ def deduplicate_rows(summary: dict[str, Any]) -> list[Row]:
                 workload=f"Stateless filter + invalid filter + deduplicate ({clock}; {broker})",
                 measure="records/s, bounded run from a fresh checkpoint (best of runs; loop column: the "
                 "filter alone)",
-                dagger=_events(summary["best"][label]),
-                loop=_events(spine),
+                dagger=events(summary["best"][label]),
+                loop=events(spine),
                 dagger_vs_loop=f"{1 - cost:.0%}",
                 target=f"costs <= {summary['max_cost'][label]:.0%}",
-                met=_met(cost <= summary["max_cost"][label]),
+                met=met_text(cost <= summary["max_cost"][label]),
                 limit=DEDUPLICATE_LIMITS[clock],
             )
         )
@@ -455,11 +426,11 @@ def collector_row(summary: dict[str, Any]) -> Row:
     return Row(
         workload=f"Collection API, batches of {settings['batch']} events (Apache Kafka)",
         measure=f"events/s acknowledged by {settings['clients']} clients; request p50 / p99",
-        dagger=f"{_events(events_per_s)}; {latency['p50']:g} / {latency['p99']:g} ms",
+        dagger=f"{events(events_per_s)}; {latency['p50']:g} / {latency['p99']:g} ms",
         loop="—",
         dagger_vs_loop="—",
-        target=f">= {_events(summary['target_events_per_s'])} events/s",
-        met=_met(events_per_s >= summary["target_events_per_s"]),
+        target=f">= {events(summary['target_events_per_s'])} events/s",
+        met=met_text(events_per_s >= summary["target_events_per_s"]),
         limit="producing each event under the shared producer's lock (a quarter of the collector's "
         "samples), Avro encoding per event (8%), waiting for acks=all",
     )
@@ -487,7 +458,7 @@ def analysis_row(summary: dict[str, Any]) -> Row:
         loop=f"{aggregate['pyarrow_ms']['p50']:,.0f}; {count['pyarrow_ms']['p50']:,.0f}",
         dagger_vs_loop="",
         target=f"p50 < {result['target_p50_ms']:,} ms",
-        met=_met(result["target_met"]),
+        met=met_text(result["target_met"]),
         limit="GROUP BY's phases at p50: "
         + ", ".join(f"{phase} {ms:,.0f} ms" for phase, ms in phases[:3])
         + f"; JVM CPU {jvm_cpu_ms:,} ms a request; {cpu_text(aggregate['cpu'])}",
@@ -501,43 +472,13 @@ def avro_input_row(workload: str, avro: dict[str, Any]) -> Row:
     return Row(
         workload=f"{workload}, Avro input",
         measure="events/s, steady state (warm; fresh session; loop column: the protobuf dagger, warm)",
-        dagger=f"{_events(avro['steady_state_events_per_s'])} "
-        f"({_events(avro['fresh_steady_state_events_per_s'])})",
-        loop=_events(protobuf),
+        dagger=f"{events(avro['steady_state_events_per_s'])} "
+        f"({events(avro['fresh_steady_state_events_per_s'])})",
+        loop=events(protobuf),
         dagger_vs_loop=f"{avro['share_of_protobuf']:.0%}",
         target=avro["target"],
-        met=_met(avro["target_met"]),
-        limit=f"micro-batch time: {_shares(warm['steady_state_time_shares'])}; {cpu_text(warm['cpu'])}",
-    )
-
-
-COST_ROWS = {
-    "metrics_cost": (
-        "metrics exported",
-        "metrics off",
-        "Prometheus endpoint and StatsD pushes, updated once per micro-batch on the driver",
-    ),
-    "stage_rows_cost": (
-        "rows per stage counted",
-        "`metrics.stage_rows: false`",
-        "one observed count per stage boundary, inside the query (Spark's observed metrics)",
-    ),
-}
-"""A workload summary's cost measurements: the row's title, what the loop column holds, and its cost."""
-
-
-def cost_row(workload: str, what: tuple[str, str, str], cost: dict[str, Any]) -> Row:
-    """The same workload with something on; the "loop" column holds the run without it."""
-    title, without, limit = what
-    return Row(
-        workload=f"{workload}, {title}",
-        measure=f"events/s, steady state (median of {cost['rounds']}; loop column: {without})",
-        dagger=_events(cost["on_events_per_s"]),
-        loop=_events(cost["off_events_per_s"]),
-        dagger_vs_loop=f"{cost['on_vs_off']:.0%}",
-        target=cost["target"],
-        met=_met(cost["target_met"]),
-        limit=limit,
+        met=met_text(avro["target_met"]),
+        limit=f"micro-batch time: {phase_shares(warm['steady_state_time_shares'])}; {cpu_text(warm['cpu'])}",
     )
 
 
@@ -609,6 +550,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument("--only", default=",".join(SCRIPTS), help="comma-separated workloads to run")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        help=f"runs of each throughput workload ({', '.join(sorted(REPEATED))}), each in a fresh process; "
+        f"the table shows their medians (default: {', '.join(f'{k} {v}' for k, v in REPEATS.items())})",
+    )
     parser.add_argument("--results-dir", type=Path, help="default bench/results (small: build/bench-small)")
     parser.add_argument(
         "--publish", action="store_true", help="write the table into docs/benchmarks.md (full scale)"
@@ -618,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(selected) - set(SCRIPTS))
     if unknown:
         parser.error(f"--only: unknown workload(s) {', '.join(unknown)}; choose from {', '.join(SCRIPTS)}")
+    if args.repeats is not None and args.repeats < 1:
+        parser.error(f"--repeats: at least 1 run, not {args.repeats}")
     if args.publish and args.scale != "full":
         parser.error("--publish: only with --scale full")
     results = args.results_dir or (
@@ -631,9 +580,19 @@ def main(argv: list[str] | None = None) -> int:
         cluster_master = None
         if any(name in CLUSTER_WORKLOADS for name in selected):
             cluster_master = stack.enter_context(standalone_cluster()).master_url
+        repeats = args.repeats or REPEATS[args.scale]
         workloads = {
-            name: run_workload(
-                name, args.scale, cluster_master if name in CLUSTER_WORKLOADS else args.master, results
+            name: repeated_runs(
+                [
+                    run_workload(
+                        name,
+                        args.scale,
+                        cluster_master if name in CLUSTER_WORKLOADS else args.master,
+                        results,
+                        repeat,
+                    )
+                    for repeat in range(repeats if name in REPEATED else 1)
+                ]
             )
             for name in selected
         }

@@ -22,8 +22,9 @@ the whole input minus 10 s (the windows still open then are never written, by ei
 read back and must hold exactly those windows of the input produced (`expected_windows`, computed with
 NumPy from the generated bookings), once each, the count equal and the cash total to 1e-9
 (`bench.checking.check_records`); Flink's, whose bounded input's end closes every window, all of them.
-Events/s are input records over time, as in bench/kafka_filter.py; the target is 100,000 events/s in
-steady state.
+Events/s are input records over time: the suite's cut for every engine runs from the first window written
+to the last, over the input each run read in between (`first_to_last_window`, `bench.figures.window_cut`);
+the target is 100,000 events/s and Flink's rate.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from bench.common import (
     write_summary,
 )
 from bench.dagger_runs import KafkaDagger, kafka_stream, run_fresh_and_warm
+from bench.figures import InputRead, WindowCut, dagger_reads, window_cut
 from bench.hand_loop import BaselineResult, PartitionWatermark, TopicChunk, run_baseline
 from bench.kafka_io import check_topic, read_messages
 from bench.report import ThroughputTargets, print_throughput_summary, throughput_summary
@@ -196,15 +198,11 @@ def verify_windows(
 FLINK_TOPIC = "window-flink-out"
 
 
-def first_to_last_window(
-    bootstrap_servers: str, registry: SchemaRegistry, records: int, minutes: float, topics: dict[str, str]
-) -> dict[str, int]:
-    """Input events per second from each run's first window written to its last, the one cut for every
-    engine (`topics`: run -> its output topic): from the first output record of the earliest window that
-    every run wrote to the last output record of the latest one. A window is written once an event past
-    its end plus the watermark delay is read, so between the two writes a run reads the input whose event
-    time lies between the two windows' ends: with the event time advancing evenly, their distance over
-    the input's whole span of event time, times `records`."""
+def window_writes(
+    bootstrap_servers: str, registry: SchemaRegistry, topics: dict[str, str]
+) -> dict[str, dict[int, list[int]]]:
+    """Each run's window writes (`topics`: run -> its output topic): window start (us) -> the Kafka
+    timestamps (ms) of its records."""
     writes: dict[str, dict[int, list[int]]] = {}
     for run, topic in topics.items():
         messages = read_messages(bootstrap_servers, topic)
@@ -217,16 +215,25 @@ def first_to_last_window(
         writes[run] = {}
         for start, message in zip(starts, messages, strict=True):
             writes[run].setdefault(start, []).append(message.timestamp()[1])
-    common = sorted(set.intersection(*(set(windows) for windows in writes.values())))
-    if len(common) < 2:
-        return dict.fromkeys(topics, 0)
-    first, last = common[0], common[-1]
-    events = records * (last - first) / 1e6 / (minutes * 60)
-    rates = {}
-    for run, windows in writes.items():
-        span_s = (max(windows[last]) - min(windows[first])) / 1000
-        rates[run] = round(events / span_s) if span_s > 0 else 0
-    return rates
+    return writes
+
+
+def first_to_last_window(
+    writes: dict[str, dict[int, list[int]]],
+    reads: dict[str, list[InputRead]],
+    records: int,
+    minutes: float,
+) -> dict[str, WindowCut]:
+    """The one cut for every engine (`bench.figures.window_cut`): input events per second from each run's
+    first window written to its last, counting the input it read in between (`reads`: the dagger's
+    micro-batches, the loop's chunks). Flink's reads are not observed: its input is the one between the
+    two windows' ends in event time, with the event time advancing evenly their distance over the input's
+    whole span of event time, times `records`."""
+
+    def implied_events(first: int, last: int) -> float:
+        return records * (last - first) / 1e6 / (minutes * 60)
+
+    return window_cut(writes, reads, implied_events)
 
 
 def flink_window_statements(bootstrap_servers: str, source: str, sink: str) -> list[str]:
@@ -310,16 +317,21 @@ def main(argv: list[str] | None = None) -> int:
             # The end of Flink's bounded input closes every window, also those the others leave open.
             for run, topic in flink_result["output_topics"].items():
                 verify_windows(servers, run, topic, registry, expected_windows(bookings, closed_only=False))
-        spans = first_to_last_window(
+        writes = window_writes(
             servers,
             registry,
-            args.records,
-            args.minutes,
             {HAND_LOOP: BASELINE_TOPIC, **PIPELINE_TOPICS, **(flink_result or {}).get("output_topics", {})},
         )
+    reads = {
+        HAND_LOOP: baseline.reads,
+        **{session: dagger_reads(run.breakdown) for session, run in runs.items()},
+    }
+    cuts = first_to_last_window(writes, reads, args.records, args.minutes)
+    spans = {run: cut.events_per_s for run, cut in cuts.items()}
 
     summary = throughput_summary(args.records, settings, machine, TARGETS, produce_rate, baseline, runs)
     flink.add_to_summary(summary, flink_result, spans)
+    summary["first_window_to_last"] = {run: cut.summary() for run, cut in cuts.items()}
     summary["windows_written"] = expected.num_rows
     summary["verified"] = "every window the input closes, once each (count exact, cash to 1e-9)"
     print_throughput_summary(summary)

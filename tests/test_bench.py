@@ -1,5 +1,7 @@
 """The benchmark suite's own arithmetic: the hand-written loops' window and join state, the latency
-summary, and the /proc accounting. (The suite itself runs with `make bench`, not as a test.)"""
+summary, the /proc accounting, and the figures of the table: the window's cut, medians of repeated runs
+with their spread, the targets judged on them, and the cost rounds. (The suite itself runs with
+`make bench`, not as a test.)"""
 
 from __future__ import annotations
 
@@ -17,11 +19,22 @@ from confluent_kafka import Message
 
 from bench.checking import OutputMismatch, check_records
 from bench.common import local_parallelism
+from bench.figures import (
+    InputRead,
+    Spread,
+    WindowCut,
+    dagger_reads,
+    input_read_between,
+    paired_cost,
+    window_cut,
+)
 from bench.hand_loop import TopicChunk
 from bench.join import COMPLETED_TOPIC, CREATED_TOPIC, JoinBuffers
 from bench.live_traffic import latency_summary
 from bench.processes import cpu_between, process_kind, snapshot
 from bench.report import time_shares
+from bench.suite import SCALES, repeated_runs, workload_arguments
+from bench.suite_rows import COST_ROWS, cost_row, throughput_row
 from bench.window_aggregate import INPUT_TOPIC, OpenWindows, merge, window_totals
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -319,3 +332,183 @@ def test_check_records_compares_floats_within_the_tolerance_given_and_every_fiel
         check_records("dagger", expected, slightly_off, "order_number")
     with pytest.raises(OutputMismatch, match=r"dagger: fields \['amount', 'order_number'\]"):
         check_records("dagger", expected, slightly_off.drop_columns(["items"]), "order_number")
+
+
+def iso_ms(ms: int) -> str:
+    """An instant `ms` after T0 as Spark's progress writes it."""
+    return (T0 + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def window_writes_ms(window_minutes_and_ms: list[tuple[int, int]]) -> dict[int, list[int]]:
+    """Window start (us since the epoch) -> the ms since the epoch its records were written at."""
+    epoch_ms = int(T0.timestamp() * 1000)
+    writes: dict[int, list[int]] = {}
+    for minute, ms in window_minutes_and_ms:
+        writes.setdefault(int((T0 + timedelta(minutes=minute)).timestamp() * 1_000_000), []).append(
+            epoch_ms + ms
+        )
+    return writes
+
+
+def test_the_window_cut_counts_the_input_read_between_the_first_and_last_window_written() -> None:
+    # 1,000 bookings over 5 minutes of event time, 200 a minute. The dagger reads a minute per
+    # micro-batch, batches starting at 0, 1, 2, 3 and 4 s; it writes window 0 in the batch after the one
+    # that closed it (at 2.1 s) and window 3 in the batch that only advances the watermark after the input
+    # ends (started at 5 s, not a read: no rows). The event time between the two windows implies 600
+    # bookings; the batches that began in between read 400.
+    micro_batches = [{"started": iso_ms(1000 * index), "input_rows": 200} for index in range(5)]
+    dagger = window_writes_ms([(0, 2100), (0, 2110), (1, 3100), (2, 4100), (3, 5100), (3, 5120)])
+    # The loop reads chunks of 100 every 0.5 s and writes each window in the chunk after its close.
+    loop_reads = [InputRead(T0.timestamp() * 1000 + 500 * index, 100) for index in range(10)]
+    loop = window_writes_ms([(0, 1300), (1, 2300), (2, 3300), (3, 4300), (3, 4310)])
+    flink = window_writes_ms([(0, 1000), (1, 2000), (3, 4000)])
+
+    def implied(first: int, last: int) -> float:
+        return 1000 * (last - first) / 1e6 / (5 * 60)
+
+    cuts = window_cut(
+        {"dagger": dagger, "loop": loop, "Flink": flink},
+        {"dagger": dagger_reads(micro_batches), "loop": loop_reads},
+        implied,
+    )
+
+    assert cuts["dagger"] == WindowCut(events=400, seconds=3.02, measured=True)
+    assert cuts["dagger"].events_per_s == 132  # 400 / 3.02; the implied input would give 199
+    # The loop: the chunks begun after 1.3 s and before 4.31 s, at 1.5, 2.0, ..., 4.0 s.
+    assert cuts["loop"] == WindowCut(events=600, seconds=3.01, measured=True)
+    assert cuts["Flink"] == WindowCut(events=600, seconds=3.0, measured=False)
+    assert cuts["Flink"].summary() == {
+        "events_per_s": 200, "events": 600, "seconds": 3.0, "input": "implied by event time",
+    }  # fmt: skip
+    # Fewer than two windows that every run wrote: no cut.
+    only_one = window_cut({"dagger": dagger, "Flink": window_writes_ms([(0, 10)])}, {}, implied)
+    assert {run: cut.events_per_s for run, cut in only_one.items()} == {"dagger": 0, "Flink": 0}
+
+
+def test_input_read_between_leaves_out_the_reads_at_or_outside_the_bounds() -> None:
+    reads = [InputRead(100, 1), InputRead(200, 10), InputRead(300, 100), InputRead(400, 1000)]
+    assert input_read_between(reads, 100, 400) == 110
+    assert input_read_between(reads, 99, 401) == 1111
+    assert input_read_between(reads, 300, 300) == 0
+
+
+def test_a_spread_shows_the_median_and_the_range_of_its_runs() -> None:
+    spread = Spread.of([300.0, 100.0, 200.0])
+    assert spread.median == 200
+    assert spread.shown("{:,.0f}".format) == "200 (100-300)"
+    assert Spread.of([0.5]).shown("{:.0%}".format) == "50%"
+    assert spread.summary() == {"median": 200, "min": 100, "max": 300, "runs": [300, 100, 200]}
+    with pytest.raises(ValueError, match="no runs"):
+        Spread.of([])
+
+
+def test_a_paired_cost_tells_five_percent_from_none_only_when_its_rounds_agree() -> None:
+    noisy = paired_cost([100, 100, 100], [100, 98, 96])
+    # Ratios 1.0, 0.98, 0.96: mean 0.98, standard deviation 0.02, t(2) 4.30: 0.98 +- 0.0497.
+    assert noisy["on_vs_off"] == 0.98
+    assert (noisy["on_vs_off_min"], noisy["on_vs_off_max"]) == (0.96, 1.0)
+    assert noisy["on_vs_off_mean_95"] == [0.9303, 1.0297]
+    assert noisy["resolved"] is False
+    steady = paired_cost([200] * 6, [194, 196, 194, 196, 194, 196])
+    # Ratios 0.97 and 0.98 in turn: standard deviation 0.00548, t(5) 2.57: 0.975 +- 0.0057.
+    assert steady["on_vs_off_mean_95"] == [0.9693, 0.9807]
+    assert steady["resolved"] is True
+    assert steady["on_vs_off_by_round"] == [0.97, 0.98] * 3
+    with pytest.raises(ValueError, match="at least 2"):
+        paired_cost([100], [99])
+
+
+def throughput_summary_of(spans: dict[str, int], warm_steady_met: bool = True) -> dict:
+    """A throughput workload's summary as the suite reads it, with these first-to-last spans."""
+    ratios = {
+        session: round(spans[session] / spans[flink_run], 3)
+        for session, flink_run in (
+            ("fresh session", "Flink, fresh JVM"),
+            ("warmed session", "Flink, warm JVM"),
+        )
+    }
+    return {
+        "settings": {"broker": "apache", "connector": "spark"},
+        "targets": {
+            "steady_state_events_per_s": 150_000,
+            "share_of_baseline": 0.6,
+            "description": ">= 150,000 events/s and >= 60% of the loop",
+            "at_least_flink": True,
+        },
+        "pipeline_warmed_session": {
+            "targets_met": warm_steady_met,
+            "steady_state_time_shares": {"addBatch": 0.9, "queryPlanning": 0.1},
+            "cpu": {
+                "cpu_s_by_process_kind": {"jvm": 1.0},
+                "share_of_all_cpus": 0.5,
+                "machine_share_busy": 0.6,
+            },
+        },
+        "first_to_last_output_events_per_s": spans,
+        "flink": {"dagger_vs_flink": ratios},
+    }
+
+
+def spans_of(fresh: int, warm: int, loop: int, flink_fresh: int, flink_warm: int) -> dict[str, int]:
+    return {
+        "fresh session": fresh, "warmed session": warm, "hand-written loop": loop,
+        "Flink, fresh JVM": flink_fresh, "Flink, warm JVM": flink_warm,
+    }  # fmt: skip
+
+
+def test_a_throughput_row_shows_medians_of_the_runs_and_judges_the_targets_on_them() -> None:
+    runs = [
+        throughput_summary_of(spans_of(200_000, 300_000, 400_000, 180_000, 250_000)),
+        throughput_summary_of(spans_of(220_000, 330_000, 500_000, 200_000, 300_000)),
+        throughput_summary_of(spans_of(260_000, 310_000, 450_000, 210_000, 310_000)),
+    ]
+    row = throughput_row("Filter", runs)
+    assert row.measure == "events/s, first output to last (median of 3 runs (min-max); fresh; warm)"
+    assert row.dagger == "220,000 (200,000-260,000); 310,000 (300,000-330,000)"
+    assert row.loop == "450,000 (400,000-500,000)"
+    # Each run's own ratio, then their median: fresh 50%, 44%, 58%; warm 75%, 66%, 69%.
+    assert row.dagger_vs_loop == "50% (44%-58%); 69% (66%-75%)"
+    assert row.flink == "200,000 (180,000-210,000); 300,000 (250,000-310,000)"
+    assert row.dagger_vs_flink == "111% (110%-124%); 110% (100%-120%)"
+    assert row.target == ">= 150,000 events/s and >= 60% of the loop; >= Flink"
+    # The fresh runs' median share of the loop, 50%, misses the 60% the row shows as its target, whatever
+    # the script's own verdict on the warm steady state said.
+    assert row.met == "**missed**"
+
+    quicker = [throughput_summary_of(spans_of(300_000, 300_000, 400_000, 250_000, 250_000), False)] * 3
+    assert throughput_row("Filter", quicker).met == "met"
+    slower_than_flink = [throughput_summary_of(spans_of(300_000, 300_000, 400_000, 250_000, 310_000))]
+    row = throughput_row("Filter", slower_than_flink)
+    assert (row.measure, row.dagger_vs_flink, row.met) == (
+        "events/s, first output to last (fresh; warm)", "120%; 97%", "**missed**",
+    )  # fmt: skip
+
+
+def test_a_cost_row_is_unresolved_until_its_rounds_tell_five_percent_from_none() -> None:
+    cost = {
+        **paired_cost([100, 100, 100], [100, 98, 96]),
+        "off_events_per_s": 100, "on_events_per_s": 98, "target": ">= 95% of metrics off", "target_met": True,
+    }  # fmt: skip
+    row = cost_row("Filter", COST_ROWS["metrics_cost"], cost)
+    assert row.dagger_vs_loop == "98.0% (96%-100%; 93.0%-103.0%)"
+    assert row.met == "unresolved"
+    resolved = {**cost, **paired_cost([200] * 6, [194, 196] * 3), "target_met": True}
+    assert cost_row("Filter", COST_ROWS["metrics_cost"], resolved).met == "met"
+
+
+def test_repeats_of_the_filter_leave_out_its_once_only_runs_and_a_failed_repeat_fails_the_row() -> None:
+    assert workload_arguments("filter", "small", 0) == SCALES["small"]["filter"]
+    repeat = workload_arguments("filter", "small", 1)
+    assert "--avro" not in repeat and "--flink" in repeat
+    assert repeat[-4:] == ["--metrics-rounds", "0", "--stage-rows-rounds", "0"]
+    assert repeat.count("--metrics-rounds") == 1 and "--max-cost-rounds" not in repeat
+    cluster = workload_arguments("filter-cluster", "full", 0)
+    assert "--flink" not in cluster and "--avro" not in cluster
+    assert workload_arguments("window", "full", 2) == SCALES["full"]["window"]
+
+    ok = {"command": ["a"], "returncode": 0, "seconds": 1.0, "result": {"run": 1}}
+    failed = {"command": ["a"], "returncode": 3, "seconds": 2.0, "result": None}
+    assert repeated_runs([ok, ok])["result"] == {"run": 1}
+    combined = repeated_runs([ok, failed, ok])
+    assert (combined["result"], combined["returncode"], combined["seconds"]) == (None, 3, 4.0)
+    assert len(combined["runs"]) == 3
