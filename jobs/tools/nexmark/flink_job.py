@@ -3,15 +3,15 @@
     build/flink-venv/bin/python jobs/tools/nexmark/flink_job.py <job.json> <results.jsonl>
 
 PyFlink's interpreter runs it (build/flink-venv): only the standard library, PyFlink and
-`jobs/tools/flink_rows.py`. The job (`oracle.flink_job`) names Flink's Kafka connector jars, the scripts
-(each query's files in order and their `${NAME}` values) and the name of the table over the topic. Each
-query gets a table environment of its own in one JVM, at parallelism 1 in streaming mode, UTC. Its
-statements run as Flink runs them, but for two changes that keep the data and the semantics: the Kafka
-table is made bounded (`'scan.bounded.mode' = 'latest-offset'`, so the job ends, with Flink's final
-watermark, at the records there are when it starts), and the `INSERT INTO` is run as its query, whose rows
-(a changelog's final table) are collected with the sink table's column names and types. A query Flink
-cannot run has its error as its result. Results are appended one JSON line a query (`{"id": ...,
-"result": ...}`) as each is known.
+`jobs/tools/flink_rows.py`. The job (`oracle.FlinkNexmark`) names the jars (Flink's Kafka connector, and those
+of the scripts' `CREATE FUNCTION` classes), the scripts (each query's files in order and their `${NAME}`
+values) and the name of the table over the topic. Each query gets a table environment of its own in one JVM,
+at parallelism 1 in streaming mode, UTC. Its statements run as Flink runs them, but for two changes that keep
+the data and the semantics: the Kafka table is made bounded (`'scan.bounded.mode' = 'latest-offset'`, so the
+job ends, with Flink's final watermark, at the records there are when it starts), and the `INSERT INTO` is run
+as its query, whose rows (a changelog's final table) are collected with the sink table's column names and
+types. A query Flink cannot run has its error as its result. Results are appended one JSON line a query
+(`{"id": ..., "result": ...}`) as each is known.
 """
 
 from __future__ import annotations
