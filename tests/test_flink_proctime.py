@@ -1,6 +1,7 @@
 """Processing time in Flink SQL scripts (Nexmark q12 and q13's shapes) on Apache Kafka and Spark: TUMBLE
-windows on a `PROCTIME()` attribute, which come out as the wall clock passes their end, and lookup joins
-of a bounded CSV side table `FOR SYSTEM_TIME AS OF` it; and what stays refused, by name."""
+windows on a `PROCTIME()` attribute, which come out as the wall clock passes their end (and, in a bounded
+run, at the end of the input), and lookup joins of a bounded CSV side table `FOR SYSTEM_TIME AS OF` it;
+and what stays refused, by name."""
 
 from __future__ import annotations
 
@@ -103,13 +104,43 @@ def test_processing_time_windows_count_every_bid_once_and_close_on_the_wall_cloc
     assert by_window == {first: {7: 2, 8: 1}, second: {7: 1, 9: 1}}
 
 
-def test_a_bounded_run_of_a_processing_time_window_is_refused_as_it_would_never_end(
+@pytest.mark.parametrize(
+    ("size", "totals"),
+    [("'1' HOUR", {}), ("'0.1' SECOND", {7: 2, 8: 1, 9: 1})],
+    ids=["still-open-dropped", "passed-comes-out"],
+)
+def test_a_bounded_run_ends_with_its_input_as_flink_s_emitting_the_windows_the_clock_has_passed(
+    tmp_path, kafka, start_dagger, size, totals
+):
+    """Flink 2.3's bounded run quiesces its processing-time timers at the end of the input: a window still
+    open then never comes out (an hour's TUMBLE over a bounded input gives no rows on Flink). One the wall
+    clock has passed came out: here a tenth of a second's, which the batches after the bids' outlast."""
+    events = kafka.new_topic("events")
+    kafka.produce(events, [_bid(1, 7), _bid(2, 7), _bid(1, 8), _bid(3, 9)])
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
+    query = PER_BIDDER_WINDOWS.replace(f"INTERVAL '{WINDOW_S}' SECOND", f"INTERVAL {size}")
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": query}, variables)
+    started = datetime.now(UTC) - timedelta(seconds=1)
+    running = start_dagger(spec, bounded=True)
+    # Ends by itself, where Spark's processing-time operator would ask for a batch at every trigger.
+    assert running.run.wait(timeout_s=300), "the bounded run did not end"
+    rows = _logged_rows(running)
+    counted: dict[int, int] = {}
+    for row in rows:
+        counted[row["bidder"]] = counted.get(row["bidder"], 0) + row["bid_count"]
+    assert counted == totals  # every bid counted once, or its window dropped
+    for row in rows:
+        assert _instant(row["endtime"]) - _instant(row["starttime"]) == timedelta(milliseconds=100)
+        assert started <= _instant(row["starttime"]) <= datetime.now(UTC)
+
+
+def test_a_bounded_run_that_does_not_end_with_the_input_is_refused_as_it_would_never_end(
     tmp_path, kafka, start_dagger
 ):
     events = kafka.new_topic("events")
     variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
     scripts = {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": PER_BIDDER_WINDOWS}
-    spec = load(tmp_path, scripts, variables)
+    spec = load(tmp_path, scripts, variables, bounded_end="open")
     with pytest.raises(DaggerBuildError, match=r"a bounded run of a processing-time window .* never end"):
         start_dagger(spec, bounded=True)
 

@@ -144,14 +144,21 @@ def build_dagger(
     return built
 
 
+def _has_proctime_windows(spec: DaggerSpec) -> bool:
+    return any(isinstance(view, ProcTimeWindowView) for view in spec.over_views)
+
+
 def _require_an_end(spec: DaggerSpec, bounded: bool) -> None:
-    """A bounded run of a processing-time window is refused: Spark runs a batch at every trigger while a
-    processing-time operator is in the query (TransformWithStateExec asks for one): it would never end."""
-    if bounded and any(isinstance(view, ProcTimeWindowView) for view in spec.over_views):
+    """A bounded run of a processing-time window that does not end with the final watermark
+    (`bounded_end: open`) is refused: Spark runs a batch at every trigger while a processing-time operator
+    is in the query (TransformWithStateExec asks for one), so it would never end. One that flushes ends
+    with the final watermark, as Flink's does (`FlinkProcTimeWindow`)."""
+    if bounded and spec.resolved_bounded_end != "flush" and _has_proctime_windows(spec):
         raise DaggerBuildError(
-            f"dagger {spec.name}: a bounded run of a processing-time window (TUMBLE on PROCTIME()) would "
-            "never end on Spark, whose processing-time operator asks for a batch at every trigger; run it "
-            "unbounded (Flink's bounded run ends, dropping the windows the wall clock has not closed)"
+            f"dagger {spec.name}: a bounded run of a processing-time window (TUMBLE on PROCTIME()) with "
+            "bounded_end: open would never end on Spark, whose processing-time operator asks for a batch "
+            "at every trigger; set bounded_end: flush (it ends with its input as Flink's run does: the "
+            "windows the wall clock has passed come out, the others are dropped) or run it unbounded"
         )
 
 
@@ -177,12 +184,12 @@ def _planned_result(
         register_streams(project=False)
         raise
     try:
-        result = _analysed_sql(spark, plan)
+        result = _analysed_sql(spark, plan, flushing)
     except (sql_stage.SqlError, OverViewError):
         # Analyse again over every field, so "did you mean" suggests the fields the projection left out.
         register_streams(project=False)
         try:
-            _analysed_sql(spark, plan)
+            _analysed_sql(spark, plan, flushing)
         except (sql_stage.SqlError, OverViewError) as error:
             raise DaggerBuildError(f"dagger {spec.name}: {error}") from None
         raise
@@ -205,9 +212,10 @@ def _planned_result(
     return result
 
 
-def _analysed_sql(spark: SparkSession, plan: DaggerPlan) -> DataFrame:
-    """The SQL stage's result over the registered streams (a Flink query's OVER views registered first)."""
-    register_over_views(spark, plan.over_views)
+def _analysed_sql(spark: SparkSession, plan: DaggerPlan, flushing: bool) -> DataFrame:
+    """The SQL stage's result over the registered streams (a Flink query's OVER views registered first;
+    `flushing`: for a bounded run that ends with the final watermark)."""
+    register_over_views(spark, plan.over_views, flushing)
     return sql_stage.analyse(spark, plan.sql)
 
 
@@ -217,7 +225,8 @@ def _result_from_broker(
     """`result`, planned again if any stream is on Spark's Kafka connector, from where the broker says it
     starts (the Python source asks at the same moment, as its query starts), and, in a bounded run that
     flushes (`flushing`), through the connector's source that ends the input with the row at the end of
-    time (`jobs.sources.kafka.spark_connector`)."""
+    time (`jobs.sources.kafka.spark_connector`); planned again too in a run that flushes a processing-time
+    window, whose operator then ends with the input."""
     starting = {}
     for stream in plan.spec.streams:
         if isinstance(stream, KafkaStream) and stream.connector == "spark":
@@ -227,7 +236,9 @@ def _result_from_broker(
                 )
             except KafkaSourceError as error:
                 raise DaggerBuildError(f"dagger {plan.name}: {error}") from None
-    return _planned_result(spark, plan, starting, flushing) if starting else result
+    # A processing-time window runs another operator in a run that flushes: planned again for it too.
+    replan = starting or (flushing and _has_proctime_windows(plan.spec))
+    return _planned_result(spark, plan, starting, flushing) if replan else result
 
 
 def _require_kafka_sink_logins(spec: DaggerSpec) -> None:

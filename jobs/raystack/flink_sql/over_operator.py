@@ -29,9 +29,14 @@ class OverViewError(ValueError):
 
 
 def register_over_views(
-    spark: SparkSession, views: Sequence[OverView | TopNView | AggregateView | ProcTimeWindowView]
+    spark: SparkSession,
+    views: Sequence[OverView | TopNView | AggregateView | ProcTimeWindowView],
+    ends_with_input: bool = False,
 ) -> None:
-    """Registers each view (innermost first, as translated) as a temporary view of `spark`."""
+    """Registers each view (innermost first, as translated) as a temporary view of `spark`.
+    `ends_with_input`: the run is bounded and its input ends with the final watermark, at which a
+    processing-time window the wall clock has passed comes out and one still open is dropped, as in Flink
+    (`FlinkProcTimeWindow`)."""
     if not views:
         return
     jvm = getattr(spark, "_jvm", None)  # None on a Spark Connect client
@@ -69,7 +74,7 @@ def register_over_views(
             elif isinstance(view, ProcTimeWindowView):
                 rows = getattr(jvm, _PROCTIME_WINDOW).apply(
                     source._jdf, strings(view.keys), view.size_ms, strings(view.functions),
-                    strings(view.arguments), strings(view.outputs),
+                    strings(view.arguments), strings(view.outputs), ends_with_input,
                 )  # fmt: skip
             else:
                 rows = getattr(jvm, _OVER).apply(

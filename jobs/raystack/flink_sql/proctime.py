@@ -10,7 +10,9 @@ where Flink reads the wall clock for each row. What the attribute may drive:
   aggregation becomes a **processing-time window view**, computed by the project's operator
   (`FlinkProcTimeWindow.java`): the view's source is the SELECT's FROM and WHERE with each GROUP BY key and
   aggregate argument as a column, and the SELECT reads the operator's rows, each key and aggregate replaced
-  by its column. The aggregates are COUNT, SUM, AVG, MIN and MAX, as for OVER windows.
+  by its column. The aggregates are COUNT, SUM, AVG, MIN and MAX, as for OVER windows. A bounded run
+  ends with its input as Flink's does: the windows the wall clock has passed come out, those still open
+  are dropped.
 - a temporal join of a bounded table, `JOIN side FOR SYSTEM_TIME AS OF b.p_time AS s ON ...` (INNER or
   LEFT): a lookup of the table as it is when the row is processed. The side table does not change during
   a run (a script's is a file read when the run starts: `scripts`), so the lookup is Spark's stream-static

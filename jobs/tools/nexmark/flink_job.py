@@ -4,16 +4,16 @@
 
 PyFlink's interpreter runs it (build/flink-venv): only the standard library, PyFlink and
 `jobs/tools/flink_rows.py`, with Flink's Kafka connector on its class path (`FlinkResults`' `lib_jars`).
-The job (`oracle.FlinkNexmark`) names the scripts (each query's files in order and their `${NAME}`
-values) and the table over the topic. The queries share one table environment, at parallelism 1 in
-streaming mode, UTC: a file a script names that an earlier script ran with the same values (the DDL and the
-views every query reads) is not run again, and each query's own file declares names of its own
-(`nexmark_qN`). The statements run as Flink runs them, but for two changes that keep the data and the
-semantics: the Kafka table is made bounded (`'scan.bounded.mode' = 'latest-offset'`, so the job ends,
-with Flink's final watermark, at the records there are when it starts), and the `INSERT INTO` is run as its
-query, whose rows (a changelog's final table) are collected with the sink table's column names and types.
-A query Flink cannot run has its error as its result. Results are appended one JSON line a query (`{"id": ...,
-"result": ...}`) as each is known.
+The job (`oracle.FlinkNexmark`) names the jars of the scripts' `CREATE FUNCTION` classes, the scripts
+(each query's files in order and their `${NAME}` values) and the table over the topic. The queries share
+one table environment, at parallelism 1 in streaming mode, UTC: a file a script names that an earlier
+script ran with the same values (the DDL and the views every query reads) is not run again, and each
+query's own file declares names of its own (`nexmark_qN`). The statements run as Flink runs them, but for
+two changes that keep the data and the semantics: the Kafka table is made bounded
+(`'scan.bounded.mode' = 'latest-offset'`, so the job ends, with Flink's final watermark, at the records
+there are when it starts), and the `INSERT INTO` is run as its query, whose rows (a changelog's final
+table) are collected with the sink table's column names and types. A query Flink cannot run has its error
+as its result. Results are appended one JSON line a query (`{"id": ..., "result": ...}`) as each is known.
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def filled(text: str, variables: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(value, text)
 
 
-def table_environment() -> Any:
-    """The streaming table environment every query of the job runs in."""
+def table_environment(job: dict[str, Any]) -> Any:
+    """The streaming table environment every query of the job runs in, given the job's function jars."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
@@ -78,6 +78,8 @@ def table_environment() -> Any:
     config.set("parallelism.default", "1")
     config.set("table.exec.resource.default-parallelism", "1")
     config.set("table.local-time-zone", "UTC")
+    if job["jars"]:
+        config.set("pipeline.jars", ";".join(f"file://{jar}" for jar in job["jars"]))
     return t_env
 
 
@@ -124,7 +126,7 @@ def as_sink_columns(t_env: Any, sink: str, query: str) -> str:
 
 def main(job_path: str, results_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
-    t_env, ran = table_environment(), set()
+    t_env, ran = table_environment(job), set()
     with open(results_path, "a") as out:
         for script in job["scripts"]:
             try:

@@ -80,12 +80,17 @@ def script_files(queries_dir: Path, query_id: str) -> list[Path]:
 
 @dataclass(frozen=True)
 class NexmarkScripts:
-    """Where the queries' files are, the topic they read and the folder their dagger files go to."""
+    """Where the queries' files are, the topic they read, the folder their dagger files go to, and the jars
+    of the functions the scripts declare (q14's `count_char`), which both engines are given."""
 
     bootstrap_servers: str
     topic: str
     work_dir: Path
     queries_dir: Path = QUERIES_DIR
+    function_jars: tuple[Path, ...] = ()
+    """The jars a script's `CREATE FUNCTION` classes load from: Flink's `pipeline.jars`, the dagger's
+    `functions.java_udfs.jars`. A class written as Flink's ScalarFunction needs Flink's flink-table-common
+    and flink-core jars among them for the dagger (Flink has its own)."""
 
     def __post_init__(self) -> None:
         # q13's side table, a CSV file both engines look up: one row per auction id modulo 10,000.
@@ -117,6 +122,8 @@ class NexmarkScripts:
             "variables": self.variables,
             "checkpoint_location": str(self.work_dir / "checkpoints" / query_id),
         }
+        if self.function_jars:
+            document["functions"] = {"java_udfs": {"jars": [str(jar) for jar in self.function_jars]}}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return path
@@ -156,6 +163,7 @@ class FlinkNexmark(FlinkResults):
                 f"Flink's Kafka connector is not in {FLINK_KAFKA_LIBS}: `make test` puts it"
             )
         job = {
+            "jars": [str(jar) for jar in scripts.function_jars],
             "table": TABLE,
             "scripts": [
                 {
@@ -244,6 +252,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--only", help="comma-separated query ids (default: all 24)")
     parser.add_argument(
+        "--function-jar",
+        type=Path,
+        action="append",
+        default=[],
+        help="a jar of the scripts' CREATE FUNCTION classes, given to both engines (repeatable; q14's "
+        "count_char, with Flink's flink-table-common and flink-core jars for a ScalarFunction)",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=BUILD_DIR / "nexmark-oracle",
@@ -256,9 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for query in query_ids
         for path in script_files(arguments.queries, query)
         if not path.exists()
-    ]
+    ] + [str(jar) for jar in arguments.function_jar if not jar.is_file()]
     if missing:
-        parser.error(f"no such query file(s): {', '.join(missing)}")
+        parser.error(f"no such query or jar file(s): {', '.join(missing)}")
     from jobs.engine.spark import spark_session
     from jobs.tools.broker import LocalKafka
 
@@ -276,7 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"{generate(bootstrap, arguments.topic, config)} events in {arguments.topic}", flush=True)
         scripts = NexmarkScripts(
-            bootstrap, arguments.topic, arguments.work_dir.resolve(), arguments.queries.resolve()
+            bootstrap,
+            arguments.topic,
+            arguments.work_dir.resolve(),
+            arguments.queries.resolve(),
+            tuple(jar.resolve() for jar in arguments.function_jar),
         )
         flink = FlinkNexmark(scripts, query_ids)
         spark = spark_session(

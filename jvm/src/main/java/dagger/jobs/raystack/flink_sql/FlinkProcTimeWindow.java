@@ -36,21 +36,39 @@ import scala.jdk.javaapi.CollectionConverters;
  * that end; Spark runs a batch at each trigger while a processing-time operator has state, so the window
  * comes out at the first trigger after its end. Its rows are the keys, {@code window_start}, {@code
  * window_end} (TIMESTAMPs of the wall clock, UTC) and the aggregates.
+ *
+ * <p>A bounded run that ends as Flink's ({@code endsWithInput}) cannot run on processing time: Spark runs
+ * a batch at every trigger while such an operator has state, so the run would never end. There the
+ * operator runs on event time instead, its one timer per key at {@link #END_OF_INPUT_MS}, which only the
+ * final watermark passes (the row at the end of time that ends a flushing run's input). At the end of the
+ * input it does what Flink 2.3's bounded run does: a window the wall clock has passed comes out, and a
+ * window still open is dropped (Flink quiesces its processing-time timers at the end of input, so their
+ * windows never fire). A window the wall clock has passed also comes out, as on processing time, when the
+ * key's next row is processed in a later window.
  */
 public final class FlinkProcTimeWindow extends StatefulProcessor<Row, Row, Row> {
 
   private static final String START_MS = "__window_start_ms";
   private static final String END_MS = "__window_end_ms";
 
+  /**
+   * 9000-01-01T00:00Z: past every event's time, and passed by the final watermark (9999-12-31 less the
+   * stream's watermark delay, which is far below a thousand years).
+   */
+  static final long END_OF_INPUT_MS = 221845392000000L;
+
   private final int keyCount;
   private final long sizeMs;
   private final Aggregate[] aggregates;
   private final StructType totalsSchema;
+  private final boolean endsWithInput;
   private transient ValueState<Row> totals;
   private transient ValueState<Long> windowEndMs;
 
-  private FlinkProcTimeWindow(int keyCount, long sizeMs, Aggregate[] aggregates) {
+  private FlinkProcTimeWindow(
+      int keyCount, long sizeMs, Aggregate[] aggregates, boolean endsWithInput) {
     this.keyCount = keyCount;
+    this.endsWithInput = endsWithInput;
     this.sizeMs = sizeMs;
     this.aggregates = aggregates;
     this.totalsSchema = Totals.schema(aggregates);
@@ -60,11 +78,13 @@ public final class FlinkProcTimeWindow extends StatefulProcessor<Row, Row, Row> 
    * The aggregates of {@code rows} per the columns {@code keys} and tumbling processing-time window of
    * {@code sizeMs}: {@code aggregated[i]} (COUNT, SUM, AVG, MIN, MAX) of the column {@code arguments[i]}
    * (empty for COUNT(*)), named {@code outputs[i]}. The result's columns are the keys, {@code
-   * window_start}, {@code window_end} and the outputs; it carries no watermark.
+   * window_start}, {@code window_end} and the outputs; it carries no watermark. {@code endsWithInput}:
+   * the run is bounded and ends with the final watermark, at which the windows the wall clock has passed
+   * come out and the others are dropped, as in Flink.
    */
   public static Dataset<Row> apply(
       Dataset<Row> rows, String[] keys, long sizeMs, String[] aggregated, String[] arguments,
-      String[] outputs) {
+      String[] outputs, boolean endsWithInput) {
     if (sizeMs <= 0) {
       throw new IllegalArgumentException("a processing-time window's size must be positive: " + sizeMs);
     }
@@ -86,8 +106,8 @@ public final class FlinkProcTimeWindow extends StatefulProcessor<Row, Row, Row> 
     Dataset<Row> windows =
         FlinkOver.partitioned(rows, keys)
             .transformWithState(
-                new FlinkProcTimeWindow(keys.length, sizeMs, aggregates),
-                TimeMode.ProcessingTime(),
+                new FlinkProcTimeWindow(keys.length, sizeMs, aggregates, endsWithInput),
+                endsWithInput ? TimeMode.EventTime() : TimeMode.ProcessingTime(),
                 OutputMode.Append(),
                 Encoders.row(output));
     List<org.apache.spark.sql.Column> columns = new ArrayList<>();
@@ -117,7 +137,7 @@ public final class FlinkProcTimeWindow extends StatefulProcessor<Row, Row, Row> 
     List<Row> out = new ArrayList<>(1);
     Long openEndMs = windowEndMs.get();
     if (openEndMs != null && openEndMs != endMs) {
-      getHandle().deleteTimer(openEndMs);
+      getHandle().deleteTimer(timerMs(openEndMs));
       out.add(closed(key, openEndMs));
     }
     Totals sums =
@@ -126,7 +146,7 @@ public final class FlinkProcTimeWindow extends StatefulProcessor<Row, Row, Row> 
             : new Totals(aggregates);
     CollectionConverters.asJava(rows).forEachRemaining(sums::add);
     if (openEndMs == null || openEndMs != endMs) {
-      getHandle().registerTimer(endMs);
+      getHandle().registerTimer(timerMs(endMs));
       windowEndMs.update(endMs);
     }
     totals.update(sums.toRow());
@@ -137,10 +157,20 @@ public final class FlinkProcTimeWindow extends StatefulProcessor<Row, Row, Row> 
   public Iterator<Row> handleExpiredTimer(
       Row key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
     Long openEndMs = windowEndMs.get();
-    if (openEndMs == null || openEndMs != expiredTimerInfo.getExpiryTimeInMs()) {
+    if (openEndMs == null || timerMs(openEndMs) != expiredTimerInfo.getExpiryTimeInMs()) {
+      return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+    }
+    if (timerValues.getCurrentProcessingTimeInMs() < openEndMs) { // the input ended first: dropped
+      totals.clear();
+      windowEndMs.clear();
       return CollectionConverters.asScala(Collections.<Row>emptyIterator());
     }
     return CollectionConverters.asScala(List.of(closed(key, openEndMs)).iterator());
+  }
+
+  /** When the window ending at {@code endMs} comes out: at its end, or at the end of the input. */
+  private long timerMs(long endMs) {
+    return endsWithInput ? END_OF_INPUT_MS : endMs;
   }
 
   /**
