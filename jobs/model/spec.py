@@ -130,6 +130,8 @@ def _proctime_columns(computed_columns: Iterable[dict[str, str]]) -> frozenset[s
 
 _SCRIPT_KEYS = ("streams", "sinks", "sql", "sql_dialect", "rowtime_column", "watermark_delay")
 """The keys a Flink SQL script gives, which a dagger file with a `script` leaves to it."""
+_CHANGELOG_SINKS = ("log", "blackhole")
+"""The sink kinds that take a changelog (a query whose rows carry their change kind, `__change`)."""
 
 
 def _script_keys(data: Any, info: ValidationInfo) -> Any:
@@ -275,6 +277,12 @@ class DaggerSpec(_Model):
         if not updated_by:
             return self
         for index, sink in enumerate(self.sinks):
+            if self._flink.changelog and sink.kind not in _CHANGELOG_SINKS:
+                raise ValueError(
+                    f"sinks[{index}] ({sink.describe()}): the query's {updated_by} gives a changelog, rows "
+                    "added and retracted with their change kind in the column __change; write it to a log "
+                    "or a blackhole sink"
+                )
             if not sink.takes_upserts():
                 raise ValueError(
                     f"sinks[{index}] ({sink.describe()}): the query's {updated_by} gives updates, a row "

@@ -36,6 +36,7 @@ What changes:
 | `a[1]`, `m['k']` (arrays count from 1)          | `try_element_at(a, 1)`, `try_element_at(m, 'k')`     |
 | `a / b`, `AVG(x)`, `SUM(x)`, `FLOOR(x)`, `CEIL(x)` | `FlinkDivide(a, b)`, `FlinkAvg(x)`... (Flink's types) |
 | `SUM(x) OVER (PARTITION BY k ORDER BY rowtime ...)` | `__over_0`, a column of an OVER view (`over`)        |
+| `AGG(x) OVER (...)` over a Top-N's rows (FLINK-19059) | an OVER view of updates (a changelog, `__change`) |
 | `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
 | a WITH clause an OVER or Top-N view reads     | carried into the view's source (`view_sources`)      |
 | `SELECT AVG(m) FROM (SELECT MAX(x) AS m ... GROUP BY k) GROUP BY c` | aggregate views (`changelog`)   |
@@ -74,7 +75,7 @@ from jobs.raystack.flink_sql.dialect import FlinkDialect, Refused
 from jobs.raystack.flink_sql.errors import FlinkSqlError, UserText, parse_message
 from jobs.raystack.flink_sql.flink_forms import rewrite_flink_forms
 from jobs.raystack.flink_sql.group_windows import has_unwindowed_aggregation, rewrite_group_windows
-from jobs.raystack.flink_sql.over import OverView, extract_over_views
+from jobs.raystack.flink_sql.over import OverView, extract_over_views, read_by_an_over
 from jobs.raystack.flink_sql.proctime import (
     ProcTimeWindowView,
     extract_proctime_views,
@@ -117,6 +118,12 @@ class SparkQuery:
         return self.prepared.text
 
     @property
+    def changelog(self) -> bool:
+        """The result is a changelog: each row carries its change kind (`+I`, `-U`, `+U`, `-D`) in the
+        column `__change` (an OVER over a Top-N's rows, `FlinkUpdatingOver.java`)."""
+        return any(isinstance(view, OverView) and view.row_keys for view in self.over_views)
+
+    @property
     def upserts(self) -> bool:
         """The result is an upsert stream (a Top-N's, an aggregation's over updating results): a row replaces
         the earlier one of its key."""
@@ -127,6 +134,8 @@ class SparkQuery:
         """What makes the result an upsert stream, as errors name it; `""` when it is not one."""
         if any(isinstance(view, AggregateView) for view in self.over_views):
             return "aggregation over another aggregation's results"
+        if self.changelog:
+            return "OVER aggregation over a Top-N's rows"
         return "Top-N (ROW_NUMBER())" if any(isinstance(view, TopNView) for view in self.over_views) else ""
 
 
@@ -157,8 +166,10 @@ def translate(
     tree = rewrite_group_windows(tree, user)
     views: list[OperatorView] = [*extract_aggregate_views(tree, key)]
     if tree.find(exp.Window):
-        views += extract_over_views(tree, key)
-        views += extract_top_n_views(tree, key)  # a Top-N may read an OVER view
+        read_by_over = extract_top_n_views(tree, key, only=read_by_an_over)  # an OVER may read a Top-N
+        views += read_by_over
+        views += extract_over_views(tree, key, read_by_over)
+        views += extract_top_n_views(tree, key, first=len(read_by_over))  # a Top-N may read an OVER view
     over_views = (*extract_proctime_views(tree, proctime_windows), *views)
     return SparkQuery(
         prepared=prepare_tree(rewrite_typed(tree), flink_sql, read),

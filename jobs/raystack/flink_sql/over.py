@@ -12,6 +12,15 @@ As in Flink, the aggregates of one SELECT share one window; it is ordered by the
 stream's rowtime, ascending), and its frame ends at the current row: `ROWS BETWEEN n PRECEDING`,
 `RANGE BETWEEN INTERVAL '...' PRECEDING` or `UNBOUNDED PRECEDING` (the default without a frame is
 `RANGE UNBOUNDED PRECEDING`). The aggregates are COUNT, SUM, AVG, MIN and MAX.
+
+An OVER over a Top-N's rows (Nexmark q6: the average of each seller's last winning bids), which Flink
+refuses (FLINK-19059: its OVER takes only appends), reads an updating input: the Top-N's upserts, a row
+replacing the one of its key (the Top-N's PARTITION BY and row number). Its view runs
+`FlinkUpdatingOver.java`, whose final table is the OVER computed over the Top-N's final table, and whose
+rows are a changelog (the change kind in the hidden column `__change`, `changelog.CHANGE_COLUMN`) that the
+SELECTs above it pass on to the sink. The OVER's PARTITION BY are columns of the Top-N's PARTITION BY (so a
+row's update stays in its partition), the Top-N's key and row number are among its rows, and nothing but
+projections stands between the two or above the OVER.
 """
 
 from __future__ import annotations
@@ -21,8 +30,10 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
+from jobs.raystack.flink_sql.changelog import CHANGE_COLUMN
 from jobs.raystack.flink_sql.errors import FlinkSqlError
 from jobs.raystack.flink_sql.intervals import IntervalLiteral
+from jobs.raystack.flink_sql.top_n import TopNView
 from jobs.raystack.flink_sql.view_sources import view_source_text
 
 UNBOUNDED = -1
@@ -50,15 +61,30 @@ class OverView:
     arguments: tuple[str, ...]
     """Each aggregate's argument column, `""` for COUNT(*)."""
     outputs: tuple[str, ...]
+    row_keys: tuple[str, ...] = ()
+    """The columns by which a row of an updating input (a Top-N's) replaces an earlier one; empty for an
+    append-only input. With them the view's rows are a changelog (FlinkUpdatingOver.apply)."""
 
 
-def extract_over_views(tree: exp.Query, key: str) -> tuple[OverView, ...]:
-    """Rewrites each SELECT of OVER aggregates in place to read its OVER view; the views."""
+def extract_over_views(tree: exp.Query, key: str, top_ns: tuple[TopNView, ...] = ()) -> tuple[OverView, ...]:
+    """Rewrites each SELECT of OVER aggregates in place to read its OVER view; the views. `top_ns` are the
+    Top-N views already extracted, whose upserts an OVER may read."""
     views: list[OverView] = []
     selects = [select for select in tree.find_all(exp.Select) if _own_windows(select)]
     for select in reversed(selects):  # innermost first: an outer SELECT's view holds the inner's query
-        views.append(_rewrite(select, f"{_VIEW_PREFIX}{len(views)}", key))
+        views.append(_rewrite(select, f"{_VIEW_PREFIX}{len(views)}", key, top_ns))
     return tuple(views)
+
+
+def read_by_an_over(window: exp.Window) -> bool:
+    """Whether the Top-N of the ROW_NUMBER() `window` is in the FROM of a SELECT of OVER aggregates (which
+    then reads its upserts: its view is extracted first)."""
+    node = window.parent_select.parent if window.parent_select else None
+    while node is not None:
+        if isinstance(node, exp.Select) and _own_windows(node):
+            return True
+        node = node.parent
+    return False
 
 
 def _own_windows(select: exp.Select) -> list[exp.Window]:
@@ -71,7 +97,7 @@ def _own_windows(select: exp.Select) -> list[exp.Window]:
     ]
 
 
-def _rewrite(select: exp.Select, name: str, key: str) -> OverView:
+def _rewrite(select: exp.Select, name: str, key: str, top_ns: tuple[TopNView, ...]) -> OverView:
     windows = _own_windows(select)
     for clause in ("group", "having", "joins", "distinct", "laterals"):
         if select.args.get(clause):
@@ -106,15 +132,81 @@ def _rewrite(select: exp.Select, name: str, key: str) -> OverView:
         arguments.append("" if is_star else _as_column(source, argument, f"__over_argument_{index}"))
         outputs.append(f"__over_{index}")
         window.replace(exp.column(outputs[-1]))
+    row_keys = _updating_input(select, spec, top_ns, key)
+    source_sql = view_source_text(source, select)
     select.set("windows", None)
     select.set("where", None)
     alias = select.args["from_"].this.args.get("alias")
     view = exp.Table(this=exp.to_identifier(name), alias=alias)
     select.set("from_", exp.From(this=view))
+    if row_keys:
+        _pass_changes_on(select, key)
     return OverView(
-        name, view_source_text(source, select), tuple(keys), time_column, rows_frame, preceding,
-        tuple(functions), tuple(arguments), tuple(outputs),
+        name, source_sql, tuple(keys), time_column, rows_frame, preceding, tuple(functions), tuple(arguments),
+        tuple(outputs), row_keys,
     )  # fmt: skip
+
+
+def _updating_input(
+    select: exp.Select, spec: exp.Window, top_ns: tuple[TopNView, ...], key: str
+) -> tuple[str, ...]:
+    """The row key of the Top-N whose upserts `select`'s OVER reads (its PARTITION BY and row number);
+    empty when it reads none. Refuses what would leave a replaced row behind: a filter or join of the
+    upserts, a key or row number the OVER's rows do not show, an OVER partition a row could leave."""
+    views = {view.name: view for view in top_ns}
+    chain: list[exp.Select] = [select]
+    read: TopNView | None = None
+    while read is None:
+        source = chain[-1].args["from_"].this
+        if isinstance(source, exp.Table) and source.name in views:
+            read = views[source.name]
+        elif isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+            chain.append(source.this)
+        else:
+            return ()
+    row_key = (*read.keys, read.rank_column)
+    what = f"an OVER aggregation over a Top-N's rows (ROW_NUMBER() partitioned by {', '.join(read.keys)})"
+    for between in chain:
+        for clause in ("joins", "where", "group", "having", "distinct", "laterals"):
+            if between.args.get(clause):
+                raise FlinkSqlError(
+                    f"{key}: {what}: a {clause.upper().rstrip('S')} of the Top-N's updating rows is not "
+                    "supported; only projections are"
+                )
+    for between in chain[1:]:
+        shown = {projection.alias_or_name for projection in between.expressions}
+        starred = any(isinstance(projection, exp.Star) for projection in between.expressions)
+        missing = [column for column in row_key if not starred and column not in shown]
+        if missing or set(row_key) & set(read.helpers):
+            raise FlinkSqlError(
+                f"{key}: {what} needs the Top-N's key and row number ({', '.join(row_key)}) among the rows "
+                "it reads, to replace a row by its update"
+            )
+    partition = spec.args.get("partition_by") or []
+    if any(not isinstance(column, exp.Column) or column.name not in read.keys for column in partition):
+        raise FlinkSqlError(
+            f"{key}: {what} is partitioned by columns of the Top-N's PARTITION BY, so that a row's update "
+            "stays in its partition"
+        )
+    return row_key
+
+
+def _pass_changes_on(select: exp.Select, key: str) -> None:
+    """`select` and the SELECTs above it pass the changelog's kind column on to the query's result; they
+    may only project its rows (a subquery's column list names the column too)."""
+    node: exp.Expr | None = select
+    while node is not None:
+        if isinstance(node, exp.Select):
+            if node is not select and any(node.args.get(c) for c in ("joins", "where", "group", "having")):
+                raise FlinkSqlError(
+                    f"{key}: the rows of an OVER aggregation over a Top-N's rows update; only projections "
+                    "of them are supported"
+                )
+            if not any(isinstance(projection, exp.Star) for projection in node.expressions):
+                node.select(exp.column(CHANGE_COLUMN), copy=False)
+        elif isinstance(node, exp.Subquery) and node.args.get("alias") and node.args["alias"].columns:
+            node.args["alias"].append("columns", exp.to_identifier(CHANGE_COLUMN))
+        node = node.parent
 
 
 def _spec_of(window: exp.Window, named: dict[str, exp.Window], key: str) -> exp.Window:

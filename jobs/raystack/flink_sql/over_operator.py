@@ -1,6 +1,7 @@
 """Running a translated query's views of the project's JVM operators (`over.OverView`, `top_n.TopNView`,
 `changelog.AggregateView`, `proctime.ProcTimeWindowView`): each view's rows, through its operator
-(`FlinkOver.java`, `FlinkRank.java`, `FlinkAggregate.java`, `FlinkProcTimeWindow.java`), registered under
+(`FlinkOver.java`, or `FlinkUpdatingOver.java` over a Top-N's rows, `FlinkRank.java`, `FlinkAggregate.java`,
+`FlinkProcTimeWindow.java`), registered under
 the view's name for the query to read. The rows stay in the JVM: Python passes only the view's
 description."""
 
@@ -18,6 +19,7 @@ from jobs.raystack.flink_sql.proctime import ProcTimeWindowView
 from jobs.raystack.flink_sql.top_n import TopNView
 
 _OVER = "dagger.jobs.raystack.flink_sql.FlinkOver"
+_UPDATING_OVER = "dagger.jobs.raystack.flink_sql.FlinkUpdatingOver"
 _TOP_N = "dagger.jobs.raystack.flink_sql.FlinkRank"
 _AGGREGATE = "dagger.jobs.raystack.flink_sql.FlinkAggregate"
 _PROCTIME_WINDOW = "dagger.jobs.raystack.flink_sql.FlinkProcTimeWindow"
@@ -75,6 +77,12 @@ def register_over_views(
                 rows = getattr(jvm, _PROCTIME_WINDOW).apply(
                     source._jdf, strings(view.keys), view.size_ms, strings(view.functions),
                     strings(view.arguments), strings(view.outputs), ends_with_input,
+                )  # fmt: skip
+            elif view.row_keys:
+                rows = getattr(jvm, _UPDATING_OVER).apply(
+                    source._jdf, strings(view.keys), view.time_column, view.rows_frame, view.preceding,
+                    strings(view.functions), strings(view.arguments), strings(view.outputs),
+                    strings(view.row_keys), CHANGE_COLUMN,
                 )  # fmt: skip
             else:
                 rows = getattr(jvm, _OVER).apply(

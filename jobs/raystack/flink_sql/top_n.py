@@ -6,9 +6,13 @@
     ) WHERE rn <= N
 
 (`rn < N`, and `rn = 1` for deduplication: `ORDER BY rowtime` keeps each key's first row, `ORDER BY rowtime
-DESC` its last). The inner SELECT becomes a **Top-N view**: its rows, with each key and ORDER BY
-expression as a column, which the operator reduces to each key's N best rows, numbered. The outer SELECT
-reads the view, without the row-number condition.
+DESC` its last). The bound may also be in the ROW_NUMBER()'s own SELECT, `SELECT *, ROW_NUMBER() OVER
+(...) AS rn FROM t WHERE rn <= N`, as Nexmark's q6 writes it (which Flink never runs): the bound applies
+to the ranked rows, the WHERE's other conditions to the rows before, and the SELECT reads the view.
+
+The inner SELECT becomes a **Top-N view**: its rows, with each key and ORDER BY expression as a column,
+which the operator reduces to each key's N best rows, numbered. The outer SELECT reads the view, without
+the row-number condition.
 
 The result is an upsert stream, as Flink's: a row replaces the one of the same key and row number that
 came before it. Sinks that take upserts (a Kafka sink with a key, a continuous table with a key) write
@@ -17,6 +21,7 @@ it as such; `jobs/model/spec.py` refuses the others.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -48,12 +53,15 @@ class TopNView:
     """The columns added for keys and orders, which the view's rows do not show."""
 
 
-def extract_top_n_views(tree: exp.Query, key: str) -> tuple[TopNView, ...]:
-    """Rewrites each Top-N of `tree` in place to read its view; the views, innermost first."""
+def extract_top_n_views(
+    tree: exp.Query, key: str, only: Callable[[exp.Window], bool] | None = None, first: int = 0
+) -> tuple[TopNView, ...]:
+    """Rewrites each Top-N of `tree` (those whose ROW_NUMBER() window `only` takes) in place to read its
+    view; the views, innermost first, numbered from `first`."""
     views: list[TopNView] = []
     windows = [window for window in tree.find_all(exp.Window) if isinstance(window.this, exp.RowNumber)]
-    for window in reversed(windows):
-        views.append(_rewrite(window, f"{_VIEW_PREFIX}{len(views)}", key))
+    for window in reversed([window for window in windows if only is None or only(window)]):
+        views.append(_rewrite(window, f"{_VIEW_PREFIX}{first + len(views)}", key))
     return tuple(views)
 
 
@@ -62,14 +70,19 @@ def _rewrite(window: exp.Window, name: str, key: str) -> TopNView:
     alias = window.parent
     subquery = inner.parent if inner else None
     outer = subquery.parent_select if isinstance(subquery, exp.Subquery) else None
-    if not isinstance(alias, exp.Alias) or outer is None or alias.parent is not inner:
+    if not isinstance(alias, exp.Alias) or alias.parent is not inner:
         raise FlinkSqlError(f"{key}: {_PATTERN}")
     rank_column = alias.alias
-    limit, others = _limit(outer, rank_column, key)
+    own_bound = _bound(inner, rank_column)
+    if own_bound is None and outer is None:
+        raise FlinkSqlError(f"{key}: {_PATTERN}")
+    limit, others = own_bound or _limit(outer, rank_column, key)
     if window.args.get("spec") or not window.args.get("order"):
         raise FlinkSqlError(f"{key}: ROW_NUMBER() takes an ORDER BY and no frame; {_PATTERN}")
     source = inner.copy()
     source.set("expressions", [e for e in source.expressions if e.alias_or_name != rank_column])
+    if own_bound:
+        source.set("where", exp.Where(this=exp.and_(*others)) if others else None)
     helpers: list[str] = []
 
     def helper(expression: exp.Expression, role: str) -> str:
@@ -91,8 +104,14 @@ def _rewrite(window: exp.Window, name: str, key: str) -> TopNView:
     orderings = window.args["order"].expressions
     orders = [helper(ordering.this, "order") for ordering in orderings]
     source_sql = view_source_text(source, inner)  # while `inner` is in the query: the WITHs it sees
-    subquery.replace(exp.Table(this=exp.to_identifier(name), alias=subquery.args.get("alias")))
-    outer.set("where", exp.Where(this=exp.and_(*others)) if others else None)
+    if own_bound:  # the SELECT itself reads the view
+        for clause in ("joins", "where", "laterals"):
+            inner.set(clause, None)
+        inner.set("expressions", [exp.Star()])
+        inner.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(name))))
+    else:
+        subquery.replace(exp.Table(this=exp.to_identifier(name), alias=subquery.args.get("alias")))
+        outer.set("where", exp.Where(this=exp.and_(*others)) if others else None)
     return TopNView(
         name, source_sql, tuple(keys), tuple(orders),
         tuple(bool(ordering.args.get("desc")) for ordering in orderings), limit, rank_column, tuple(helpers),
@@ -115,7 +134,16 @@ def _shown_as(projections: list[exp.Expression], column: exp.Column) -> str | No
 
 def _limit(outer: exp.Select, rank_column: str, key: str) -> tuple[int, list[exp.Expression]]:
     """N of the outer WHERE's `rn <= N` (`rn < N`, `rn = 1`), and the WHERE's other conditions."""
-    where = outer.args.get("where")
+    bound = _bound(outer, rank_column)
+    if bound is None:
+        raise FlinkSqlError(f"{key}: the Top-N needs its bound, WHERE {rank_column} <= N; {_PATTERN}")
+    return bound
+
+
+def _bound(select: exp.Select, rank_column: str) -> tuple[int, list[exp.Expression]] | None:
+    """N of `select`'s `WHERE rn <= N` (`rn < N`, `rn = 1`), and the WHERE's other conditions; None when
+    the WHERE bounds no row number."""
+    where = select.args.get("where")
     conditions = list(where.this.flatten()) if where and isinstance(where.this, exp.And) else []
     if where and not conditions:
         conditions = [where.this]
@@ -130,4 +158,4 @@ def _limit(outer: exp.Select, rank_column: str, key: str) -> tuple[int, list[exp
             limit = 1
         if limit is not None:
             return limit, [other for other in conditions if other is not condition]
-    raise FlinkSqlError(f"{key}: the Top-N needs its bound, WHERE {rank_column} <= N; {_PATTERN}")
+    return None

@@ -17,7 +17,9 @@ The pieces, which the tests (tests/test_nexmark_oracle.py) and the benchmarks us
 - `comparable` puts both sides' rows in one form: a sorted multiset, each value tagged with its type.
 
 A query whose rows update (an aggregation without a window, a Top-N) is compared as its final table: on
-Flink the changelog applied, on the dagger the last row of each key of `UPSERT_KEYS`. The query files are
+Flink the changelog applied, on the dagger the last row of each key of `UPSERT_KEYS`, or, where the dagger's
+rows are a changelog (their change kind in the column `__change`: q6's OVER over a Top-N), that changelog
+applied. The query files are
 the project's own (`queries/`, the same queries as Nexmark's `nexmark-flink/src/main/resources/queries`,
 written anew); `--queries DIR` runs Nexmark's own files instead (its `ddl_kafka.sql` reads the topic
 `nexmark`, the default here).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,7 @@ from pyspark.sql import SparkSession
 from jobs.model.errors import DaggerBuildError, DaggerQueryError
 from jobs.model.spec import DaggerConfigError, DaggerSpec, load_dagger
 from jobs.project import BUILD_DIR
+from jobs.raystack.flink_sql.changelog import CHANGE_COLUMN
 from jobs.running.runner import DaggerRun, build_dagger
 from jobs.sinks.log.config import LogSink
 from jobs.tools.flink_process import FlinkResults
@@ -200,12 +204,18 @@ def dagger_rows(
         return {"error": f"failed while running: {error}"}
     finally:
         run.stop()
-    fields = run.built.result.schema.fields
-    rows, last_of_key = [], {}
+    fields = [field for field in run.built.result.schema.fields if field.name != CHANGE_COLUMN]
+    rows, last_of_key, table = [], {}, Counter()
     for line in logged:
         values = json.loads(line.split(" | ", 1)[1])
         rows.append([spark_tagged(values[field.name], field.dataType) for field in fields])
         last_of_key[tuple(values[name] for name in upsert_key)] = rows[-1]
+        if CHANGE_COLUMN in values:
+            table[json.dumps(rows[-1])] += 1 if values[CHANGE_COLUMN] in ("+I", "+U") else -1
+    if any(count < 0 for count in table.values()):
+        return {"error": "the changelog retracts a row it never added"}
+    if table:
+        rows = [json.loads(row) for row, count in table.items() for _ in range(count)]
     return comparable([field.name for field in fields], last_of_key.values() if upsert_key else rows)
 
 

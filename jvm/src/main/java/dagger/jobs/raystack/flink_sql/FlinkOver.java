@@ -261,9 +261,13 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
     return runs;
   }
 
-  /** The row's time in microseconds (a Timestamp, or an Instant or LocalDateTime with Java 8's API). */
+  /** The row's time in microseconds. */
   private long micros(Row row) {
-    Object time = row.get(timeIndex);
+    return timeMicros(row.get(timeIndex));
+  }
+
+  /** A time value in microseconds (a Timestamp, or an Instant or LocalDateTime with Java 8's API). */
+  static long timeMicros(Object time) {
     Instant instant;
     if (time instanceof Timestamp timestamp) {
       instant = timestamp.toInstant();
