@@ -66,11 +66,11 @@ def collected(seconds: float) -> datetime:
         ),
         (  # to a string in Flink's text: a timestamp's digits are its precision's, an event time's 3
             "SELECT CAST(CAST(a AS TIMESTAMP(0)) AS STRING), CAST(TIMESTAMP '2024-05-01 12:00:00.25' AS "
-            "STRING), CAST(CAST(a AS TIMESTAMP) AS STRING), TRUNCATE(x, 1), TIMESTAMPDIFF(month, a, b) "
-            "FROM t",
+            "STRING), CAST(CAST(a AS TIMESTAMP) AS STRING), TRUNCATE(x, 1), TIMESTAMPDIFF(month, a, b), "
+            "STR_TO_MAP(s) FROM t",
             "SELECT FlinkCastString(CAST(a AS TIMESTAMP), 0), FlinkCastString(CAST('2024-05-01 12:00:00.25' "
             "AS TIMESTAMP), 2), FlinkCastString(CAST(a AS TIMESTAMP), 6), FlinkTruncate(x, 1), "
-            "FlinkTimestampDiff('MONTH', a, b) FROM t",
+            "FlinkTimestampDiff('MONTH', a, b), STR_TO_MAP(s, ',', '=') FROM t",
         ),
         (
             "SELECT a FROM t WHERE rowtime > CURRENT_TIMESTAMP - INTERVAL '1' DAY(3) -- a comment\n",

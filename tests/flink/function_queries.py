@@ -178,8 +178,8 @@ FUNCTION_QUERIES: list[tuple[str, str]] = [
         "CAST(CAST(event_time AS TIMESTAMP(0)) AS VARCHAR) AS whole_seconds, "
         "CAST(TIMESTAMP '2024-05-01 12:00:00.25' AS STRING) AS literal, CAST(words AS STRING) AS words_text, "
         "CAST(numbers AS STRING) AS numbers_text, CAST(STR_TO_MAP(CONCAT('k=', id)) AS STRING) AS map_text, "
-        "CAST(double_value * 1e10 AS STRING) AS big_double, CAST(CAST(event_time AS DATE) AS STRING) AS day "
-        "FROM items",
+        "CAST(double_value * 1e10 AS STRING) AS big_double, CAST(CAST(event_time AS DATE) AS STRING) AS "
+        "day_text FROM items",
     ),
     (  # the JVM module's FlinkFunctions.java: TRUNCATE's types, months that end on a month's last day
         "truncate_timestampadd_timestampdiff",

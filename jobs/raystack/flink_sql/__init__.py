@@ -22,6 +22,7 @@ What changes:
 | `CAST(x AS STRING)` (`TRUE`, `.000`, `{k=v}`)   | `FlinkCastString(x, precision)` (Flink's texts)      |
 | `TRUNCATE(x, n)`, `TIMESTAMPADD(unit, n, t)`    | `FlinkTruncate(x, n)`, `FlinkTimestampAdd('unit', n, t)` |
 | `TIMESTAMPDIFF(unit, a, b)` (an INT; Calcite's months) | `FlinkTimestampDiff('unit', a, b)`             |
+| `STR_TO_MAP(s)` (`k=v` entries)                 | `STR_TO_MAP(s, ',', '=')` (Spark's default: `k:v`)   |
 | `, UNNEST(arr) AS t (a, b)`                    | `, LATERAL inline(arr) AS t (a, b)` (one name: explode) |
 | `, LATERAL TABLE(fn(x)) AS T (a)`              | `, LATERAL fn(x) AS T (a)`                           |
 | `Split(s, regex)` (Dagger's, Java's split)     | `DaggerSplit(s, regex)` (Spark's `split` wins the name) |

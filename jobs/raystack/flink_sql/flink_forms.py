@@ -22,6 +22,8 @@ _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {
 _BIGINT_TIME_FUNCTIONS = [
     "YEAR", "QUARTER", "MONTH", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE", "SECOND",
 ]  # fmt: skip
+_STR_TO_MAP_DELIMITERS = (",", "=")
+"""Flink's default delimiters of STR_TO_MAP's entries and of a key from its value."""
 _FLINK_RESULT_TYPES = {**dict.fromkeys(_BIGINT_TIME_FUNCTIONS, "BIGINT"), "ARRAY_POSITION": "INT"}
 # Spark's timestamps have no precision and no zone; UTC sessions make them agree with Flink's.
 _TIMESTAMPS = {
@@ -143,6 +145,10 @@ def _function(node: exp.Anonymous, user: UserText) -> None:
             *(exp.Is(this=argument.copy(), expression=exp.Null()) for argument in node.expressions)
         )
         node.replace(exp.Case(ifs=[exp.If(this=any_null, true=exp.Null())], default=node.copy()))
+    elif name == "STR_TO_MAP" and 0 < len(node.expressions) < len(_STR_TO_MAP_DELIMITERS) + 1:
+        # Flink's delimiters by default are ',' and '=' (Spark's ',' and ':')
+        for delimiter in _STR_TO_MAP_DELIMITERS[len(node.expressions) - 1 :]:
+            node.append("expressions", exp.Literal.string(delimiter))
     elif name in _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK:
         node.set("this", _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK[name])
     elif name in _FLINK_RESULT_TYPES:
