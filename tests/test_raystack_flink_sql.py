@@ -61,8 +61,16 @@ def collected(seconds: float) -> datetime:
         (
             "SELECT CAST(a AS VARCHAR), CAST(b AS TIMESTAMP(3)), CAST(c AS TIMESTAMP(3) WITH LOCAL TIME "
             "ZONE), CAST(d AS VARCHAR(5)), CAST(e AS BYTES), 'it''s', '\\d+' FROM t",
-            "SELECT CAST(a AS STRING), CAST(b AS TIMESTAMP), CAST(c AS TIMESTAMP), CAST(d AS STRING), "
-            "CAST(e AS BINARY), 'it\\'s', '\\\\d+' FROM t",
+            "SELECT FlinkCastString(a, 3), CAST(b AS TIMESTAMP), CAST(c AS TIMESTAMP), "
+            "FlinkCastString(d, 3), CAST(e AS BINARY), 'it\\'s', '\\\\d+' FROM t",
+        ),
+        (  # to a string in Flink's text: a timestamp's digits are its precision's, an event time's 3
+            "SELECT CAST(CAST(a AS TIMESTAMP(0)) AS STRING), CAST(TIMESTAMP '2024-05-01 12:00:00.25' AS "
+            "STRING), CAST(CAST(a AS TIMESTAMP) AS STRING), TRUNCATE(x, 1), TIMESTAMPDIFF(month, a, b), "
+            "STR_TO_MAP(s) FROM t",
+            "SELECT FlinkCastString(CAST(a AS TIMESTAMP), 0), FlinkCastString(CAST('2024-05-01 12:00:00.25' "
+            "AS TIMESTAMP), 2), FlinkCastString(CAST(a AS TIMESTAMP), 6), FlinkTruncate(x, 1), "
+            "FlinkTimestampDiff('MONTH', a, b), STR_TO_MAP(s, ',', '=') FROM t",
         ),
         (
             "SELECT a FROM t WHERE rowtime > CURRENT_TIMESTAMP - INTERVAL '1' DAY(3) -- a comment\n",
@@ -86,6 +94,7 @@ def collected(seconds: float) -> datetime:
         "hop",
         "session",
         "types-and-strings",
+        "casts-to-strings-and-flink-functions",
         "interval-precision",
         "unnest",
         "lateral-table",
@@ -282,6 +291,10 @@ def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
             "SELECT SESSION_START(rowtime, INTERVAL '6' SECOND) AS s, COUNT(*) AS n FROM t "
             "GROUP BY SESSION(rowtime, INTERVAL '6' SECOND)",
             "a SESSION window needs a key beside it",
+        ),
+        (
+            "SELECT TIMESTAMPADD(FORTNIGHT, 1, rowtime) AS later FROM t",
+            "at line 1, column 21: TIMESTAMPADD() takes a time unit first: one of SECOND, MINUTE, HOUR,",
         ),
         ("SELECT a FROM t; SELECT b FROM t", "must hold one query, found 2 statements"),
         ("INSERT INTO results SELECT a FROM t", "must be a query (SELECT ...), not INSERT"),

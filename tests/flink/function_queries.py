@@ -172,6 +172,26 @@ FUNCTION_QUERIES: list[tuple[str, str]] = [
         "SELECT order_id, GREATEST(amount, CAST(5 AS DOUBLE)) AS at_least_five, LEAST(customer_id, 'c2') "
         "AS first_name, GREATEST(order_id, customer_id, 'o5') AS last_name FROM orders",
     ),
+    (  # Flink's texts of booleans, timestamps (their precisions' digits), arrays and maps
+        "casts_to_strings",
+        "SELECT id, CAST(int32_value > 0 AS STRING) AS positive, CAST(event_time AS STRING) AS at_text, "
+        "CAST(CAST(event_time AS TIMESTAMP(0)) AS VARCHAR) AS whole_seconds, "
+        "CAST(TIMESTAMP '2024-05-01 12:00:00.25' AS STRING) AS literal, CAST(words AS STRING) AS words_text, "
+        "CAST(numbers AS STRING) AS numbers_text, CAST(STR_TO_MAP(CONCAT('k=', id)) AS STRING) AS map_text, "
+        "CAST(double_value * 1e10 AS STRING) AS big_double, CAST(CAST(event_time AS DATE) AS STRING) AS "
+        "day_text FROM items",
+    ),
+    (  # the JVM module's FlinkFunctions.java: TRUNCATE's types, months that end on a month's last day
+        "truncate_timestampadd_timestampdiff",
+        "SELECT id, TRUNCATE(double_value * 1.37, 1) AS cut_double, TRUNCATE(int32_value, -1) AS cut_int, "
+        "TRUNCATE(int64_value) AS cut_bigint, TRUNCATE(CAST(double_value * 1.37 AS DECIMAL(6, 3)), 1) AS "
+        "cut_decimal, TIMESTAMPADD(MONTH, int32_value, event_time) AS months_on, TIMESTAMPADD(SECOND, 90, "
+        "event_time) AS later, TIMESTAMPADD(DAY, -1, CAST(event_time AS DATE)) AS day_before, "
+        "TIMESTAMPDIFF(SECOND, TIMESTAMP '2024-05-01 12:00:10.5', event_time) AS seconds, "
+        "TIMESTAMPDIFF(MONTH, TIMESTAMP '2024-01-31 00:00:00', event_time) AS months, "
+        "TIMESTAMPDIFF(MONTH, TIMESTAMP '2024-01-31 00:00:00', TIMESTAMP '2024-02-29 00:00:00') AS leap, "
+        "TIMESTAMPDIFF(YEAR, event_time, TIMESTAMP '2020-02-29 00:00:00') AS years FROM items",
+    ),
     (
         "percentile_aggregate",
         "SELECT window_start, PERCENTILE(amount, 0.5) AS median, PERCENTILE(amount, 0.9) AS high "

@@ -19,6 +19,10 @@ What changes:
 | `INTERVAL '1' HOUR(2)`, `INTERVAL '10' MINUTES` | `INTERVAL '1' HOUR`, `INTERVAL '10' MINUTE`         |
 | `'it''s'`, `'\\d+'` (a backslash is a character) | `'it\\'s'`, `'\\\\d+'`                                  |
 | `CAST(x AS VARCHAR)`, `TIMESTAMP(3)`, `BYTES`   | `STRING`, `TIMESTAMP`, `BINARY`                      |
+| `CAST(x AS STRING)` (`TRUE`, `.000`, `{k=v}`)   | `FlinkCastString(x, precision)` (Flink's texts)      |
+| `TRUNCATE(x, n)`, `TIMESTAMPADD(unit, n, t)`    | `FlinkTruncate(x, n)`, `FlinkTimestampAdd('unit', n, t)` |
+| `TIMESTAMPDIFF(unit, a, b)` (an INT; Calcite's months) | `FlinkTimestampDiff('unit', a, b)`             |
+| `STR_TO_MAP(s)` (`k=v` entries)                 | `STR_TO_MAP(s, ',', '=')` (Spark's default: `k:v`)   |
 | `, UNNEST(arr) AS t (a, b)`                    | `, LATERAL inline(arr) AS t (a, b)` (one name: explode) |
 | `, LATERAL TABLE(fn(x)) AS T (a)`              | `, LATERAL fn(x) AS T (a)`                           |
 | `Split(s, regex)` (Dagger's, Java's split)     | `DaggerSplit(s, regex)` (Spark's `split` wins the name) |
@@ -48,7 +52,8 @@ These are found by reading Flink's documentation and by running the same queries
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_tvfs` (window table
-functions as group windows), `flink_forms` (types, functions, UNNEST and LATERAL TABLE), `group_windows`,
+functions as group windows), `flink_forms` (types, casts to strings, functions, UNNEST and LATERAL TABLE;
+Flink's functions Spark lacks as the JVM module's, `FlinkFunctions.java`), `group_windows`,
 `changelog` (aggregations over updating results as views of `FlinkAggregate.java`, which consume and
 emit a changelog), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`),
 `top_n` (Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result

@@ -11,16 +11,19 @@ from jobs.raystack.flink_sql.errors import UserText
 
 # Functions whose names Spark's built-ins take with other meanings, or that Spark lacks: a Flink query
 # means Dagger's function (Split) or Flink's (REGEXP_EXTRACT, which gives NULL where nothing matches;
-# INITCAP, whose words are runs of letters and digits; SPLIT_INDEX), which jobs.udfs declares.
+# INITCAP, whose words are runs of letters and digits; SPLIT_INDEX), which jobs.udfs declares, or
+# TRUNCATE, the JVM module's (FlinkFunctions.java).
 _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK = {
     "SPLIT": "DaggerSplit", "REGEXP_EXTRACT": "FlinkRegexpExtract", "INITCAP": "FlinkInitcap",
-    "SPLIT_INDEX": "FlinkSplitIndex",
+    "SPLIT_INDEX": "FlinkSplitIndex", "TRUNCATE": "FlinkTruncate",
 }  # fmt: skip
 # Functions whose results have another type in Flink than Spark's of the same names: those of a time unit
 # give BIGINTs (Spark's INTs), ARRAY_POSITION an INT (Spark's a BIGINT).
 _BIGINT_TIME_FUNCTIONS = [
     "YEAR", "QUARTER", "MONTH", "DAYOFYEAR", "DAYOFMONTH", "DAYOFWEEK", "HOUR", "MINUTE", "SECOND",
 ]  # fmt: skip
+_STR_TO_MAP_DELIMITERS = (",", "=")
+"""Flink's default delimiters of STR_TO_MAP's entries and of a key from its value."""
 _FLINK_RESULT_TYPES = {**dict.fromkeys(_BIGINT_TIME_FUNCTIONS, "BIGINT"), "ARRAY_POSITION": "INT"}
 # Spark's timestamps have no precision and no zone; UTC sessions make them agree with Flink's.
 _TIMESTAMPS = {
@@ -30,17 +33,31 @@ _TIMESTAMPS = {
 
 
 _DISTINCT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+_STRINGS = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
+_EVENT_TIME_PRECISION = 3
+"""Fraction digits of a timestamp whose precision the query does not show: an event time's, TIMESTAMP(3)."""
+_FLINK_TIMESTAMP_PRECISION = 6
+"""Flink's TIMESTAMP and TIMESTAMP_LTZ without a precision."""
+# Flink's functions the project's JVM module computes (FlinkFunctions.java), whose first argument is a
+# time unit written as a keyword (TIMESTAMPADD(HOUR, n, t)), passed on as a string.
+_UNIT_FUNCTIONS = {"TIMESTAMPADD": "FlinkTimestampAdd", "TIMESTAMPDIFF": "FlinkTimestampDiff"}
+_TIME_UNITS = ("SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
 
 
 def rewrite_flink_forms(tree: exp.Expr, user: UserText) -> None:
-    """Types, shadowed functions, Flink's result types, FLOOR(t TO unit), subscripts, DISTINCT aggregates,
-    UNNEST and LATERAL TABLE, in place."""
+    """Casts to strings, types, shadowed functions, Flink's result types, FLOOR(t TO unit), subscripts,
+    DISTINCT aggregates, UNNEST and LATERAL TABLE, in place."""
+    # Before the types lose their precisions: a timestamp's is the number of digits its text has.
+    for node in reversed(list(tree.find_all(exp.Cast))):
+        if node.to.this in _STRINGS:
+            precision = exp.Literal.number(_timestamp_precision(node.this))
+            node.replace(call("FlinkCastString", node.this.copy(), precision))
     # Children first: a node is copied into its rewrite with its parts already rewritten.
     for node in reversed(list(tree.walk())):
         if isinstance(node, exp.DataType):
             _spark_type(node)
         elif isinstance(node, exp.Anonymous):
-            _function(node)
+            _function(node, user)
         elif isinstance(node, exp.Extract):
             # Whole seconds, as Flink's (Spark's EXTRACT of SECOND has the fraction); a BIGINT always.
             seconds = node.this.name.upper() == "SECOND"
@@ -92,6 +109,20 @@ def _distinct_aggregate(node: exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max)
     (filtered or node).replace(result)
 
 
+def _timestamp_precision(value: exp.Expr) -> int:
+    """The fraction digits Flink prints for `value` cast to a string, if it is a timestamp: the precision a
+    CAST to TIMESTAMP(p) gives it (6 without one, as Flink's TIMESTAMP), a literal's own digits
+    (`TIMESTAMP '... 12:00:00.25'` is a TIMESTAMP(2)), and an event time's 3 otherwise."""
+    if not isinstance(value, exp.Cast) or value.to.this not in _TIMESTAMPS:
+        return _EVENT_TIME_PRECISION
+    if value.to.expressions:
+        return int(value.to.expressions[0].name)
+    if type(value) is exp.Cast and isinstance(value.this, exp.Literal):  # TIMESTAMP '...', not CAST(...)
+        _, _, fraction = value.this.name.partition(".")
+        return len(fraction)
+    return _FLINK_TIMESTAMP_PRECISION
+
+
 def _spark_type(node: exp.DataType) -> None:
     if node.this in _TIMESTAMPS:
         node.set("this", exp.DataType.Type.TIMESTAMP)
@@ -100,13 +131,24 @@ def _spark_type(node: exp.DataType) -> None:
         node.set("this", exp.DataType.Type.TEXT)
 
 
-def _function(node: exp.Anonymous) -> None:
+def _function(node: exp.Anonymous, user: UserText) -> None:
     name = node.name.upper()
+    if name in _UNIT_FUNCTIONS and node.expressions:
+        unit = node.expressions[0]
+        if not isinstance(unit, exp.Column) or unit.name.upper() not in _TIME_UNITS:
+            raise user.fail(unit, f"{name}() takes a time unit first: one of {', '.join(_TIME_UNITS)}")
+        node.set("this", _UNIT_FUNCTIONS[name])
+        unit.replace(exp.Literal.string(unit.name.upper()))
+        return
     if name in ("GREATEST", "LEAST"):  # Flink's are NULL when any argument is; Spark's skip NULLs
         any_null = exp.or_(
             *(exp.Is(this=argument.copy(), expression=exp.Null()) for argument in node.expressions)
         )
         node.replace(exp.Case(ifs=[exp.If(this=any_null, true=exp.Null())], default=node.copy()))
+    elif name == "STR_TO_MAP" and 0 < len(node.expressions) < len(_STR_TO_MAP_DELIMITERS) + 1:
+        # Flink's delimiters by default are ',' and '=' (Spark's ',' and ':')
+        for delimiter in _STR_TO_MAP_DELIMITERS[len(node.expressions) - 1 :]:
+            node.append("expressions", exp.Literal.string(delimiter))
     elif name in _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK:
         node.set("this", _DAGGER_FUNCTIONS_SHADOWED_BY_SPARK[name])
     elif name in _FLINK_RESULT_TYPES:

@@ -55,6 +55,8 @@ import scala.runtime.BoxedUnit;
  *       numbers, where Flink gives -Infinity and NaN.
  * </ul>
  *
+ * <p>The casts to strings and Flink's functions that Spark lacks are {@link FlinkFunctions}'.
+ *
  * <p>Spark loads this class as a session extension ({@code spark.sql.extensions}, set with the project's
  * jars in {@code jobs/engine/spark.py}), so classic sessions and Spark Connect servers have the functions
  * alike.
@@ -73,10 +75,11 @@ public final class FlinkTypes implements SparkSessionExtensionsProvider {
     inject(extensions, "FlinkLog10", 1, arguments -> logarithm("log10", arguments));
     inject(extensions, "FlinkLog2", 1, arguments -> logarithm("log2", arguments));
     inject(extensions, "FlinkLog", 1, 2, arguments -> logarithm("log", arguments));
+    FlinkFunctions.register(extensions);
     return BoxedUnit.UNIT;
   }
 
-  private static void inject(
+  static void inject(
       SparkSessionExtensions extensions,
       String name,
       int arity,
@@ -84,7 +87,7 @@ public final class FlinkTypes implements SparkSessionExtensionsProvider {
     inject(extensions, name, arity, arity, builder);
   }
 
-  private static void inject(
+  static void inject(
       SparkSessionExtensions extensions,
       String name,
       int fewestArguments,
@@ -123,7 +126,7 @@ public final class FlinkTypes implements SparkSessionExtensionsProvider {
   }
 
   /** The cast Java's narrowing does: it wraps, and never fails. */
-  private static Expression castTo(Expression value, DataType type) {
+  static Expression castTo(Expression value, DataType type) {
     return new Cast(value, type, Option.empty(), EvalMode.LEGACY());
   }
 
