@@ -42,6 +42,10 @@ from tests.flink.corpus import (
     Table,
 )
 
+# The module takes minutes (Flink runs every query of the corpus, then each runs as a dagger): `make test`
+# hands it out among the first files (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 RUNNER = PROJECT_ROOT / "tests" / "flink" / "runner.py"
 ARTIFACT = PROJECT_ROOT / "test-artifacts" / "flink-oracle.json"
 FLINK_TIMEOUT_S = 1800

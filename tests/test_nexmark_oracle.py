@@ -44,6 +44,10 @@ from jobs.tools.nexmark.oracle import (
 )
 from tests.test_flink_script_functions import COUNT_CHARACTERS, test_jar
 
+# The module takes minutes (Flink runs every query, then each runs as a dagger): `make test` hands it
+# out among the first files (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 EVENTS = NexmarkConfig(
     num_events=3000, first_event_rate=100, next_event_rate=100, repeat_bidder_id_offset=False
 )
