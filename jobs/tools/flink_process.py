@@ -44,6 +44,14 @@ class FlinkResults:
             )  # fmt: skip
         self._deadline = time.monotonic() + timeout_s
 
+    @property
+    def pid(self) -> int:
+        """PyFlink's interpreter, whose process tree holds Flink's JVM (the Nexmark benchmark reads it)."""
+        return self._process.pid
+
+    def running(self) -> bool:
+        return self._process.poll() is None
+
     def result(self, query_id: str) -> dict[str, Any]:
         """Flink's result of the query: its columns and rows, or the error Flink gave."""
         while query_id not in self._results:

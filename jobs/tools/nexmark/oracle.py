@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,13 +176,24 @@ def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[st
 
 
 def dagger_rows(
-    spark: SparkSession, spec: DaggerSpec, upsert_key: Sequence[str] = (), timeout_s: float = 600
+    spark: SparkSession,
+    spec: DaggerSpec,
+    upsert_key: Sequence[str] = (),
+    timeout_s: float = 600,
+    on_row: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """The dagger's rows out of a bounded run (its final table by `upsert_key` when it has one), or
-    `{"error": ...}` when it cannot be built or its query fails."""
+    `{"error": ...}` when it cannot be built or its query fails. `on_row` is called as each row reaches the
+    sink (the Nexmark benchmark times the first and the last)."""
     logged: list[str] = []
+
+    def emit(line: str) -> None:
+        logged.append(line)
+        if on_row is not None:
+            on_row()
+
     try:
-        run = DaggerRun(spark, build_dagger(spark, spec, log_emit=logged.append), bounded=True)
+        run = DaggerRun(spark, build_dagger(spark, spec, log_emit=emit), bounded=True)
     except DaggerBuildError as error:
         return {"error": f"refused before the start: {error}"}
     run.start()
