@@ -53,8 +53,10 @@ from bench.common import bench_broker, machine_description, write_summary
 from bench.nexmark_dagger import digest
 from bench.processes import snapshot
 from jobs.project import BUILD_DIR, PROJECT_ROOT
+from jobs.tools.flink_process import FLINK_PYTHON
 from jobs.tools.nexmark.config import NexmarkConfig
 from jobs.tools.nexmark.oracle import (
+    FLINK_KAFKA_LIBS,
     QUERY_IDS,
     UPSERT_KEYS,
     FlinkNexmark,
@@ -184,11 +186,21 @@ def query_summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return summary
 
 
+def require_flink() -> None:
+    """Raises FileNotFoundError, naming what is missing, when Flink's side cannot run: before the events
+    are written rather than at the first query."""
+    if not FLINK_PYTHON.exists():
+        raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make nexmark` makes it")
+    if not list(FLINK_KAFKA_LIBS.glob("flink-sql-connector-kafka-*.jar")):
+        raise FileNotFoundError(f"no Flink Kafka connector in {FLINK_KAFKA_LIBS}: `make nexmark` puts it")
+
+
 def benchmark(
     bootstrap: str, topic: str, config: NexmarkConfig, query_ids: Sequence[str], runs: int, output: Path
 ) -> dict[str, Any]:
     """Writes the events into `topic` (made here), runs every query `runs` times on each engine, and sums
     up: the summary, also written to `output`/nexmark.json (every run) and its table to nexmark.md."""
+    require_flink()
     machine = machine_description()
     started = time.monotonic()
     written = generate(bootstrap, topic, config)
