@@ -7,8 +7,9 @@
 partition on the project's local Apache Kafka node, then runs each query `--runs` times on each engine,
 one process per run, in turn, reading the topic from its start to its end:
 
-- Flink 2.3 (PyFlink, parallelism 1), as the Nexmark oracle runs it (`jobs.tools.nexmark.oracle.
-  FlinkNexmark`): the Kafka table bounded at the offsets there when the job starts;
+- Flink 2.3 (PyFlink, parallelism 1, the JVM's default compilers), as the Nexmark oracle runs it
+  (`jobs.tools.nexmark.oracle.FlinkNexmark`): the Kafka table bounded at the offsets there when the job
+  starts;
 - the dagger bounded, through its own Kafka source (`bench/nexmark_dagger.py`, Spark `local[2]`).
 
 Both engines hand every row out to the harness as the oracle has them: Flink through its collect
@@ -121,7 +122,7 @@ def run_figures(
 def flink_run(scripts: NexmarkScripts, query: str, events: int) -> dict[str, Any]:
     """One run of `query` on Flink, in a Flink process of its own."""
     launched = time.time()
-    flink = FlinkNexmark(scripts, [query], timeout_s=RUN_TIMEOUT_S)
+    flink = FlinkNexmark(scripts, [query], timeout_s=RUN_TIMEOUT_S, quick_compiler=False)
     try:
         samples = metered(flink.pid, flink.running)
         result = flink.result(query)

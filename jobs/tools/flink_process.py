@@ -25,9 +25,12 @@ without, in the same 53 s, on an idle machine."""
 
 class FlinkResults:
     """`script` run by PyFlink's interpreter on `job` (written to `folder`/job.json); `result` waits for a
-    query's result, which Flink may still be computing, for at most `timeout_s` from the start."""
+    query's result, which Flink may still be computing, for at most `timeout_s` from the start. Flink's JVM
+    runs its quick compiler only, unless `quick_compiler` is false (a benchmark keeps the JVM's default)."""
 
-    def __init__(self, script: Path, job: dict[str, Any], folder: Path, timeout_s: float) -> None:
+    def __init__(
+        self, script: Path, job: dict[str, Any], folder: Path, timeout_s: float, quick_compiler: bool = True
+    ) -> None:
         if not FLINK_PYTHON.exists():
             raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make test` makes it")
         folder.mkdir(parents=True, exist_ok=True)
@@ -36,7 +39,7 @@ class FlinkResults:
         self._results: dict[str, Any] = {}
         self._log = folder / "flink.log"
         self._timeout_s = timeout_s
-        environment = {**os.environ, "JVM_ARGS": QUICK_COMPILER}
+        environment = {**os.environ, "JVM_ARGS": QUICK_COMPILER} if quick_compiler else dict(os.environ)
         with open(self._log, "wb") as log:
             self._process = subprocess.Popen(
                 [str(FLINK_PYTHON), str(script), str(folder / "job.json"), str(self._results_file)],

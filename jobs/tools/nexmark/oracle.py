@@ -147,9 +147,15 @@ def generate(bootstrap_servers: str, topic: str, config: NexmarkConfig) -> int:
 
 class FlinkNexmark(FlinkResults):
     """The queries running on Flink in a process of their own, started at once: `result` waits for one
-    query's result, which Flink may still be computing."""
+    query's result, which Flink may still be computing. `quick_compiler`: as `FlinkResults`'s."""
 
-    def __init__(self, scripts: NexmarkScripts, query_ids: Iterable[str], timeout_s: float = 1800) -> None:
+    def __init__(
+        self,
+        scripts: NexmarkScripts,
+        query_ids: Iterable[str],
+        timeout_s: float = 1800,
+        quick_compiler: bool = True,
+    ) -> None:
         jars = sorted(str(jar) for jar in FLINK_KAFKA_LIBS.glob("flink-sql-connector-kafka-*.jar"))
         if not jars:
             raise FileNotFoundError(
@@ -167,7 +173,7 @@ class FlinkNexmark(FlinkResults):
                 for query in query_ids
             ],
         }
-        super().__init__(FLINK_JOB, job, scripts.work_dir / "flink", timeout_s)
+        super().__init__(FLINK_JOB, job, scripts.work_dir / "flink", timeout_s, quick_compiler)
 
 
 def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
