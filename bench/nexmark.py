@@ -15,8 +15,8 @@ one process per run, in turn, reading the topic from its start to its end:
 Both engines hand every row out to the harness as the oracle has them: Flink through its collect
 iterator, the dagger through its log sink, and the rows are compared as the oracle compares them (the
 final table by key for a query whose rows update), by a digest: the row count and the SHA-256 of the
-sorted, typed rows (`bench.nexmark_dagger.digest`). Handing the rows out costs both engines the same
-kind of work (each row into Python) and is in the figures.
+sorted, typed rows (`bench.nexmark_dagger.digest`). Handing the rows out (each row into Python) is in
+both engines' figures, and dominates those of a query with a row out per event (docs/nexmark.md).
 
 For each run, from /proc every `SAMPLE_S` (`bench.processes`: the engine's whole process tree, the broker
 apart, since it is not in the tree): the CPU seconds used from the launch to the last row out, and the
