@@ -61,7 +61,7 @@ TEST_SETUP := $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_
 	$(ELASTICSEARCH_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
 PYTEST := $(BIN)/python -m pytest --numprocesses 3 --dist loadfile --no-loadscope-reorder
 
-.PHONY: run test soak lint bench protos jvm s3a jvm-archive clean
+.PHONY: run test soak lint bench nexmark protos jvm s3a jvm-archive clean
 
 # The class archive only saves the driver a few seconds of start-up and takes a minute to make: a first
 # run starts without it, and makes it in the background, at low priority, for the runs after.
@@ -85,7 +85,13 @@ lint: $(STAMP)
 bench: $(STAMP) $(INFLUXD) protos jvm-archive $(KAFKA_STAMP) $(ELASTICSEARCH_STAMP) $(FLINK_STAMP) \
 		$(FLINK_BENCH_STAMP) $(SHIP_ARCHIVE)
 	for sink in kafka_parquet influx elasticsearch bigquery; do $(BIN)/python bench/sink_$$sink.py || exit 1; done
+	$(BIN)/python bench/nexmark.py --publish
 	$(BIN)/python bench/suite.py --publish
+
+# Nexmark's throughput per core on Flink and as daggers, every query, on the same Kafka events
+# (bench/nexmark.py; NEXMARK_ARGS="--events 200000 --only q0,q7" for a part of it).
+nexmark: $(STAMP) protos jvm-archive $(KAFKA_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP)
+	$(BIN)/python bench/nexmark.py $(NEXMARK_ARGS)
 
 protos: $(RUN_STAMP)
 	$(BIN)/python -m jobs.tools.protoc

@@ -26,7 +26,8 @@ without, in the same 53 s, on an idle machine."""
 
 class FlinkResults:
     """`script` run by PyFlink's interpreter on `job` (written to `folder`/job.json); `result` waits for a
-    query's result, which Flink may still be computing, for at most `timeout_s` from the start.
+    query's result, which Flink may still be computing, for at most `timeout_s` from the start. Flink's JVM
+    runs its quick compiler only, unless `quick_compiler` is false (a benchmark keeps the JVM's default).
 
     `lib_jars` (connectors) go on the Flink JVM's own class path, as a Flink installation's `lib/` folder
     holds them: their classes load and compile once for every query of the process. Named in
@@ -34,7 +35,13 @@ class FlinkResults:
     through a fresh, interpreted copy of the Kafka connector."""
 
     def __init__(
-        self, script: Path, job: dict[str, Any], folder: Path, timeout_s: float, lib_jars: Sequence[Path] = ()
+        self,
+        script: Path,
+        job: dict[str, Any],
+        folder: Path,
+        timeout_s: float,
+        lib_jars: Sequence[Path] = (),
+        quick_compiler: bool = True,
     ) -> None:
         if not FLINK_PYTHON.exists():
             raise FileNotFoundError(f"{FLINK_PYTHON} is missing: `make test` makes it")
@@ -44,13 +51,23 @@ class FlinkResults:
         self._results: dict[str, Any] = {}
         self._log = folder / "flink.log"
         self._timeout_s = timeout_s
-        environment = {**os.environ, "JVM_ARGS": QUICK_COMPILER, **_flink_lib(folder / "lib", lib_jars)}
+        environment = {**os.environ, **_flink_lib(folder / "lib", lib_jars)}
+        if quick_compiler:
+            environment["JVM_ARGS"] = QUICK_COMPILER
         with open(self._log, "wb") as log:
             self._process = subprocess.Popen(
                 [str(FLINK_PYTHON), str(script), str(folder / "job.json"), str(self._results_file)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
             )  # fmt: skip
         self._deadline = time.monotonic() + timeout_s
+
+    @property
+    def pid(self) -> int:
+        """PyFlink's interpreter, whose process tree holds Flink's JVM (the Nexmark benchmark reads it)."""
+        return self._process.pid
+
+    def running(self) -> bool:
+        return self._process.poll() is None
 
     def result(self, query_id: str) -> dict[str, Any]:
         """Flink's result of the query: its columns and rows, or the error Flink gave."""

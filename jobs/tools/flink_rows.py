@@ -60,10 +60,12 @@ def failure(error: Exception) -> str:
 
 
 def run_query(t_env: Any, sql: str) -> dict[str, Any]:
-    """Runs `sql` to its end: its columns, its final rows (a changelog applied), whether it was one."""
+    """Runs `sql` to its end: its columns, its final rows (a changelog applied), whether it was one, and
+    the wall-clock times (`time.time()`) of its first and last row, which the Nexmark benchmark reads."""
     from pyflink.common import RowKind
 
     started = time.monotonic()
+    first_output = last_output = None
     table = t_env.sql_query(sql)
     schema = table.get_schema()
     columns, types = schema.get_field_names(), schema.get_field_data_types()
@@ -71,6 +73,8 @@ def run_query(t_env: Any, sql: str) -> dict[str, Any]:
     changelog = False
     with table.execute().collect() as results:
         for row in results:
+            last_output = time.time()
+            first_output = first_output or last_output
             kind = row.get_row_kind()
             values = tuple(json.dumps(tagged(value, kind)) for value, kind in zip(row, types, strict=True))
             if kind in (RowKind.INSERT, RowKind.UPDATE_AFTER):
@@ -83,6 +87,8 @@ def run_query(t_env: Any, sql: str) -> dict[str, Any]:
         "rows": [[json.loads(value) for value in row] for row in final],
         "changelog": changelog,
         "seconds": round(time.monotonic() - started, 2),
+        "first_output": first_output,
+        "last_output": last_output,
     }
 
 

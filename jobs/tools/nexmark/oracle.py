@@ -31,7 +31,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,9 +158,15 @@ def generate(bootstrap_servers: str, topic: str, config: NexmarkConfig) -> int:
 
 class FlinkNexmark(FlinkResults):
     """The queries running on Flink in a process of their own, started at once: `result` waits for one
-    query's result, which Flink may still be computing."""
+    query's result, which Flink may still be computing. `quick_compiler`: as `FlinkResults`'s."""
 
-    def __init__(self, scripts: NexmarkScripts, query_ids: Iterable[str], timeout_s: float = 1800) -> None:
+    def __init__(
+        self,
+        scripts: NexmarkScripts,
+        query_ids: Iterable[str],
+        timeout_s: float = 1800,
+        quick_compiler: bool = True,
+    ) -> None:
         jars = sorted(FLINK_KAFKA_LIBS.glob("flink-sql-connector-kafka-*.jar"))
         if not jars:
             raise FileNotFoundError(
@@ -178,7 +184,14 @@ class FlinkNexmark(FlinkResults):
                 for query in query_ids
             ],
         }
-        super().__init__(FLINK_JOB, job, scripts.work_dir / "flink", timeout_s, lib_jars=jars)
+        super().__init__(
+            FLINK_JOB,
+            job,
+            scripts.work_dir / "flink",
+            timeout_s,
+            lib_jars=jars,
+            quick_compiler=quick_compiler,
+        )
 
 
 def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
@@ -187,13 +200,24 @@ def comparable(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[st
 
 
 def dagger_rows(
-    spark: SparkSession, spec: DaggerSpec, upsert_key: Sequence[str] = (), timeout_s: float = 600
+    spark: SparkSession,
+    spec: DaggerSpec,
+    upsert_key: Sequence[str] = (),
+    timeout_s: float = 600,
+    on_row: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """The dagger's rows out of a bounded run (its final table by `upsert_key` when it has one), or
-    `{"error": ...}` when it cannot be built or its query fails."""
+    `{"error": ...}` when it cannot be built or its query fails. `on_row` is called as each row reaches the
+    sink (the Nexmark benchmark times the first and the last)."""
     logged: list[str] = []
+
+    def emit(line: str) -> None:
+        logged.append(line)
+        if on_row is not None:
+            on_row()
+
     try:
-        run = DaggerRun(spark, build_dagger(spark, spec, log_emit=logged.append), bounded=True)
+        run = DaggerRun(spark, build_dagger(spark, spec, log_emit=emit), bounded=True)
     except DaggerBuildError as error:
         return {"error": f"refused before the start: {error}"}
     run.start()
