@@ -85,6 +85,7 @@ from jobs.raystack.flink_sql.proctime import (
 )
 from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import rewrite_typed
+from jobs.raystack.flink_sql.window_bounds import group_by_window_bounds
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
 __all__ = [
@@ -150,6 +151,7 @@ def translate(
     proctime = proctime_attributes(tree, proctime_columns)
     rewrite_temporal_joins(tree, proctime, user)
     proctime_windows = rewrite_window_tvfs(tree, user, proctime)
+    group_by_window_bounds(tree)
     refuse_proctime_uses(tree, proctime, user)
     rewrite_proctime_calls(tree, user)
     unwindowed_aggregation = has_unwindowed_aggregation(tree)
