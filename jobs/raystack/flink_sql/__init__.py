@@ -39,6 +39,7 @@ What changes:
 | `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
 | a WITH clause an OVER or Top-N view reads     | carried into the view's source (`view_sources`)      |
 | `SELECT AVG(m) FROM (SELECT MAX(x) AS m ... GROUP BY k) GROUP BY c` | aggregate views (`changelog`)   |
+| `GROUP BY w.s, w.e`, a window aggregation's bounds | `GROUP BY w.s, w.e, w.__window` (`window_bounds`)   |
 | `PROCTIME()` (a processing-time attribute)     | `current_timestamp()` (the micro-batch's time)        |
 | `TABLE(TUMBLE(TABLE t, DESCRIPTOR(p_time), size))` | a processing-time window view (`proctime`)       |
 | `JOIN s FOR SYSTEM_TIME AS OF b.p_time AS x`   | `JOIN s AS x` (a stream-static join; `proctime`)      |
@@ -47,7 +48,8 @@ These are found by reading Flink's documentation and by running the same queries
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_tvfs` (window table
-functions as group windows), `flink_forms` (types, functions, UNNEST and LATERAL TABLE), `group_windows`,
+functions as group windows), `window_bounds` (an aggregation over a window aggregation's bounds, grouped
+by its window too), `flink_forms` (types, functions, UNNEST and LATERAL TABLE), `group_windows`,
 `changelog` (aggregations over updating results as views of `FlinkAggregate.java`, which consume and
 emit a changelog), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`),
 `top_n` (Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result
