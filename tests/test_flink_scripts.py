@@ -401,6 +401,52 @@ def test_a_bounded_run_of_a_script_on_kafka_writes_every_window_as_flinks_does(t
     ]
 
 
+def test_an_aggregation_over_a_window_s_bounds_joined_back_closes_on_the_watermark(
+    tmp_path, kafka, start_dagger
+):
+    # Nexmark q5's shape: each HOP window's counts joined with the window's largest count, grouped by its
+    # bounds (Flink: a regular aggregation and join); its final rows come out as the watermark closes each
+    # window, in an unbounded run.
+    events = kafka.new_topic("events")
+    hot = (
+        "CREATE TABLE hot (auction BIGINT, num BIGINT, starttime TIMESTAMP(3))\n"
+        "WITH ('connector' = 'print');\n"
+        "INSERT INTO hot SELECT c.auction, c.num, c.starttime FROM (\n"
+        "  SELECT auction, COUNT(*) AS num, window_start AS starttime, window_end AS endtime\n"
+        "  FROM TABLE(HOP(TABLE bid, DESCRIPTOR(`dateTime`), INTERVAL '5' SECOND, INTERVAL '10' SECOND))\n"
+        "  GROUP BY auction, window_start, window_end) AS c\n"
+        "JOIN (\n"
+        "  SELECT MAX(p.num) AS maxn, p.starttime, p.endtime FROM (\n"
+        "    SELECT COUNT(*) AS num, window_start AS starttime, window_end AS endtime\n"
+        "    FROM TABLE(HOP(TABLE bid, DESCRIPTOR(`dateTime`), INTERVAL '5' SECOND, INTERVAL '10' SECOND))\n"
+        "    GROUP BY auction, window_start, window_end) AS p\n"
+        "  GROUP BY p.starttime, p.endtime) AS m\n"
+        "ON c.starttime = m.starttime AND c.endtime = m.endtime AND c.num >= m.maxn"
+    )
+    variables = {**VARIABLES, "BOOTSTRAP_SERVERS": kafka.bootstrap_servers, "EVENTS_TOPIC": events}
+    spec = load(tmp_path, {"ddl.sql": EVENTS_TABLE, "views.sql": BID_VIEW, "q.sql": hot}, variables)
+    assert spec.output_mode == "append"
+    running = start_dagger(spec)
+    bids = [(1, 1), (1, 2), (2, 3), (2, 4), (3, 7), (3, 8), (3, 9), (2, 12)]  # (auction, second)
+    rounds = [  # processed before the next is produced: the watermark moves between them
+        [_event(1, second * 1_000, auction=auction, bidder=7, price=5) for auction, second in bids],
+        [_event(0, 30_000, id=7)],  # the watermark to 26 s, past the four windows of the bids
+        [_event(1, 31_000, auction=4, bidder=7, price=5)],  # in windows still open
+    ]
+    for events_of_round in rounds:
+        kafka.produce(events, events_of_round)
+        running.process_available()
+    rows = [json.loads(line.split(" | ", 1)[1]) for line in running.logged]
+    at = "2026-12-01T{}+00:00".format
+    assert sorted(rows, key=lambda row: (row["starttime"], row["auction"])) == [
+        {"auction": 1, "num": 2, "starttime": at("09:59:55")},  # a tie: both rows
+        {"auction": 2, "num": 2, "starttime": at("09:59:55")},
+        {"auction": 3, "num": 3, "starttime": at("10:00:00")},
+        {"auction": 3, "num": 3, "starttime": at("10:00:05")},
+        {"auction": 2, "num": 1, "starttime": at("10:00:10")},
+    ]
+
+
 def test_select_star_of_a_script_s_table_gives_its_declared_columns_only(tmp_path, kafka, start_dagger):
     events = kafka.new_topic("events")
     kafka.produce(

@@ -644,3 +644,17 @@ def test_an_aggregation_over_an_aggregation_reads_views_of_the_operator_passing_
 def test_what_an_aggregation_over_an_aggregation_cannot_do_is_refused_by_name(sql: str, refused: str):
     with pytest.raises(FlinkSqlError, match=re.escape(refused)):
         translate(sql)
+
+
+def test_an_aggregation_over_a_window_aggregation_s_bounds_groups_by_its_window_too():
+    inner = (
+        "SELECT k, COUNT(*) AS n, window_start AS s, window_end AS e "
+        "FROM TABLE(HOP(TABLE t, DESCRIPTOR(rowtime), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
+        "GROUP BY k, window_start, window_end"
+    )
+    both = translate(f"SELECT MAX(w.n) AS m, w.s, w.e FROM ({inner}) AS w GROUP BY w.s, w.e")
+    assert not both.unwindowed_aggregation  # append: each window's row once it closes
+    assert "window AS __window" in both.sql
+    assert both.sql.endswith("GROUP BY w.s, w.e, w.__window")
+    start_only = translate(f"SELECT MAX(w.n) AS m, w.s FROM ({inner}) AS w GROUP BY w.s")
+    assert start_only.unwindowed_aggregation and "__window" not in start_only.sql

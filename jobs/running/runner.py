@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException, PySparkException
@@ -418,7 +418,7 @@ class DaggerRun:
             raise DaggerBuildError(f"dagger {spec.name}: metrics.prometheus_port {port}: {error}") from None
         self._writer = writer
         try:
-            self.query = _start_query(writer, spec.name)
+            self.query = _start_query(self.spark, writer, spec.name)
         except (AnalysisException, PySparkException) as error:
             self._progress.detach()
             self._checkpoint_lock.release()
@@ -559,7 +559,7 @@ class DaggerRun:
             self.late_worker_restarts,
             LATE_WORKER_RESTARTS,
         )
-        self.query = _start_query(self._writer, self.built.spec.name)
+        self.query = _start_query(self.spark, self._writer, self.built.spec.name)
         return True
 
     def _raise_if_failed(self) -> None:
@@ -604,7 +604,10 @@ LATE_WORKER_RESTARTS = 3
 """How often a run starts its query again after a late Python worker (`DaggerRun`)."""
 
 
-def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
+_EXCHANGE_REUSE = "spark.sql.exchange.reuse"
+
+
+def _start_query(spark: SparkSession, writer: DataStreamWriter, dagger: str) -> StreamingQuery:
     """`writer.start()`, tried again when a Spark Connect server's foreachBatch worker was late.
 
     The server starts one Python worker per query for its foreachBatch function and gives it a fixed 10 s
@@ -614,12 +617,31 @@ def _start_query(writer: DataStreamWriter, dagger: str) -> StreamingQuery:
     """
     for attempt in range(1, _CONNECT_START_ATTEMPTS + 1):
         try:
-            return writer.start()
+            with _without_exchange_reuse(spark):
+                return writer.start()
         except PySparkException as error:
             if _PYTHON_WORKER_LATE not in str(error) or attempt == _CONNECT_START_ATTEMPTS:
                 raise
             log.warning("dagger %s: the Connect server's foreachBatch worker was late; start again", dagger)
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _without_exchange_reuse(spark: SparkSession) -> Iterator[None]:
+    """The query starts without Spark's exchange reuse, the session's setting restored after (a query keeps
+    the settings of its start). Spark 4.3 moves no watermark through a reused exchange: when two stateful
+    operators read the same shuffle (Nexmark q5's two identical window counts), the second one's watermark
+    stays 0, so the aggregation above it never emits a row."""
+    conf = spark.conf
+    earlier = conf.get(_EXCHANGE_REUSE, None)
+    conf.set(_EXCHANGE_REUSE, "false")
+    try:
+        yield
+    finally:
+        if earlier is None:
+            conf.unset(_EXCHANGE_REUSE)
+        else:
+            conf.set(_EXCHANGE_REUSE, earlier)
 
 
 def sink_label(spec: DaggerSpec, index: int) -> str:

@@ -44,6 +44,7 @@ What changes:
 | `(SELECT ..., ROW_NUMBER() OVER (...) AS rn ...) WHERE rn <= N` | a Top-N view (`top_n`)                 |
 | a WITH clause an OVER or Top-N view reads     | carried into the view's source (`view_sources`)      |
 | `SELECT AVG(m) FROM (SELECT MAX(x) AS m ... GROUP BY k) GROUP BY c` | aggregate views (`changelog`)   |
+| `GROUP BY w.s, w.e`, a window aggregation's bounds | `GROUP BY w.s, w.e, w.__window` (`window_bounds`)   |
 | `PROCTIME()` (a processing-time attribute)     | `current_timestamp()` (the micro-batch's time)        |
 | `TABLE(TUMBLE(TABLE t, DESCRIPTOR(p_time), size))` | a processing-time window view (`proctime`)       |
 | `JOIN s FOR SYSTEM_TIME AS OF b.p_time AS x`   | `JOIN s AS x` (a stream-static join; `proctime`)      |
@@ -52,8 +53,9 @@ These are found by reading Flink's documentation and by running the same queries
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
 
 The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_tvfs` (window table
-functions as group windows), `flink_forms` (types, casts to strings, functions, UNNEST and LATERAL TABLE;
-Flink's functions Spark lacks as the JVM module's, `FlinkFunctions.java`), `group_windows`,
+functions as group windows), `window_bounds` (an aggregation over a window aggregation's bounds, grouped
+by its window too), `flink_forms` (types, casts to strings, functions, UNNEST and LATERAL TABLE; Flink's
+functions Spark lacks as the JVM module's, `FlinkFunctions.java`), `group_windows`,
 `changelog` (aggregations over updating results as views of `FlinkAggregate.java`, which consume and
 emit a changelog), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`),
 `top_n` (Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result
@@ -91,6 +93,7 @@ from jobs.raystack.flink_sql.proctime import (
 )
 from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import rewrite_typed
+from jobs.raystack.flink_sql.window_bounds import group_by_window_bounds
 from jobs.raystack.flink_sql.window_tvfs import rewrite_window_tvfs
 
 __all__ = [
@@ -164,6 +167,7 @@ def translate(
     proctime = proctime_attributes(tree, proctime_columns)
     rewrite_temporal_joins(tree, proctime, user)
     proctime_windows = rewrite_window_tvfs(tree, user, proctime)
+    group_by_window_bounds(tree)
     refuse_proctime_uses(tree, proctime, user)
     rewrite_proctime_calls(tree, user)
     unwindowed_aggregation = has_unwindowed_aggregation(tree)

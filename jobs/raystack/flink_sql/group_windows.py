@@ -15,6 +15,9 @@ from jobs.raystack.flink_sql.intervals import spark_duration, window_length_ms
 
 GROUP_WINDOWS = ("TUMBLE", "HOP", "SESSION")
 _SPARK_WINDOW_COLUMN = {"TUMBLE": "window", "HOP": "window", "SESSION": "session_window"}
+WINDOW_COLUMN = "__window"
+"""A window aggregation's window (Spark's struct), selected for an aggregation grouped by its bounds
+(`window_bounds`): grouped by it, that aggregation is a window aggregation too."""
 # Dagger's aggregate functions, which Spark does not know are aggregates.
 _DAGGER_AGGREGATES = {"COLLECTARRAY", "DISTINCTCOUNT", "FEATURES", "FEATURESWITHTYPE", "PERCENTILEAGGREGATOR"}
 
@@ -75,6 +78,11 @@ def rewrite_group_windows(tree: exp.Expr, user: UserText) -> exp.Expr:
         wrapper = _wrap_for_window_time(select, names, number, user)
         tree = wrapper if select is tree else tree
     return tree
+
+
+def spark_window_column(kind: str) -> str:
+    """The name of the window column Spark gives a group window of `kind` (TUMBLE, HOP, SESSION)."""
+    return _SPARK_WINDOW_COLUMN[kind]
 
 
 def parse_window(node: exp.Anonymous, kind: str, user: UserText) -> GroupWindow:
@@ -164,10 +172,13 @@ def has_unwindowed_aggregation(tree: exp.Expr) -> bool:
 
 def aggregates_without_window(select: exp.Select, windows: tuple[str, ...]) -> bool:
     """Whether `select` aggregates (GROUP BY, aggregate functions, SELECT DISTINCT) without one of the group
-    `windows` (Flink's names, or once rewritten Spark's `WINDOW` and `SESSION_WINDOW`) in its GROUP BY."""
+    `windows` (Flink's names, or once rewritten Spark's `WINDOW` and `SESSION_WINDOW`) in its GROUP BY,
+    nor the window of the window aggregation it reads (`WINDOW_COLUMN`)."""
     group = select.args.get("group")
     windowed = group is not None and any(
-        isinstance(node, exp.Anonymous) and node.name.upper() in windows for node in group.walk()
+        (isinstance(node, exp.Anonymous) and node.name.upper() in windows)
+        or (isinstance(node, exp.Column) and node.name == WINDOW_COLUMN)
+        for node in group.walk()
     )
     if windowed:
         return False
