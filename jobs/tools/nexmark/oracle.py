@@ -95,6 +95,10 @@ class NexmarkScripts:
     """The jars a script's `CREATE FUNCTION` classes load from: Flink's `pipeline.jars`, the dagger's
     `functions.java_udfs.jars`. A class written as Flink's ScalarFunction needs Flink's flink-table-common
     and flink-core jars among them for the dagger (Flink has its own)."""
+    max_records_per_batch: int | None = None
+    """The dagger reads the topic in micro-batches of at most this many records (unset: one batch). Several
+    batches are how a dagger runs in production, and they show what one batch hides: state a later batch
+    still needs, dropped by an earlier one."""
 
     def __post_init__(self) -> None:
         # q13's side table, a CSV file both engines look up: one row per auction id modulo 10,000.
@@ -136,7 +140,12 @@ class NexmarkScripts:
         """The query as a dagger whose rows can be read back: its sink a log sink that keeps every row.
         Raises `DaggerConfigError` when the dagger refuses the script (the reason names file and line)."""
         spec = load_dagger(self.dagger_file(query_id))
-        return spec.model_copy(update={"sinks": [LogSink(kind="log", max_rows_per_batch=1_000_000)]})
+        streams = [
+            stream.model_copy(update={"max_records_per_batch": self.max_records_per_batch})
+            for stream in spec.streams
+        ]
+        sink = LogSink(kind="log", max_rows_per_batch=1_000_000)
+        return spec.model_copy(update={"streams": streams, "sinks": [sink]})
 
 
 def generate(bootstrap_servers: str, topic: str, config: NexmarkConfig) -> int:
@@ -294,6 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "count_char, with Flink's flink-table-common and flink-core jars for a ScalarFunction)",
     )
     parser.add_argument(
+        "--max-records-per-batch",
+        type=int,
+        help="the dagger reads the topic in micro-batches of at most this many records (default: one batch)",
+    )
+    parser.add_argument(
         "--work-dir",
         type=Path,
         default=BUILD_DIR / "nexmark-oracle",
@@ -331,6 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             arguments.work_dir.resolve(),
             arguments.queries.resolve(),
             tuple(jar.resolve() for jar in arguments.function_jar),
+            arguments.max_records_per_batch,
         )
         flink = FlinkNexmark(scripts, query_ids)
         spark = spark_session(
