@@ -73,7 +73,7 @@ REPORT_PROPERTY = "report"
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files with the most tests marked `slow` run first. `make test` hands whole files to its three
     processes in this order (`--dist loadfile --no-loadscope-reorder`): a long file handed out last would
-    keep one process busy while the other has nothing left to run."""
+    keep one process busy while the others have nothing left to run."""
     slow_tests = Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow_tests[item.path])  # stable: files tied, and a file's tests, keep order
 
