@@ -12,7 +12,7 @@ drops nothing. One micro-batch hides it; here each Parquet file is its own batch
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,8 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.tools.nexmark.oracle import dagger_rows
-
-START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+from tests.test_bounded_end import START, orders_stream
 
 BEST_LATER_ORDER = (
     "SELECT order_id, made, best FROM (SELECT A.order_id, A.rowtime AS made, B.amount AS best, "
@@ -57,16 +56,8 @@ def test_a_top_n_over_a_join_keeps_the_rows_of_a_side_behind_the_watermark(spark
     write_batch(lake, "2.parquet", [("o2", "c2", 2.0, 10)])  # the watermark, 9 s from the next batch on
     write_batch(lake, "3.parquet", [("o3", "c2", 3.0, 11)])  # which evicts o1 (0 s) at its end
     write_batch(lake, "4.parquet", [("o4", "c1", 5.0, 20)])  # o1's best: within its 30 s
-    stream = {
-        "kind": "parquet",
-        "table": "orders",
-        "proto_message": "dagger.testing.Order",
-        "event_time_field": "created_at",
-        "paths": [str(lake)],
-        "max_files_per_batch": 1,
-    }
     spec = make_dagger(
-        streams=[stream],
+        streams=[orders_stream(lake, max_files_per_batch=1)],
         sql=BEST_LATER_ORDER,
         sql_dialect="flink",
         sinks=[{"kind": "log", "max_rows_per_batch": 100}],

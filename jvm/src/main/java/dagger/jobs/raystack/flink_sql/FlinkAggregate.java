@@ -52,6 +52,11 @@ public final class FlinkAggregate extends StatefulProcessor<Row, Row, Row> {
   public static final String UPDATE_AFTER = "+U";
   public static final String DELETE = "-D";
 
+  /** Whether a change of {@code kind} adds its row (an insert or an update's new row). */
+  static boolean adds(String kind) {
+    return kind.equals(INSERT) || kind.equals(UPDATE_AFTER);
+  }
+
   private final int keyCount;
   private final Aggregate[] aggregates;
   private final int changeIndex;
@@ -115,7 +120,7 @@ public final class FlinkAggregate extends StatefulProcessor<Row, Row, Row> {
     while (rows.hasNext()) {
       Row row = rows.next();
       String kind = changeIndex < 0 ? INSERT : row.getString(changeIndex);
-      totals.add(row, kind.equals(INSERT) || kind.equals(UPDATE_AFTER) ? 1 : -1);
+      totals.add(row, adds(kind) ? 1 : -1);
     }
     List<Row> out = new ArrayList<>(2);
     if (totals.isEmpty()) {

@@ -199,7 +199,7 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
     List<Row> out = new ArrayList<>(due.size());
     for (List<Row> peers : rowsFrame ? singles(due) : peers(due)) {
       peers.forEach(sums::add);
-      peers.forEach(row -> out.add(withResults(row, sums)));
+      peers.forEach(row -> out.add(sums.appendedTo(row)));
     }
     totals.update(sums.toRow());
     return out;
@@ -223,24 +223,13 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
       }
       Totals sums = new Totals(aggregates);
       inFrame.forEach(sums::add);
-      peers.forEach(row -> out.add(withResults(row, sums)));
+      peers.forEach(row -> out.add(sums.appendedTo(row)));
     }
     frame.clear();
     if (!inFrame.isEmpty()) {
       frame.put(inFrame.toArray(new Row[0]));
     }
     return out;
-  }
-
-  private Row withResults(Row row, Totals sums) {
-    Object[] values = new Object[row.length() + aggregates.length];
-    for (int index = 0; index < row.length(); index++) {
-      values[index] = row.get(index);
-    }
-    for (int index = 0; index < aggregates.length; index++) {
-      values[row.length() + index] = sums.result(index);
-    }
-    return RowFactory.create(values);
   }
 
   private static List<List<Row>> singles(List<Row> rows) {
@@ -351,6 +340,18 @@ public final class FlinkOver extends StatefulProcessor<Row, Row, Row> {
         totals.maximums[index] = row.get(5 * index + 4);
       }
       return totals;
+    }
+
+    /** {@code row} with the aggregates' results after its columns: an OVER row. */
+    Row appendedTo(Row row) {
+      Object[] values = new Object[row.length() + aggregates.length];
+      for (int index = 0; index < row.length(); index++) {
+        values[index] = row.get(index);
+      }
+      for (int index = 0; index < aggregates.length; index++) {
+        values[row.length() + index] = result(index);
+      }
+      return RowFactory.create(values);
     }
 
     Row toRow() {

@@ -165,7 +165,7 @@ public final class FlinkUpdatingOver extends StatefulProcessor<Row, Row, Row> {
    */
   void change(List<Row> held, Row input) {
     String kind = changeIndex < 0 ? FlinkAggregate.INSERT : input.getString(changeIndex);
-    boolean adds = kind.equals(FlinkAggregate.INSERT) || kind.equals(FlinkAggregate.UPDATE_AFTER);
+    boolean adds = FlinkAggregate.adds(kind);
     Row row = withoutChange(input);
     int found = -1;
     for (int index = 0; index < held.size() && found < 0; index++) {
@@ -228,20 +228,9 @@ public final class FlinkUpdatingOver extends StatefulProcessor<Row, Row, Row> {
       }
       Totals sums = new Totals(aggregates);
       sorted.subList(start, end + 1).forEach(sums::add);
-      out.add(overRow(sorted.get(index), sums));
+      out.add(sums.appendedTo(sorted.get(index)));
     }
     return out;
-  }
-
-  private Row overRow(Row row, Totals sums) {
-    Object[] values = new Object[row.length() + aggregates.length];
-    for (int index = 0; index < row.length(); index++) {
-      values[index] = row.get(index);
-    }
-    for (int index = 0; index < aggregates.length; index++) {
-      values[row.length() + index] = sums.result(index);
-    }
-    return RowFactory.create(values);
   }
 
   /**
