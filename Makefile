@@ -53,15 +53,21 @@ FLINK_STAMP := $(FLINK_VENV)/.installed
 # by Maven from Maven Central; the tests need the Kafka connector too (the Nexmark oracle's Flink reads Kafka).
 FLINK_BENCH_POM := bench/flink/pom.xml
 FLINK_BENCH_STAMP := build/flink-bench/.resolved
-# apt-get for the servers the tests need; one update per make run at most.
-APT_INSTALL := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
+# The test set-up runs in parallel lanes (`test-setup`): downloads, installs and builds overlap. Two kinds of
+# step must still take turns: Maven's, which share one local repository (~/.m2), and apt's, which share
+# dpkg's database; each takes its lock, so the steps of one kind run one after the other.
+SETUP_JOBS := 4
+LOCKS := build/.locks
+MAVEN_TURN := mkdir -p $(LOCKS) && flock $(LOCKS)/maven
+APT_TURN := mkdir -p $(LOCKS) && flock $(LOCKS)/apt
+APT_INSTALL := $(APT_TURN) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$@"' apt
 
 # Everything the tests talk to, and what they read from the build.
 TEST_SETUP := $(STAMP) $(UI_STAMP) $(INFLUXD) $(POSTGRES) $(PROMETHEUS) $(KAFKA_STAMP) $(APICURIO_STAMP) \
 	$(ELASTICSEARCH_STAMP) $(FLINK_STAMP) $(FLINK_BENCH_STAMP) protos jvm $(S3A_STAMP) jvm-archive $(SHIP_ARCHIVE)
 PYTEST := $(BIN)/python -m pytest --numprocesses 3 --dist loadfile --no-loadscope-reorder
 
-.PHONY: run test soak lint bench nexmark protos jvm s3a jvm-archive clean
+.PHONY: run test test-setup test-prerequisites soak lint bench nexmark protos jvm s3a jvm-archive clean
 
 # The class archive only saves the driver a few seconds of start-up and takes a minute to make: a first
 # run starts without it, and makes it in the background, at low priority, for the runs after.
@@ -70,12 +76,19 @@ run: $(RUN_STAMP) protos jvm $(KAFKA_STAMP)
 	$(BIN)/python -m jobs demo
 
 # Every claim proven once (docs/operations.md, "Which run proves what").
-test: $(TEST_SETUP)
+test: test-setup
 	$(PYTEST)
+
+# Everything `test` and `soak` need, made SETUP_JOBS steps at a time (a fresh machine spends minutes here,
+# mostly waiting on downloads); each step's output is printed whole when it ends.
+test-setup:
+	$(MAKE) --no-print-directory --jobs=$(SETUP_JOBS) --output-sync=target test-prerequisites
+
+test-prerequisites: $(TEST_SETUP)
 
 # The long proofs: the crash harnesses' many kills, the whole demand scenario and browser flows; writes
 # docs/soak-report.md.
-soak: $(TEST_SETUP)
+soak: test-setup
 	$(PYTEST) --soak
 
 lint: $(STAMP)
@@ -99,11 +112,11 @@ protos: $(RUN_STAMP)
 # The project's JVM side (the Maven module jvm/, built into build/jvm): its jar, its JUnit tests, and the
 # connectors Spark does not bundle. Maven runs only when the jar is older than the pom or a .java of jvm/src.
 jvm: $(RUN_STAMP)
-	$(BIN)/python -m jobs.engine.jvm
+	$(MAVEN_TURN) $(BIN)/python -m jobs.engine.jvm
 
-# In `test` and `bench`, listed after the s3a connector: an archive made before its jars were on the class
-# path would be made again at the next command.
-jvm-archive: $(RUN_STAMP) jvm $(KAFKA_STAMP)
+# The archive fits one class path: in the test set-up, the one with the s3a connector (an archive made
+# before its jars were there would be made again at the next command).
+jvm-archive: $(RUN_STAMP) jvm $(KAFKA_STAMP) $(if $(filter test-prerequisites,$(MAKECMDGOALS)),$(S3A_STAMP))
 	$(JVM_ARCHIVE)
 
 # `--if-stale`: make's timestamps aside, the archive's manifest says whether it already holds this code.
@@ -139,7 +152,7 @@ $(POSTGRES):
 
 $(KAFKA_STAMP): $(KAFKA_POM)
 	rm -rf build/kafka/libs
-	mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
+	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/kafka/libs
 	touch $@
 
@@ -147,13 +160,13 @@ s3a: $(S3A_STAMP)
 
 $(S3A_STAMP): $(S3A_POM)
 	rm -rf build/connectors/s3a/libs
-	mvn --batch-mode --quiet -f $(S3A_POM) dependency:copy-dependencies \
+	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(S3A_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/connectors/s3a/libs
 	touch $@
 
 $(APICURIO_STAMP):
 	rm -rf build/apicurio && mkdir -p build/apicurio
-	mvn --batch-mode --quiet dependency:copy \
+	$(MAVEN_TURN) mvn --batch-mode --quiet dependency:copy \
 		-Dartifact=io.apicurio:apicurio-registry-app:$(APICURIO_VERSION):tar.gz:all -DoutputDirectory=$(CURDIR)/build
 	tar xzf build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz -C build/apicurio
 	rm build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz
@@ -161,13 +174,13 @@ $(APICURIO_STAMP):
 
 $(ELASTICSEARCH_STAMP): $(ELASTICSEARCH_POM)
 	rm -rf build/elasticsearch
-	mvn --batch-mode --quiet -f $(ELASTICSEARCH_POM) dependency:unpack@unpack \
+	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(ELASTICSEARCH_POM) dependency:unpack@unpack \
 		-Delasticsearch.build=$(CURDIR)/build/elasticsearch
 	touch $@
 
 $(FLINK_BENCH_STAMP): $(FLINK_BENCH_POM)
 	rm -rf build/flink-bench/libs
-	mvn --batch-mode --quiet -f $(FLINK_BENCH_POM) dependency:copy-dependencies \
+	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(FLINK_BENCH_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/flink-bench/libs
 	touch $@
 
