@@ -41,7 +41,6 @@ from typing import Any
 
 import fastavro
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -237,6 +236,11 @@ class ConfluentAvroDecoder:
             container.write(body)
             container.write(sync)
         container.seek(0)
+        # Imported here, not with the module: polars takes longer to import than the rest of the codec, and
+        # every Python data source's planning process, started afresh for each query, imports this module
+        # whether or not its stream is Avro.
+        import polars as pl
+
         table = pl.read_avro(container, columns=columns).to_arrow()
         if table.num_rows != count:
             raise ValueError(f"{table.num_rows} rows decoded from {count} datums")

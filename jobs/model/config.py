@@ -34,7 +34,7 @@ FROM_RESOURCE = "(from the deployment's resource)"
 class ConfigModel(BaseModel):
     """A part of a dagger file: unknown keys are errors, values never change after validation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _parse_duration(value: Any) -> Any:
