@@ -60,6 +60,8 @@ SETUP_JOBS := 4
 LOCKS := build/.locks
 MAVEN_TURN := mkdir -p $(LOCKS) && flock $(LOCKS)/maven
 APT_TURN := mkdir -p $(LOCKS) && flock $(LOCKS)/apt
+# A download cut mid-way (seen: "Connection reset" on the AWS SDK bundle, 600 MB) is tried again, twice.
+RETRIED := sh -c 'for attempt in 1 2 3; do "$$@" && exit 0; echo "failed, trying again: $$*" >&2; sleep 10; done; exit 1' retried
 APT_INSTALL := $(APT_TURN) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$$@"' apt
 
 # Everything the tests talk to, and what they read from the build.
@@ -152,7 +154,7 @@ $(POSTGRES):
 
 $(KAFKA_STAMP): $(KAFKA_POM)
 	rm -rf build/kafka/libs
-	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
+	$(MAVEN_TURN) $(RETRIED) mvn --batch-mode --quiet -f $(KAFKA_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/kafka/libs
 	touch $@
 
@@ -160,13 +162,13 @@ s3a: $(S3A_STAMP)
 
 $(S3A_STAMP): $(S3A_POM)
 	rm -rf build/connectors/s3a/libs
-	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(S3A_POM) dependency:copy-dependencies \
+	$(MAVEN_TURN) $(RETRIED) mvn --batch-mode --quiet -f $(S3A_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/connectors/s3a/libs
 	touch $@
 
 $(APICURIO_STAMP):
 	rm -rf build/apicurio && mkdir -p build/apicurio
-	$(MAVEN_TURN) mvn --batch-mode --quiet dependency:copy \
+	$(MAVEN_TURN) $(RETRIED) mvn --batch-mode --quiet dependency:copy \
 		-Dartifact=io.apicurio:apicurio-registry-app:$(APICURIO_VERSION):tar.gz:all -DoutputDirectory=$(CURDIR)/build
 	tar xzf build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz -C build/apicurio
 	rm build/apicurio-registry-app-$(APICURIO_VERSION)-all.tar.gz
@@ -174,13 +176,13 @@ $(APICURIO_STAMP):
 
 $(ELASTICSEARCH_STAMP): $(ELASTICSEARCH_POM)
 	rm -rf build/elasticsearch
-	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(ELASTICSEARCH_POM) dependency:unpack@unpack \
+	$(MAVEN_TURN) $(RETRIED) mvn --batch-mode --quiet -f $(ELASTICSEARCH_POM) dependency:unpack@unpack \
 		-Delasticsearch.build=$(CURDIR)/build/elasticsearch
 	touch $@
 
 $(FLINK_BENCH_STAMP): $(FLINK_BENCH_POM)
 	rm -rf build/flink-bench/libs
-	$(MAVEN_TURN) mvn --batch-mode --quiet -f $(FLINK_BENCH_POM) dependency:copy-dependencies \
+	$(MAVEN_TURN) $(RETRIED) mvn --batch-mode --quiet -f $(FLINK_BENCH_POM) dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory=$(CURDIR)/build/flink-bench/libs
 	touch $@
 
