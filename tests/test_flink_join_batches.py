@@ -49,7 +49,6 @@ def write_batch(lake: Path, name: str, orders: list[tuple[str, str, float, int]]
     pq.write_table(table, lake / name)
 
 
-@pytest.mark.xfail(strict=True, reason="Spark evicts the join's left rows by a bound on A.expires (issue 49)")
 def test_a_top_n_over_a_join_keeps_the_rows_of_a_side_behind_the_watermark(spark, tmp_path, make_dagger):
     lake = tmp_path / "lake"
     write_batch(lake, "1.parquet", [("o1", "c1", 1.0, 0)])

@@ -91,6 +91,7 @@ from jobs.raystack.flink_sql.proctime import (
     rewrite_proctime_calls,
     rewrite_temporal_joins,
 )
+from jobs.raystack.flink_sql.regular_joins import hide_regular_join_time_bounds
 from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import rewrite_typed
 from jobs.raystack.flink_sql.window_bounds import group_by_window_bounds
@@ -148,10 +149,15 @@ class SparkQuery:
 
 
 def translate(
-    flink_sql: str, key: str = "FLINK_SQL_QUERY", proctime_columns: frozenset[str] = frozenset()
+    flink_sql: str,
+    key: str = "FLINK_SQL_QUERY",
+    proctime_columns: frozenset[str] = frozenset(),
+    rowtime_column: str = "rowtime",
 ) -> SparkQuery:
     """The Spark SQL of a Flink query; `key` names the setting in errors, `proctime_columns` the streams'
-    processing-time attributes (computed columns `PROCTIME()`; the query's own are found in it).
+    processing-time attributes (computed columns `PROCTIME()`; the query's own are found in it),
+    `rowtime_column` their event-time column (its comparisons in a regular join are hidden from Spark's
+    state eviction, `regular_joins`).
 
     The query is parsed once; the passes rewrite its tree in turn: window table functions become group
     windows, Flink's forms Spark's, group windows Spark's window columns, OVER aggregations and Top-Ns
@@ -172,6 +178,7 @@ def translate(
     rewrite_proctime_calls(tree, user)
     unwindowed_aggregation = has_unwindowed_aggregation(tree)
     rewrite_flink_forms(tree, user)
+    hide_regular_join_time_bounds(tree, rowtime_column)
     tree = rewrite_group_windows(tree, user)
     views: list[OperatorView] = [*extract_aggregate_views(tree, key)]
     if tree.find(exp.Window):
