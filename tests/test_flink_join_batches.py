@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from jobs.tools.nexmark.oracle import dagger_rows
 from tests.test_bounded_end import START, orders_stream

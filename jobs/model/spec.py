@@ -267,7 +267,7 @@ class DaggerSpec(_Model):
 
     @property
     def _flink(self) -> SparkQuery:
-        """The Flink query translated, knowing the streams' processing-time attributes and event-time column."""
+        """The Flink query translated, knowing the streams' processing-time attributes and event time."""
         proctime = _proctime_columns(stream.computed_columns for stream in self.streams)
         return _flink_query(self.sql, proctime, self.rowtime_column)
 

@@ -88,8 +88,10 @@ def _time_predicates(conjunct: exp.Expr, rowtime: str) -> Iterator[tuple[str, tu
     left, right = _only_time(conjunct.this, rowtime), _only_time(conjunct.expression, rowtime)
     if left is None or right is None or left == right:
         return
-    kind = "=" if isinstance(conjunct, exp.EQ) else "lower" if isinstance(conjunct, (exp.GT, exp.GTE)) else "upper"
-    yield kind, (left, right)
+    if isinstance(conjunct, exp.EQ):
+        yield "=", (left, right)
+    else:
+        yield "lower" if isinstance(conjunct, (exp.GT, exp.GTE)) else "upper", (left, right)
 
 
 def _only_time(operand: exp.Expr, rowtime: str) -> str | None:
