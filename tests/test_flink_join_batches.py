@@ -113,10 +113,18 @@ def test_only_the_comparisons_between_the_inputs_of_a_regular_join_are_hidden() 
     )
 
 
+def test_a_copy_of_the_event_time_under_another_name_is_hidden_too() -> None:
+    sql = translate(
+        "SELECT A.order_id FROM (SELECT order_id, rowtime AS made FROM orders) A, orders B "
+        "WHERE B.rowtime >= A.made"
+    ).sql
+    assert sql.endswith(
+        "WHERE TIMESTAMP_MICROS(UNIX_MICROS(B.rowtime)) >= TIMESTAMP_MICROS(UNIX_MICROS(A.made))"
+    ), sql
+
+
 def test_the_oracles_interval_joins_and_outer_joins_keep_sparks_eviction() -> None:
-    joins = [
-        query for query in QUERIES if "interval_join" in query.id or "_of_a_join" in query.id
-    ]
+    joins = [query for query in QUERIES if "interval_join" in query.id or "_of_a_join" in query.id]
     assert len(joins) == 7
     for query in joins:
         assert HIDDEN not in translate(query.sql).sql, query.id
