@@ -48,6 +48,7 @@ What changes:
 | `PROCTIME()` (a processing-time attribute)     | `current_timestamp()` (the micro-batch's time)        |
 | `TABLE(TUMBLE(TABLE t, DESCRIPTOR(p_time), size))` | a processing-time window view (`proctime`)       |
 | `JOIN s FOR SYSTEM_TIME AS OF b.p_time AS x`   | `JOIN s AS x` (a stream-static join; `proctime`)      |
+| `B.t >= A.t` (a regular join: no interval of `t`s) | `TIMESTAMP_MICROS(UNIX_MICROS(B.t)) >= ...` |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
@@ -55,7 +56,8 @@ These are found by reading Flink's documentation and by running the same queries
 The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_tvfs` (window table
 functions as group windows), `window_bounds` (an aggregation over a window aggregation's bounds, grouped
 by its window too), `flink_forms` (types, casts to strings, functions, UNNEST and LATERAL TABLE; Flink's
-functions Spark lacks as the JVM module's, `FlinkFunctions.java`), `group_windows`,
+functions Spark lacks as the JVM module's, `FlinkFunctions.java`), `regular_joins` (the event-time
+comparisons of a join Flink runs as a regular join, hidden from Spark's state eviction), `group_windows`,
 `changelog` (aggregations over updating results as views of `FlinkAggregate.java`, which consume and
 emit a changelog), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`),
 `top_n` (Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result
