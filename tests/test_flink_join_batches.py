@@ -1,13 +1,13 @@
-"""A Top-N over a regular join must give the same rows whatever the micro-batch split (Nexmark q9's shape:
-`B.dateTime BETWEEN A.dateTime AND A.expires`). It does not yet: the test is a strict xfail, the bug's
-reproducer.
+"""A join Flink runs as a regular join gives the same rows whatever the micro-batch split (Nexmark q9's
+shape: `B.dateTime BETWEEN A.dateTime AND A.expires`), and an interval join still lets Spark evict.
 
-The cause: Spark's stream-stream join derives a state eviction bound from any join conjunct comparing one
-side's column with the other side's watermarked event time, and applies that bound to the first side's
-own event-time column. From `B.rowtime <= A.expires` it derives "auction rows are no longer needed once
-the watermark passes A.expires", and then evicts the auction once the watermark passes A.rowtime, its
-event time: a bid of a later micro-batch no longer finds it. Flink runs this as a regular join, which
-drops nothing. One micro-batch hides it; here each Parquet file is its own batch.
+Spark's stream-stream join derives a state eviction bound from any join conjunct comparing one side's
+column with the other side's watermarked event time, and applies that bound to the first side's own
+event-time column: from `B.rowtime <= A.expires` it would evict an order once the watermark passes
+A.rowtime, and a row of a later micro-batch would no longer find it. Flink runs this as a regular join,
+which drops nothing, and so does the translator (`jobs/raystack/flink_sql/regular_joins.py`): it hides the
+event-time comparisons of such a join from Spark. One micro-batch would hide the bug; here each Parquet
+file is its own batch.
 """
 
 from __future__ import annotations
