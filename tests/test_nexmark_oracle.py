@@ -6,10 +6,11 @@ The generator (`jobs.tools.nexmark`) writes 3,000 events, 100 a second of event 
 the queries that run as daggers in one PyFlink process, started once for the module, reading the topic
 through its Kafka SQL connector to the end with its final watermark. Each dagger is the project's query
 files (`jobs/tools/nexmark/queries`) as a script, run bounded through its Kafka source in the tests' Spark
-session, its sink swapped for a log sink whose rows are kept (`jobs/tools/nexmark/oracle.py`). Rows are
-compared as multisets, with their column names and each value's type; an updating query as its final
-table. q14's `count_char` is the project's own Flink ScalarFunction of Nexmark's class name, in a jar both
-engines are given, with Flink's API jars for the dagger.
+session, in three micro-batches (one batch would hide state an operator drops between batches), its sink
+swapped for a log sink whose rows are kept (`jobs/tools/nexmark/oracle.py`). Rows are compared as
+multisets, with their column names and each value's type; an updating query as its final table. q14's
+`count_char` is the project's own Flink ScalarFunction of Nexmark's class name, in a jar both engines are
+given, with Flink's API jars for the dagger.
 
 `STATUS` is the one table of what each query does today: `matches` (Flink's rows, to the row),
 `clock-free` (q12: processing time, compared on what the wall clock does not decide), `matches its model`
@@ -35,6 +36,7 @@ from jobs.tools.nexmark.oracle import (
     UPSERT_KEYS,
     FlinkNexmark,
     NexmarkScripts,
+    batch_size,
     comparable,
     dagger_rows,
     flink_rows,
@@ -106,7 +108,13 @@ def scripts(kafka, tmp_path_factory: pytest.TempPathFactory) -> NexmarkScripts:
     functions = test_jar(folder, COUNT_CHAR, COUNT_CHARACTERS)
     flink_api = sorted(FLINK_API_JARS.glob("*.jar"))
     assert len(flink_api) == 2, f"no Flink API jars in {FLINK_API_JARS}: the JVM module's build puts them"
-    return NexmarkScripts(kafka.bootstrap_servers, topic, folder, function_jars=(functions, *flink_api))
+    return NexmarkScripts(
+        kafka.bootstrap_servers,
+        topic,
+        folder,
+        function_jars=(functions, *flink_api),
+        max_records_per_batch=batch_size(EVENTS.num_events),  # three micro-batches, as a dagger runs
+    )
 
 
 @pytest.fixture(scope="module")

@@ -108,11 +108,11 @@ class RestartPolicy(_Model):
 
 
 @functools.cache
-def _flink_query(flink_sql: str, proctime_columns: frozenset[str] = frozenset()) -> SparkQuery:
+def _flink_query(flink_sql: str, proctime_columns: frozenset[str], rowtime_column: str) -> SparkQuery:
     # Imported here: the raystack package imports this module.
     from jobs.raystack.flink_sql import translate
 
-    return translate(flink_sql, key="sql", proctime_columns=proctime_columns)
+    return translate(flink_sql, key="sql", proctime_columns=proctime_columns, rowtime_column=rowtime_column)
 
 
 def _proctime_columns(computed_columns: Iterable[dict[str, str]]) -> frozenset[str]:
@@ -159,7 +159,7 @@ def _script_keys(data: Any, info: ValidationInfo) -> Any:
         keys["functions"] = functions
     if "output_mode" not in data:
         proctime = _proctime_columns(stream.get("computed_columns", {}) for stream in keys["streams"])
-        query = _flink_query(keys["sql"], proctime)
+        query = _flink_query(keys["sql"], proctime, keys["rowtime_column"])
         keys["output_mode"] = "update" if query.unwindowed_aggregation or query.upserts else "append"
     return {**data, **keys}
 
@@ -267,9 +267,9 @@ class DaggerSpec(_Model):
 
     @property
     def _flink(self) -> SparkQuery:
-        """The Flink query translated, knowing the streams' processing-time attributes."""
+        """The Flink query translated, knowing the streams' processing-time attributes and event time."""
         proctime = _proctime_columns(stream.computed_columns for stream in self.streams)
-        return _flink_query(self.sql, proctime)
+        return _flink_query(self.sql, proctime, self.rowtime_column)
 
     @model_validator(mode="after")
     def _top_n_updates_go_to_sinks_that_upsert(self) -> DaggerSpec:

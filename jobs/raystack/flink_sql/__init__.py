@@ -48,6 +48,7 @@ What changes:
 | `PROCTIME()` (a processing-time attribute)     | `current_timestamp()` (the micro-batch's time)        |
 | `TABLE(TUMBLE(TABLE t, DESCRIPTOR(p_time), size))` | a processing-time window view (`proctime`)       |
 | `JOIN s FOR SYSTEM_TIME AS OF b.p_time AS x`   | `JOIN s AS x` (a stream-static join; `proctime`)      |
+| `B.t >= A.t` (a regular join: no interval of `t`s) | `TIMESTAMP_MICROS(UNIX_MICROS(B.t)) >= ...` |
 
 These are found by reading Flink's documentation and by running the same queries on Apache Flink
 (`tests/test_flink_oracle.py`); what still differs is listed in the docs' known limits.
@@ -55,7 +56,8 @@ These are found by reading Flink's documentation and by running the same queries
 The passes, one module each: `dialect` (Flink's syntax read, refusals), `window_tvfs` (window table
 functions as group windows), `window_bounds` (an aggregation over a window aggregation's bounds, grouped
 by its window too), `flink_forms` (types, casts to strings, functions, UNNEST and LATERAL TABLE; Flink's
-functions Spark lacks as the JVM module's, `FlinkFunctions.java`), `group_windows`,
+functions Spark lacks as the JVM module's, `FlinkFunctions.java`), `regular_joins` (the event-time
+comparisons of a join Flink runs as a regular join, hidden from Spark's state eviction), `group_windows`,
 `changelog` (aggregations over updating results as views of `FlinkAggregate.java`, which consume and
 emit a changelog), `over` (OVER aggregations as views the project's operator computes, `FlinkOver.java`),
 `top_n` (Top-N and deduplication by ROW_NUMBER(), as views of `FlinkRank.java`), `typed` (Flink's result
@@ -91,6 +93,7 @@ from jobs.raystack.flink_sql.proctime import (
     rewrite_proctime_calls,
     rewrite_temporal_joins,
 )
+from jobs.raystack.flink_sql.regular_joins import hide_regular_join_time_bounds
 from jobs.raystack.flink_sql.top_n import TopNView, extract_top_n_views
 from jobs.raystack.flink_sql.typed import rewrite_typed
 from jobs.raystack.flink_sql.window_bounds import group_by_window_bounds
@@ -148,10 +151,15 @@ class SparkQuery:
 
 
 def translate(
-    flink_sql: str, key: str = "FLINK_SQL_QUERY", proctime_columns: frozenset[str] = frozenset()
+    flink_sql: str,
+    key: str = "FLINK_SQL_QUERY",
+    proctime_columns: frozenset[str] = frozenset(),
+    rowtime_column: str = "rowtime",
 ) -> SparkQuery:
     """The Spark SQL of a Flink query; `key` names the setting in errors, `proctime_columns` the streams'
-    processing-time attributes (computed columns `PROCTIME()`; the query's own are found in it).
+    processing-time attributes (computed columns `PROCTIME()`; the query's own are found in it),
+    `rowtime_column` their event-time column (its comparisons in a regular join are hidden from Spark's
+    state eviction, `regular_joins`).
 
     The query is parsed once; the passes rewrite its tree in turn: window table functions become group
     windows, Flink's forms Spark's, group windows Spark's window columns, OVER aggregations and Top-Ns
@@ -172,6 +180,7 @@ def translate(
     rewrite_proctime_calls(tree, user)
     unwindowed_aggregation = has_unwindowed_aggregation(tree)
     rewrite_flink_forms(tree, user)
+    hide_regular_join_time_bounds(tree, rowtime_column)
     tree = rewrite_group_windows(tree, user)
     views: list[OperatorView] = [*extract_aggregate_views(tree, key)]
     if tree.find(exp.Window):

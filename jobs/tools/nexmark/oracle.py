@@ -77,6 +77,16 @@ UPSERT_KEYS: dict[str, tuple[str, ...]] = {
 """The key of each query whose rows update: its final table holds the last row of each key."""
 
 
+BATCHES = 3
+"""Micro-batches the dagger reads the topic in, by default: as a running dagger reads it, so that state an
+operator drops between batches shows (one batch hides it)."""
+
+
+def batch_size(num_events: int, batches: int = BATCHES) -> int:
+    """Records per micro-batch that read `num_events` in `batches` batches."""
+    return -(-num_events // batches)
+
+
 def script_files(queries_dir: Path, query_id: str) -> list[Path]:
     """A query's script in `queries_dir`: the DDL, the views, then `qN.sql`."""
     return [queries_dir / name for name in (*DDL_FILES, f"{query_id}.sql")]
@@ -96,9 +106,10 @@ class NexmarkScripts:
     `functions.java_udfs.jars`. A class written as Flink's ScalarFunction needs Flink's flink-table-common
     and flink-core jars among them for the dagger (Flink has its own)."""
     max_records_per_batch: int | None = None
-    """The dagger reads the topic in micro-batches of at most this many records (unset: one batch). Several
-    batches are how a dagger runs in production, and they show what one batch hides: state a later batch
-    still needs, dropped by an earlier one."""
+    """The dagger reads the topic in micro-batches of at most this many records (unset: one batch; the
+    tests and the command read the events in `BATCHES`, `batch_size`). Several batches are how a dagger
+    runs in production, and they show what one batch hides: state a later batch still needs, dropped by
+    an earlier one."""
 
     def __post_init__(self) -> None:
         # q13's side table, a CSV file both engines look up: one row per auction id modulo 10,000.
@@ -305,7 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-records-per-batch",
         type=int,
-        help="the dagger reads the topic in micro-batches of at most this many records (default: one batch)",
+        help=f"the dagger reads the topic in micro-batches of at most this many records (default: the events "
+        f"in {BATCHES} batches)",
     )
     parser.add_argument(
         "--work-dir",
@@ -345,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             arguments.work_dir.resolve(),
             arguments.queries.resolve(),
             tuple(jar.resolve() for jar in arguments.function_jar),
-            arguments.max_records_per_batch,
+            arguments.max_records_per_batch or batch_size(config.num_events),
         )
         flink = FlinkNexmark(scripts, query_ids)
         spark = spark_session(
