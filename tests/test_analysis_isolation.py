@@ -42,10 +42,11 @@ ROW_FUNCTIONS = frozenset(
 
 
 def assert_reads_only_views(isolated: IsolatedQuery) -> None:
-    """The SQL parses again, and each table it names is one of shop's views or one of its own CTEs."""
+    """The SQL parses again, holds no WITH (every CTE is inlined), and each table it names is one of shop's
+    views."""
     assert isolated.tables <= SHOP_TABLES
     tree = sqlglot.parse_one(isolated.sql, read="spark")
-    ctes = {cte.alias for cte in tree.find_all(exp.CTE)}
+    assert not tree.find(exp.With), isolated.sql
     views = {ref.view_name for ref in isolated.tables}
     for table in tree.find_all(exp.Table):
         source = table.this
@@ -55,7 +56,7 @@ def assert_reads_only_views(isolated: IsolatedQuery) -> None:
             ).lower() in ROW_FUNCTIONS
         else:
             assert not table.db and not table.catalog, table.sql()
-            assert table.name in views | ctes, table.sql()
+            assert table.name in views, table.sql()
 
 
 # --- Escapes --------------------------------------------------------------------------------------------
@@ -439,24 +440,48 @@ def test_each_table_is_its_view_under_the_name_written_and_comments_and_hints_ar
     )
 
 
-def test_a_cte_named_like_a_collection_is_the_cte_and_is_not_rewritten() -> None:
+def test_a_cte_named_like_a_collection_is_the_cte_inlined_under_the_name_written() -> None:
     isolated = isolate(
         "WITH Orders AS (SELECT user_id, amount FROM orders) SELECT sum(amount) FROM ORDERS", SHOP
     )
     assert isolated.sql == (
-        "WITH `orders` AS (SELECT `user_id`, `amount` FROM `collection$orders` AS `orders`) "
-        "SELECT SUM(`amount`) FROM `orders`"
+        "SELECT SUM(`amount`) FROM "
+        "(SELECT `user_id`, `amount` FROM `collection$orders` AS `orders`) AS `ORDERS`"
     )
     assert isolated.tables == refs("orders")
 
 
-def test_a_nested_with_stays_where_it_was_written() -> None:
-    """sqlglot's Spark generator would hoist it to the top, where its CTE would capture the outer `x`."""
+def test_a_nested_cte_is_inlined_where_it_was_in_scope() -> None:
+    """Spark would read the inner `x` as the CTE and the outer one as the collection: no name is left to
+    read either way."""
     isolated = isolate("SELECT * FROM (WITH x AS (SELECT 1 AS n) SELECT n FROM x) AS s, pageview AS x", SHOP)
     assert isolated.sql == (
-        "SELECT * FROM (WITH `x` AS (SELECT 1 AS `n`) SELECT `n` FROM `x`) AS `s` "
+        "SELECT * FROM (SELECT `n` FROM (SELECT 1 AS `n`) AS `x`) AS `s` "
         "CROSS JOIN `collection$pageview` AS `x`"
     )
+
+
+def test_each_reference_gets_its_ctes_query_with_the_earlier_ctes_it_reads_inlined() -> None:
+    isolated = isolate(
+        "WITH a(k) AS (SELECT user_id FROM orders), b AS (SELECT k FROM a) "
+        "SELECT * FROM b AS b1 JOIN b AS b2(j) ON b1.k = b2.j",
+        SHOP,
+    )
+    inner = "(SELECT `k` FROM (SELECT `user_id` FROM `collection$orders` AS `orders`) AS `a`(`k`))"
+    assert isolated.sql == (f"SELECT * FROM {inner} AS `b1` JOIN {inner} AS `b2`(`j`) ON `b1`.`k` = `b2`.`j`")
+
+
+def test_a_query_that_inlining_would_blow_up_is_refused() -> None:
+    """Each CTE reads the one before twice: inlined, the query doubles with each."""
+    ctes = ", ".join(f"c{k} AS (SELECT * FROM c{k - 1} AS x, c{k - 1} AS y)" for k in range(1, 30))
+    with pytest.raises(QueryRefused, match="too large once its CTEs are inlined"):
+        isolate(f"WITH c0 AS (SELECT 1 AS n), {ctes} SELECT * FROM c29", SHOP)
+
+
+def test_the_rewritten_text_holds_no_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isolation, "_inline", lambda tree, ctes: None)
+    with pytest.raises(QueryRefused, match="the rewritten query holds a WITH"):
+        isolate("WITH c AS (SELECT 1 AS n) SELECT * FROM c", SHOP)
 
 
 def test_strings_formats_and_calls_reach_spark_as_written() -> None:

@@ -7,13 +7,13 @@ engine on Spark, where a place sqlglot and Spark read SQL differently would show
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from jobs.analysis.engine import AnalysisEngine, AnalysisError
 from jobs.analysis.isolation import TableRef
 from jobs.analysis.project import load_projects
 from tests.analysis_lakes import is_rivals, plant_wide
-from tests.analysis_queries import RIVAL_NAMES, SHOP, Query, query_trees
+from tests.analysis_queries import RIVAL_NAMES, SHOP, Derived, Query, Select, TableName, With, query_trees
 from tests.test_analysis_isolation import ESCAPES, KINDS, LEGITIMATE, SHOP_TABLES
 
 GENERATED = 25
@@ -35,10 +35,9 @@ def result_values(engine: AnalysisEngine, sql: str) -> list[list]:
     return [column.to_pylist() for column in engine.execute("shop", sql, max_rows=100).rows.columns]
 
 
-# Seen failing once in a suite run, after many generated queries on the same Spark context, with Spark's
-# INTERNAL_ERROR "No CTERelationDef found for CTERelationRef" (a CTE named as the table it reads, in the
-# second of two WITHs); on a fresh context it runs. Either way it must end as rows or as an AnalysisError
-# (QueryFailed, Spark's reason), never as a py4j error naming a JVM call.
+# The generated test's known failure: in a suite run, after many generated queries on the same Spark
+# context, Spark failed it with the INTERNAL_ERROR "No CTERelationDef found for CTERelationRef" (a CTE
+# named as the table it reads, in the second of two WITHs). Inlined, it holds no CTE for Spark to lose.
 SPARK_INTERNAL_ERROR_ONCE = (
     "(WITH daily_revenue AS (SELECT user_id FROM orders AS t0) SELECT user_id FROM orders AS t0) "
     "UNION ALL (WITH daily_revenue AS (SELECT user_id FROM orders AS t0), "
@@ -53,13 +52,91 @@ def test_the_planted_rival_rows_are_seen_by_rival_and_never_by_shop(engine) -> N
     assert rival.num_rows == 1 and len(marked) == rival.num_columns - 2  # all but the two `hr` columns
 
 
-def test_a_query_spark_once_failed_inside_ends_as_its_rows_or_its_reason(engine) -> None:
-    try:
-        values = result_values(engine, SPARK_INTERNAL_ERROR_ONCE)
-    except AnalysisError as error:
-        assert not str(error).startswith("query refused: "), error  # it reads only shop's tables
-    else:
-        assert not is_rivals(values)
+def test_the_query_spark_once_failed_inside_returns_its_rows(engine) -> None:
+    assert [sorted(column) for column in result_values(engine, SPARK_INTERNAL_ERROR_ONCE)] == [
+        ["u1", "u1", "u2", "u2"]
+    ]
+
+
+# Spark 4.3 plans a LIMIT over WITHs nested in two joined derived tables with an INTERNAL_ERROR ("No
+# CTERelationDef found for CTERelationRef"), on a fresh session too; the engine's results are always
+# limited (it takes the CTEs' bodies and the left side's query being one plan). Isolation inlines
+# every CTE, so Spark never plans one.
+CTES_IN_JOINED_DERIVED_TABLES = (
+    "SELECT l.user_id, r.amount FROM (WITH a AS (SELECT * FROM orders) SELECT * FROM orders) AS l "
+    "CROSS JOIN (WITH orders AS (SELECT * FROM orders) SELECT * FROM orders) AS r"
+)
+
+SCOPED_CTES = [
+    # A CTE's body reads the table of its name, never itself.
+    ("WITH orders AS (SELECT * FROM orders WHERE amount > 20) SELECT user_id FROM orders", [["u2"]]),
+    # A CTE named like a collection shadows it in its own branch only.
+    (
+        "(WITH orders AS (SELECT 'x' AS user_id) SELECT user_id FROM orders) "
+        "UNION ALL (SELECT user_id FROM orders) ORDER BY user_id",
+        [["u1", "u2", "x"]],
+    ),
+    (
+        "SELECT user_id FROM pageview WHERE user_id IN "
+        "(WITH orders AS (SELECT 'u3' AS user_id) SELECT user_id FROM orders)",
+        [["u3"]],
+    ),
+    # A nested WITH shadows an outer CTE inside itself; the outer one still holds outside it.
+    (
+        "WITH x AS (SELECT 'outer' AS s) "
+        "SELECT (SELECT s FROM x) AS a, b.s FROM (WITH x AS (SELECT 'inner' AS s) SELECT s FROM x) AS b",
+        [["outer"], ["inner"]],
+    ),
+    # An inner CTE's body sees the outer CTEs; a later CTE reads an earlier one, twice.
+    (
+        "WITH a AS (SELECT 1 AS n) SELECT * FROM (WITH b AS (SELECT n + 1 AS n FROM a) SELECT n FROM b) AS s",
+        [[2]],
+    ),
+    (
+        "WITH big AS (SELECT user_id, amount FROM orders WHERE amount > 20), "
+        "pair AS (SELECT b1.user_id, b2.amount FROM big AS b1 JOIN big AS b2 USING (user_id)) "
+        "SELECT * FROM pair",
+        [["u2"], [30.0]],
+    ),
+    # Column lists: the CTE's, then the reference's own.
+    (
+        "WITH t(u, a) AS (SELECT user_id, amount FROM orders) SELECT t.u, a FROM t WHERE a < 20",
+        [["u1"], [12.5]],
+    ),
+    (
+        "WITH t(u, a) AS (SELECT user_id, amount FROM orders) SELECT z.p FROM t AS z(p, q) WHERE q > 20",
+        [["u2"]],
+    ),
+]
+
+
+def test_ctes_in_joined_derived_tables_return_their_rows_under_a_limit(engine) -> None:
+    """Twice: on this engine Spark planned it once and failed it from the second time on."""
+    for _ in range(2):
+        rows = engine.execute("shop", CTES_IN_JOINED_DERIVED_TABLES, max_rows=5).rows
+        assert sorted(zip(*(column.to_pylist() for column in rows.columns), strict=True)) == [
+            ("u1", 12.5),
+            ("u1", 30.0),
+            ("u2", 12.5),
+            ("u2", 30.0),
+        ]
+
+
+@pytest.mark.parametrize(("sql", "columns"), SCOPED_CTES, ids=[sql[:60] for sql, _ in SCOPED_CTES])
+def test_an_inlined_cte_shadows_a_name_only_in_its_scope(engine, sql: str, columns: list[list]) -> None:
+    assert result_values(engine, sql) == columns
+
+
+def orders_by(cte: str) -> With:
+    """`WITH <cte> AS (SELECT user_id FROM orders AS t0) SELECT user_id FROM orders AS t0`"""
+    orders = Select((TableName("", "orders", upper=False, quoted=False),), None)
+    return With(((cte, orders),), orders)
+
+
+CTES_IN_JOINED_DERIVED_TABLES_GENERATED = Select(
+    (Derived(orders_by("daily_revenue")), Derived(orders_by("orders"))), None
+)
+"""The generated test's known failure, from a suite's Hypothesis database (Spark's INTERNAL_ERROR)."""
 
 
 def reads_only_shops_tables(query: Query) -> bool:
@@ -83,6 +160,7 @@ def check_generated(engine: AnalysisEngine, query: Query) -> None:
 
 @settings(max_examples=GENERATED, deadline=None, suppress_health_check=list(HealthCheck))
 @given(query_trees(SHOP, (), own_names_only=True))
+@example(CTES_IN_JOINED_DERIVED_TABLES_GENERATED)
 def test_generated_queries_of_shops_own_tables_run_and_return_only_its_rows(engine, query: Query) -> None:
     assert reads_only_shops_tables(query)
     check_generated(engine, query)
