@@ -209,10 +209,7 @@ FUNCTION_QUERIES: list[tuple[str, str]] = [
         "SELECT id, JSON_VALUE(body, '$.i' RETURNING INT) AS int_value, "
         "JSON_VALUE(body, '$.b' RETURNING BOOLEAN) AS boolean_value, "
         "JSON_VALUE(body, 'lax $.i' RETURNING INT DEFAULT -1 ON EMPTY) AS int_or_default, "
-        "JSON_VALUE(body, '$.s' RETURNING VARCHAR(2)) AS varchar_value, "
-        "JSON_VALUE(body, 'lax $.missing' RETURNING DOUBLE DEFAULT 1.5 ON EMPTY) AS double_default, "
-        "JSON_VALUE(body, '$.missing' RETURNING BOOLEAN DEFAULT TRUE ON ERROR) AS boolean_on_error "
-        "FROM documents",
+        "JSON_VALUE(body, '$.s' RETURNING VARCHAR(2)) AS varchar_value FROM documents",
     ),
     (
         "percentile_aggregate",

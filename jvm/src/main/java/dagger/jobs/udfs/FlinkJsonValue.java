@@ -24,10 +24,10 @@ import org.apache.spark.sql.api.java.UDF7;
  * {@code lax} or {@code strict}; without one it is strict, as Flink's.
  *
  * <ul>
- *   <li>Empty: nothing at the path, or JSON null there; in lax mode also a document that does not
- *       parse and an object or array at the path.
- *   <li>Error: in strict mode a document that does not parse, a path that is not there or not valid,
- *       and an object or array at the path.
+ *   <li>Empty (lax mode only): nothing or JSON null at the path, a document that does not parse, an
+ *       object or array at the path.
+ *   <li>Error: a path that is not valid; in strict mode also a document that does not parse, a path
+ *       that is not there, JSON null there, and an object or array at the path.
  * </ul>
  *
  * Each is NULL by default, or the DEFAULT given, or fails the query (ERROR), as it fails Flink's job.
@@ -111,6 +111,10 @@ public final class FlinkJsonValue {
       found = JsonPath.parse(document, lax ? LAX : STRICT).read(spec);
     } catch (RuntimeException error) {
       return failed(onError, errorDefault, error);
+    }
+    if (found == null && !lax) {
+      String message = "Strict jsonpath mode requires a non empty returned value, but is null";
+      return failed(onError, errorDefault, new IllegalArgumentException(message));
     }
     if (found == null || (lax && !isScalar(found))) {
       return empty(onEmpty, emptyDefault);

@@ -52,7 +52,7 @@ class FlinkJsonValueTest {
     assertEquals("error", withDefaults("not json", "$.s"));
     assertEquals("error", withDefaults(DOCUMENT, "$..x"));
     assertEquals("error", withDefaults(DOCUMENT, "bad path"));
-    assertEquals("empty", withDefaults(DOCUMENT, "$.n"));
+    assertEquals("error", withDefaults(DOCUMENT, "$.n"));
     assertNull(value(DOCUMENT, "$.missing", "STRING"));
   }
 
