@@ -162,7 +162,7 @@ public final class FlinkJsonValue {
               + returning
               + "): the value "
               + found
-              + " is not a "
+              + " does not convert to "
               + returning
               + " (ON ERROR does not cover the conversion; Flink's job fails here too)");
     }
