@@ -84,6 +84,14 @@ def collected(seconds: float) -> datetime:
             "SELECT a, T.bucket FROM data_stream, LATERAL TABLE(HistogramBucket(x, '1,2')) AS T(bucket)",
             "SELECT a, T.bucket FROM data_stream, LATERAL HistogramBucket(x, '1,2') AS T(bucket)",
         ),
+        (  # JSON_VALUE's clauses as arguments; a RETURNING type other than a string as a cast
+            "SELECT JSON_VALUE(j, '$.a'), JSON_VALUE(j, 'lax $.b' RETURNING INTEGER DEFAULT -1 ON EMPTY "
+            "ERROR ON ERROR), JSON_VALUE(j, '$.c' RETURNING VARCHAR(3) NULL ON EMPTY DEFAULT 'x' ON ERROR) "
+            "FROM t",
+            "SELECT FlinkJsonValue(j, '$.a', 'STRING', 'NULL', NULL, 'NULL', NULL), "
+            "CAST(FlinkJsonValue(j, 'lax $.b', 'INT', 'DEFAULT', -1, 'ERROR', NULL) AS INT), "
+            "FlinkJsonValue(j, '$.c', 'STRING', 'NULL', NULL, 'DEFAULT', 'x') FROM t",
+        ),
         (  # Spark's built-in split would take the name: Dagger's (Java's String.split) is DaggerSplit
             "SELECT Split(tags, ','), split_part FROM t WHERE ElementAt(split(a, b), 0) = 'x'",
             "SELECT DaggerSplit(tags, ','), split_part FROM t WHERE ElementAt(DaggerSplit(a, b), 0) = 'x'",
@@ -98,6 +106,7 @@ def collected(seconds: float) -> datetime:
         "interval-precision",
         "unnest",
         "lateral-table",
+        "json-value",
         "dagger-split",
     ],
 )
@@ -295,6 +304,14 @@ def test_window_sizes_in_every_interval_form_flink_accepts(interval, duration):
         (
             "SELECT TIMESTAMPADD(FORTNIGHT, 1, rowtime) AS later FROM t",
             "at line 1, column 21: TIMESTAMPADD() takes a time unit first: one of SECOND, MINUTE, HOUR,",
+        ),
+        (
+            "SELECT JSON_VALUE(j, '$.a' RETURNING DECIMAL(10, 2)) AS v FROM t",
+            "at line 1, column 38: JSON_VALUE ... RETURNING DECIMAL(10, 2) is not supported: Flink 2.3 plans",
+        ),
+        (
+            "SELECT JSON_VALUE(j, 'lax $.a' DEFAULT k ON EMPTY) AS v FROM t",
+            "at line 1, column 32: JSON_VALUE's DEFAULT ... ON EMPTY takes a literal",
         ),
         ("SELECT a FROM t; SELECT b FROM t", "must hold one query, found 2 statements"),
         ("INSERT INTO results SELECT a FROM t", "must be a query (SELECT ...), not INSERT"),

@@ -104,6 +104,24 @@ ITEMS = [
 ]
 FLUSH_ITEM = _item("flush", 0, 0, 0.0, [], [], (FLUSH_AT - START).total_seconds())
 
+
+def _document(document_id: str, body: str | None, seconds: float) -> dict[str, Any]:
+    return {"id": document_id, "body": body, "created_at": at(seconds)}
+
+
+DOCUMENTS = [  # JSON_VALUE's cases: scalars of each kind, an object, an array, null, bad JSON, NULL
+    _document(
+        "j1",
+        '{"s": "text", "i": 42, "d": 2.5, "b": true, "o": {"x": 1}, "a": [1, 2], "n": null, "e": 1e3}',
+        0,
+    ),
+    _document("j2", '{"s": "", "i": 7, "d": -0.75, "b": false, "o": [], "x": {"y": "deep"}}', 1),
+    _document("j3", "not json", 2),
+    _document("j4", None, 3),
+    _document("j5", '[1, "two", {"x": 3}]', 4),
+]
+DOCUMENT_COLUMNS = [("id", "STRING"), ("body", "STRING"), ("created_at", "TIMESTAMP(3)")]
+
 TABLES = [
     Table("orders", "dagger.testing.Order", "created_at", ORDER_COLUMNS, [[*ORDERS, FLUSH_ORDER]]),
     Table("refunds", "dagger.testing.Order", "created_at", ORDER_COLUMNS, [[*REFUNDS, FLUSH_ORDER]]),
@@ -123,6 +141,13 @@ TABLES = [
             ("event_time", "TIMESTAMP(3)"),
         ],
         [[*ITEMS, FLUSH_ITEM]],
+    ),
+    Table(
+        "documents",
+        "dagger.testing.Document",
+        "created_at",
+        DOCUMENT_COLUMNS,
+        [[*DOCUMENTS, _document("flush", "{}", (FLUSH_AT - START).total_seconds())]],
     ),
 ]
 

@@ -192,6 +192,25 @@ FUNCTION_QUERIES: list[tuple[str, str]] = [
         "TIMESTAMPDIFF(MONTH, TIMESTAMP '2024-01-31 00:00:00', TIMESTAMP '2024-02-29 00:00:00') AS leap, "
         "TIMESTAMPDIFF(YEAR, event_time, TIMESTAMP '2020-02-29 00:00:00') AS years FROM items",
     ),
+    (  # the JVM module's FlinkJsonValue.java: lax and strict paths, ON EMPTY and ON ERROR (`documents`)
+        "json_value_paths_and_behaviors",
+        "SELECT id, JSON_VALUE(body, '$.s') AS text_value, JSON_VALUE(body, '$.i') AS int_text, "
+        "JSON_VALUE(body, '$.d') AS decimal_text, JSON_VALUE(body, '$.e') AS exponent_text, "
+        "JSON_VALUE(body, '$.b') AS boolean_text, JSON_VALUE(body, '$[1]') AS array_element, "
+        "JSON_VALUE(body, 'lax $.missing' DEFAULT 'none' ON EMPTY) AS missing_lax, "
+        "JSON_VALUE(body, '$.missing' DEFAULT 'none' ON EMPTY DEFAULT 'failed' ON ERROR) AS missing_strict, "
+        "JSON_VALUE(body, 'lax $.o' DEFAULT 'none' ON EMPTY DEFAULT 'failed' ON ERROR) AS object_lax, "
+        "JSON_VALUE(body, 'strict $.o' NULL ON EMPTY DEFAULT 'failed' ON ERROR) AS object_strict, "
+        "JSON_VALUE(body, '$.n' DEFAULT 'none' ON EMPTY) AS json_null, JSON_VALUE(body, 'LAX $.x.y') AS "
+        "nested FROM documents",
+    ),
+    (  # RETURNING: only the types Flink 2.3 plans, on the scalars it converts (others fail its job)
+        "json_value_returning",
+        "SELECT id, JSON_VALUE(body, '$.i' RETURNING INT) AS int_value, "
+        "JSON_VALUE(body, '$.b' RETURNING BOOLEAN) AS boolean_value, "
+        "JSON_VALUE(body, 'lax $.i' RETURNING INT DEFAULT -1 ON EMPTY) AS int_or_default, "
+        "JSON_VALUE(body, '$.s' RETURNING VARCHAR(2)) AS varchar_value FROM documents",
+    ),
     (
         "percentile_aggregate",
         "SELECT window_start, PERCENTILE(amount, 0.5) AS median, PERCENTILE(amount, 0.9) AS high "

@@ -32,6 +32,7 @@ What changes:
 | `AGG(DISTINCT x) FILTER (WHERE c)`             | the same over `collect_set(x) FILTER (WHERE c)`      |
 | `SUM(x) FILTER (WHERE c)` (AVG too)            | `FlinkSum(CASE WHEN c THEN x END)`                   |
 | `SPLIT_INDEX(s, sep, i)`, `INITCAP(s)`         | `FlinkSplitIndex(...)`, `FlinkInitcap(s)`            |
+| `JSON_VALUE(j, 'lax $.a' RETURNING INT ...)`   | `CAST(FlinkJsonValue(j, 'lax $.a', 'INT', ...) AS INT)` |
 | `GREATEST(a, b)`, `LEAST(a, b)` (NULL: any NULL) | `CASE WHEN a IS NULL OR b IS NULL THEN NULL ELSE ...` |
 | `REGEXP_EXTRACT(s, regex, n)` (NULL: no match)  | `FlinkRegexpExtract(s, regex, n)` (Spark's gives '')  |
 | `EXTRACT(SECOND FROM t)` (whole seconds)        | `CAST(FLOOR(EXTRACT(SECOND FROM t)) AS BIGINT)`      |

@@ -11,6 +11,11 @@ every pass of the translator rewrites.
 - A script's DDL (`scripts`): `ROW<name type, ...>` (and `ROW(...)` in a column's type) is a STRUCT, and
   `WATERMARK FOR c AS expression` a `WatermarkColumnConstraint` of the table's schema.
 - `JOIN t FOR SYSTEM_TIME AS OF x AS a`: a `Version` of the table `t` (`proctime` reads it).
+- `JSON_VALUE(json, path [RETURNING type] [{NULL | ERROR | DEFAULT literal} ON EMPTY] [... ON ERROR])`:
+  `FlinkJsonValue(json, path, 'type', 'empty behavior', default, 'error behavior', default)`, the
+  value's text (`jobs.udfs.json_path`, `FlinkJsonValue.java`), cast to the RETURNING type. A RETURNING
+  type Flink 2.3 cannot plan, and a DEFAULT that is not a literal (Flink's planner fails on one), are
+  refused by name.
 - What Spark streams cannot run is refused by name at its token, before it is parsed (the parser would
   fail on some without naming them): MATCH_RECOGNIZE, the group windows' `..._PROCTIME()`, and Flink's
   functions that Spark lacks or means otherwise (`functions.toml`).
@@ -28,6 +33,11 @@ from sqlglot.tokens import Token, TokenType
 from jobs.model.sql_tree import DaggerSpark
 from jobs.raystack.flink_sql.functions import refusal
 
+JSON_VALUE_TYPES = {
+    exp.DataType.Type.TEXT: "STRING", exp.DataType.Type.VARCHAR: "STRING", exp.DataType.Type.CHAR: "STRING",
+    exp.DataType.Type.BOOLEAN: "BOOLEAN", exp.DataType.Type.INT: "INT", exp.DataType.Type.DOUBLE: "DOUBLE",
+}  # fmt: skip
+"""JSON_VALUE's RETURNING types that Flink 2.3 plans (its code generator fails on BIGINT, DECIMAL...)."""
 AUXILIARY = re.compile(r"^(TUMBLE|HOP|SESSION)_(START|END|ROWTIME|PROCTIME)$")
 WINDOW_TABLE_FUNCTIONS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 INTERVAL_UNITS = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
@@ -76,6 +86,61 @@ class FlinkDialect(DaggerSpark):
         def parse(self, raw_tokens: list[Token], sql: str) -> list[exp.Expr | None]:
             _refuse_unsupported(raw_tokens)
             return super().parse(raw_tokens, sql)
+
+        def _parse_function_call(self, *args: object, **kwargs: object) -> exp.Expr | None:
+            if (
+                self._curr
+                and self._curr.text.upper() == "JSON_VALUE"
+                and self._next
+                and self._next.token_type == TokenType.L_PAREN
+            ):
+                return self._parse_json_value_call()
+            return super()._parse_function_call(*args, **kwargs)  # type: ignore[arg-type]
+
+        def _parse_json_value_call(self) -> exp.Expr:
+            """`JSON_VALUE(...)` with Flink's clauses, as the call of `FlinkJsonValue` (module doc)."""
+            start = self._curr
+            self._advance(2)
+            document = self._parse_assignment()
+            self._match(TokenType.COMMA)
+            path = self._parse_assignment()
+            returning = "STRING"
+            if self._match_text_seq("RETURNING"):
+                type_start = self._curr
+                data_type = self._parse_types()
+                if not isinstance(data_type, exp.DataType) or data_type.this not in JSON_VALUE_TYPES:
+                    raise Refused(
+                        f"JSON_VALUE ... RETURNING {data_type.sql('spark') if data_type else '?'} is not "
+                        "supported: Flink 2.3 plans RETURNING STRING, BOOLEAN, INT or DOUBLE only",
+                        type_start.start,
+                    )
+                returning = JSON_VALUE_TYPES[data_type.this]
+            behaviors = [*self._parse_json_value_behavior("EMPTY"), *self._parse_json_value_behavior("ERROR")]
+            self._match_r_paren()
+            arguments = [document, path, exp.Literal.string(returning), *behaviors]
+            text = self.expression(exp.Anonymous(this="FlinkJsonValue", expressions=arguments), token=start)
+            return text if returning == "STRING" else exp.cast(text, returning).update_positions(start)
+
+        def _parse_json_value_behavior(self, on: str) -> tuple[exp.Expr, exp.Expr]:
+            """`{NULL | ERROR | DEFAULT literal} ON <on>` as the behavior's name and its default (NULL)."""
+            for word in ("NULL", "ERROR"):
+                if self._match_text_seq(word, "ON", on):
+                    return exp.Literal.string(word), exp.Null()
+            index = self._index
+            if self._match(TokenType.DEFAULT):
+                start = self._prev
+                value = self._parse_bitwise()
+                if self._match_text_seq("ON", on):
+                    literal = value.this if isinstance(value, exp.Neg) else value
+                    if not isinstance(literal, exp.Literal | exp.Boolean):
+                        raise Refused(
+                            f"JSON_VALUE's DEFAULT ... ON {on} takes a literal (Flink cannot plan an "
+                            f"expression there), not {value.sql('spark')}",
+                            start.start,
+                        )
+                    return exp.Literal.string("DEFAULT"), value
+                self._retreat(index)
+            return exp.Literal.string("NULL"), exp.Null()
 
         def _parse_watermark(self) -> exp.WatermarkColumnConstraint:
             start = self._prev
