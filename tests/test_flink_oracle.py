@@ -27,6 +27,7 @@ from pyspark.sql.types import StructType
 
 from jobs.project import PROJECT_ROOT
 from jobs.raystack.flink_sql import translate
+from jobs.raystack.flink_sql.errors import FlinkSqlError
 from jobs.raystack.flink_sql.functions import function_table
 from jobs.running.runner import DaggerBuildError, DaggerQueryError
 from jobs.tools.flink_process import FLINK_PYTHON, FlinkResults
@@ -41,6 +42,7 @@ from tests.flink.corpus import (
     Query,
     Table,
 )
+from tests.flink.projections import Projection, cut, merged_sql, plain_projection
 
 # The module takes minutes (Flink runs every query of the corpus, then each runs as a dagger): `make test`
 # hands it out among the first files (tests/conftest.py).
@@ -55,6 +57,19 @@ FUNCTIONS_RESULT = "__functions__"
 KNOWN_ROWS_FILE = PROJECT_ROOT / "tests" / "flink" / "known_differences.json"
 KNOWN_DAGGER_ROWS: dict[str, Any] = json.loads(KNOWN_ROWS_FILE.read_text())
 """The dagger's rows of each query in `KNOWN_DIFFERENCES`, as reviewed when the difference was recorded."""
+
+PROJECTIONS: dict[str, Projection] = {
+    query.id: projection
+    for query in QUERIES
+    if not (query.stream_settings or query.upsert_key or query.id in KNOWN_DIFFERENCES)
+    and (projection := plain_projection(query.id, query.sql, (table.name for table in TABLES)))
+}
+"""The corpus's plain projections: each table's run as one query on each engine (flink/projections.py)."""
+
+
+def merged_id(table: str) -> str:
+    return f"__projections_of_{table}__"
+
 
 outcomes: dict[str, bool] = {}
 """Per query, whether the dagger's rows were Flink's."""
@@ -96,6 +111,21 @@ def oracle_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def merged_projections(request: pytest.FixtureRequest) -> dict[str, list[Projection]]:
+    """The selected plain projections by table (the whole corpus's in a full run, `-k`'s pick otherwise)."""
+    selected = {
+        item.callspec.id
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    }
+    by_table: dict[str, list[Projection]] = {}
+    for query_id, projection in PROJECTIONS.items():
+        if query_id in selected:
+            by_table.setdefault(projection.table, []).append(projection)
+    return by_table
+
+
 class FlinkOracle(FlinkResults):
     """The corpus running on Flink in a process of its own, started once per module: a test asks for its
     query's result, which Flink may still be computing, and waits for it meanwhile."""
@@ -119,17 +149,21 @@ class FlinkOracle(FlinkResults):
 
 
 @pytest.fixture(scope="module")
-def flink(oracle_input: Path, request: pytest.FixtureRequest) -> Iterator[FlinkOracle]:
+def flink(
+    oracle_input: Path, merged_projections: dict[str, list[Projection]], request: pytest.FixtureRequest
+) -> Iterator[FlinkOracle]:
     """Every selected query's result on Flink (one Flink process for them all, started at once): the
     whole corpus in a full run, and only the queries `-k` picks otherwise, so that one query's check does
-    not wait for Flink to run the hundred before it."""
+    not wait for Flink to run the hundred before it. The plain projections run merged, a query per table."""
     assert FLINK_PYTHON.exists(), f"{FLINK_PYTHON} is missing: `make test` makes it"
     selected = {
         item.callspec.id
         for item in request.session.items
         if item.module is request.module and hasattr(item, "callspec")
     }
-    oracle = FlinkOracle(oracle_input, [query for query in QUERIES if query.id in selected])
+    merged = [Query(merged_id(table), merged_sql(group)) for table, group in merged_projections.items()]
+    alone = [query for query in QUERIES if query.id in selected and query.id not in PROJECTIONS]
+    oracle = FlinkOracle(oracle_input, [*merged, *alone])
     try:
         yield oracle
     finally:
@@ -203,12 +237,54 @@ def _run_as_dagger(
     return _comparable(schema.fieldNames(), kept, before_flush=not bounded)
 
 
+merged_dagger_results: dict[str, dict[str, Any]] = {}
+"""Each table's merged projections as a dagger, run by the first of them to be tested."""
+
+
+def _projection_results(
+    projection: Projection,
+    merged_projections: dict[str, list[Projection]],
+    query: Query,
+    flink: FlinkOracle,
+    oracle_input: Path,
+    make_dagger: Callable,
+    start_dagger: Callable,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A plain projection's rows on each engine, cut from its table's merged run; should the dagger fail
+    the merged query, this query runs alone, so that the failure is the query's own."""
+    table = projection.table
+    if table not in merged_dagger_results:
+        merged = Query(merged_id(table), merged_sql(merged_projections[table]))
+        try:
+            merged_dagger_results[table] = _dagger_rows(merged, oracle_input, make_dagger, start_dagger)
+        except FlinkSqlError as error:
+            merged_dagger_results[table] = {"error": str(error)}
+    ours = cut(merged_dagger_results[table], projection)
+    if "error" in ours:
+        ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)
+    theirs = cut(flink.result(merged_id(table)), projection)
+    return (
+        _comparable(ours["columns"], ours["rows"]) if "error" not in ours else ours,
+        theirs,
+    )
+
+
 @pytest.mark.parametrize("query", QUERIES, ids=[query.id for query in QUERIES])
 def test_the_dagger_gives_flinks_rows(
-    query: Query, flink: FlinkOracle, oracle_input: Path, make_dagger, start_dagger
+    query: Query,
+    flink: FlinkOracle,
+    merged_projections: dict[str, list[Projection]],
+    oracle_input: Path,
+    make_dagger,
+    start_dagger,
 ) -> None:
-    ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)  # while Flink runs this or the next
-    theirs = flink.result(query.id)
+    if query.id in PROJECTIONS:
+        ours, theirs = _projection_results(
+            PROJECTIONS[query.id], merged_projections, query, flink, oracle_input, make_dagger, start_dagger
+        )
+    else:
+        ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)  # while Flink runs this or next
+        theirs = flink.result(query.id)
     assert "error" not in theirs, f"Flink could not run {query.id}: {theirs['error']}"
     flink_rows = _comparable(theirs["columns"], theirs["rows"])
     assert flink_rows["rows"], f"{query.id} compares nothing: Flink gave no rows"
