@@ -60,8 +60,6 @@ class LocalKafka:
 
     client_protocol = "PLAINTEXT"
     """The security protocol of the `CLIENT` listener; a subclass that secures it says which."""
-    jvm_options: tuple[str, ...] = ()
-    """More options of the node's JVM (the tests' nodes run the JVM's quick compiler only)."""
 
     def __init__(self, data_dir: Path | None = None) -> None:
         if not LIBS.is_dir() or not any(LIBS.glob("kafka_2.13-*.jar")):
@@ -131,7 +129,6 @@ class LocalKafka:
             "-XX:+UseG1GC",
             "-XX:-UsePerfData",
             "-Djava.awt.headless=true",
-            *self.jvm_options,
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-cp",
             f"{LIBS}/*",

@@ -196,11 +196,6 @@ def _openssl(*arguments: str) -> None:
 class ApacheKafka(LocalKafka):
     """The project's local Apache Kafka node, its client listener secured when a `BrokerSecurity` is given."""
 
-    # A test's node serves small topics for minutes: the optimizing compiler's CPU never pays back. With the
-    # quick compiler alone a node took about half the CPU to start (3.3 against 7.5 CPU-seconds) and to
-    # serve 20,000 records, and 2.5 against 3.5 CPU-seconds a minute idle.
-    jvm_options = ("-XX:TieredStopAtLevel=1",)
-
     def __init__(self, data_dir: Path, security: BrokerSecurity | None = None) -> None:
         super().__init__(data_dir)
         self.security = security
