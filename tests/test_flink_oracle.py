@@ -67,10 +67,6 @@ PROJECTIONS: dict[str, Projection] = {
 """The corpus's plain projections: each table's run as one query on each engine (flink/projections.py)."""
 
 
-def merged_id(table: str) -> str:
-    return f"__projections_of_{table}__"
-
-
 outcomes: dict[str, bool] = {}
 """Per query, whether the dagger's rows were Flink's."""
 differences: dict[str, dict[str, Any]] = {}
@@ -112,18 +108,23 @@ def oracle_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def merged_projections(request: pytest.FixtureRequest) -> dict[str, list[Projection]]:
-    """The selected plain projections by table (the whole corpus's in a full run, `-k`'s pick otherwise)."""
-    selected = {
+def selected(request: pytest.FixtureRequest) -> set[str]:
+    """The ids of the queries this run tests: the whole corpus in a full run, `-k`'s pick otherwise."""
+    return {
         item.callspec.id
         for item in request.session.items
         if item.module is request.module and hasattr(item, "callspec")
     }
+
+
+@pytest.fixture(scope="module")
+def merged_queries(selected: set[str]) -> dict[str, Query]:
+    """Per table, the selected plain projections as one query (tests/flink/projections.py)."""
     by_table: dict[str, list[Projection]] = {}
     for query_id, projection in PROJECTIONS.items():
         if query_id in selected:
             by_table.setdefault(projection.table, []).append(projection)
-    return by_table
+    return {table: Query(f"__projections_of_{table}__", merged_sql(rows)) for table, rows in by_table.items()}
 
 
 class FlinkOracle(FlinkResults):
@@ -149,21 +150,13 @@ class FlinkOracle(FlinkResults):
 
 
 @pytest.fixture(scope="module")
-def flink(
-    oracle_input: Path, merged_projections: dict[str, list[Projection]], request: pytest.FixtureRequest
-) -> Iterator[FlinkOracle]:
+def flink(oracle_input: Path, selected: set[str], merged_queries: dict[str, Query]) -> Iterator[FlinkOracle]:
     """Every selected query's result on Flink (one Flink process for them all, started at once): the
     whole corpus in a full run, and only the queries `-k` picks otherwise, so that one query's check does
     not wait for Flink to run the hundred before it. The plain projections run merged, a query per table."""
     assert FLINK_PYTHON.exists(), f"{FLINK_PYTHON} is missing: `make test` makes it"
-    selected = {
-        item.callspec.id
-        for item in request.session.items
-        if item.module is request.module and hasattr(item, "callspec")
-    }
-    merged = [Query(merged_id(table), merged_sql(group)) for table, group in merged_projections.items()]
     alone = [query for query in QUERIES if query.id in selected and query.id not in PROJECTIONS]
-    oracle = FlinkOracle(oracle_input, [*merged, *alone])
+    oracle = FlinkOracle(oracle_input, [*merged_queries.values(), *alone])
     try:
         yield oracle
     finally:
@@ -238,49 +231,47 @@ def _run_as_dagger(
 
 
 merged_dagger_results: dict[str, dict[str, Any]] = {}
-"""Each table's merged projections as a dagger, run by the first of them to be tested."""
+"""Each merged query's rows as a dagger, by its id: run by the first of its projections to be tested."""
 
 
 def _projection_results(
     projection: Projection,
-    merged_projections: dict[str, list[Projection]],
+    merged: Query,
     query: Query,
     flink: FlinkOracle,
     oracle_input: Path,
     make_dagger: Callable,
     start_dagger: Callable,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A plain projection's rows on each engine, cut from its table's merged run; should the dagger fail
+    """A plain projection's rows on each engine, cut from its table's `merged` run; should the dagger fail
     the merged query, this query runs alone, so that the failure is the query's own."""
-    table = projection.table
-    if table not in merged_dagger_results:
-        merged = Query(merged_id(table), merged_sql(merged_projections[table]))
+    if merged.id not in merged_dagger_results:
         try:
-            merged_dagger_results[table] = _dagger_rows(merged, oracle_input, make_dagger, start_dagger)
+            merged_dagger_results[merged.id] = _dagger_rows(merged, oracle_input, make_dagger, start_dagger)
         except FlinkSqlError as error:
-            merged_dagger_results[table] = {"error": str(error)}
-    ours = cut(merged_dagger_results[table], projection)
-    if "error" in ours:
+            merged_dagger_results[merged.id] = {"error": str(error)}
+    if "error" in merged_dagger_results[merged.id]:
         ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)
-    theirs = cut(flink.result(merged_id(table)), projection)
-    return (
-        _comparable(ours["columns"], ours["rows"]) if "error" not in ours else ours,
-        theirs,
-    )
+    else:
+        cut_rows = cut(merged_dagger_results[merged.id], projection)
+        ours = _comparable(cut_rows["columns"], cut_rows["rows"])
+    return ours, cut(flink.result(merged.id), projection)
 
 
 @pytest.mark.parametrize("query", QUERIES, ids=[query.id for query in QUERIES])
 def test_the_dagger_gives_flinks_rows(
     query: Query,
     flink: FlinkOracle,
-    merged_projections: dict[str, list[Projection]],
+    merged_queries: dict[str, Query],
     oracle_input: Path,
     make_dagger,
     start_dagger,
 ) -> None:
     if query.id in PROJECTIONS:
+        projection = PROJECTIONS[query.id]
+        merged = merged_queries[projection.table]
         ours, theirs = _projection_results(
-            PROJECTIONS[query.id], merged_projections, query, flink, oracle_input, make_dagger, start_dagger
+            projection, merged, query, flink, oracle_input, make_dagger, start_dagger
         )
     else:
         ours = _dagger_rows(query, oracle_input, make_dagger, start_dagger)  # while Flink runs this or next

@@ -15,21 +15,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_PLAIN = re.compile(r"SELECT\s+(?P<items>.+)\s+FROM\s+`?(?P<table>\w+)`?\s*", re.IGNORECASE | re.DOTALL)
-_NOT_PLAIN = re.compile(
-    r"\b(WHERE|GROUP|JOIN|UNNEST|OVER|DISTINCT|LIMIT|ORDER|UNION|HAVING|TABLE|MATCH_RECOGNIZE|COUNT|SUM|"
-    r"AVG|MIN|MAX|COLLECT|LISTAGG|FIRST_VALUE|LAST_VALUE|PERCENTILE|TUMBLE\w*|HOP\w*|SESSION\w*|SELECT\s.*"
-    r"SELECT)\b",
-    re.IGNORECASE | re.DOTALL,
-)
-_ALIASED = re.compile(r"(?P<expression>.+?)\s+AS\s+`?(?P<name>\w+)`?", re.IGNORECASE | re.DOTALL)
-_COLUMN = re.compile(r"`?(?P<name>\w+)`?")
+from sqlglot import ParseError, exp, parse_one
+
+from jobs.raystack.flink_sql.dialect import FlinkDialect
+
+_ITEMS = re.compile(r"SELECT\s+(?P<items>.+)\s+FROM\s+\S+\s*", re.IGNORECASE | re.DOTALL)
+_ONE_ROW_PER_ROW_BREAKERS = (exp.AggFunc, exp.Window, exp.Unnest, exp.Subquery, exp.Select, exp.Lateral)
+"""Nodes in a select item that change how many rows come out, or read other rows."""
 SEPARATOR = "__"
 
 
 @dataclass(frozen=True)
 class Projection:
-    """One plain projection of the corpus: its query id, table and select items (expression, name)."""
+    """One plain projection of the corpus: its query id, table and select items (expression text, name)."""
 
     query_id: str
     table: str
@@ -56,20 +54,31 @@ def _top_level_items(items: str) -> list[str]:
 
 
 def plain_projection(query_id: str, sql: str, tables: Iterable[str]) -> Projection | None:
-    """The query as a `Projection`, or None when it is not a plain projection of one of `tables`."""
-    match = _PLAIN.fullmatch(sql.strip())
-    if not match or match["table"] not in set(tables) or _NOT_PLAIN.search(match["items"]):
+    """The query as a `Projection`, or None when it is not a plain projection of one of `tables`. The
+    translator's Flink parser decides; each item's expression keeps the query's own text, so that the merged
+    query asks both engines the same syntax."""
+    try:
+        tree = parse_one(sql, read=FlinkDialect)
+    except ParseError:
+        return None
+    source = tree.args.get("from_")
+    clauses = {name for name, value in tree.args.items() if value} - {"expressions", "from_"}
+    if (
+        not isinstance(tree, exp.Select)
+        or clauses
+        or not (source and isinstance(source.this, exp.Table) and source.this.name in set(tables))
+        or any(item.find(*_ONE_ROW_PER_ROW_BREAKERS) for item in tree.expressions)
+        or not all(isinstance(item, (exp.Alias, exp.Column)) for item in tree.expressions)
+    ):
+        return None
+    texts = _top_level_items(_ITEMS.fullmatch(sql.strip())["items"])
+    if len(texts) != len(tree.expressions):
         return None
     items = []
-    for item in _top_level_items(match["items"]):
-        aliased, column = _ALIASED.fullmatch(item), _COLUMN.fullmatch(item)
-        if aliased:
-            items.append((aliased["expression"], aliased["name"]))
-        elif column:
-            items.append((item, column["name"]))
-        else:
-            return None  # an unnamed expression: its column name is each engine's own
-    return Projection(query_id, match["table"], tuple(items))
+    for text, item in zip(texts, tree.expressions, strict=True):
+        expression = text[: text.upper().rindex(" AS ")] if isinstance(item, exp.Alias) else text
+        items.append((expression.strip(), item.alias_or_name))
+    return Projection(query_id, source.this.name, tuple(items))
 
 
 def merged_sql(projections: Sequence[Projection]) -> str:
