@@ -125,6 +125,9 @@ def _expected(count: int, start: int = 0) -> list[tuple]:
     )
 
 
+SPARK_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
+
+
 def _processes() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, command line) of every process."""
     found = {}
@@ -146,12 +149,14 @@ def _driver_processes(run_worker: int) -> list[int]:
     jvms = [
         pid
         for pid, (parent, command) in processes.items()
-        if parent == run_worker and "org.apache.spark.deploy.SparkSubmit" in command
+        if parent == run_worker and SPARK_SUBMIT_CLASS in command
     ]
+    # A child the JVM is spawning (any subprocess) shows the JVM's own command line until it execs, and
+    # that line names driver.py too: the driver is the child that is not a copy of spark-submit's JVM.
     drivers = [
         pid
         for pid, (parent, command) in processes.items()
-        if parent in jvms and "jobs/submitted/driver.py" in command
+        if parent in jvms and "jobs/submitted/driver.py" in command and SPARK_SUBMIT_CLASS not in command
     ]
     return [*jvms, *drivers]
 
